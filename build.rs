@@ -1,0 +1,84 @@
+//! Generates the CSI message types (rust-protobuf 3, pure parser: no protoc)
+//! and the gRPC service stubs (grpcio-compiler, which only reads
+//! rust-protobuf 2 descriptors, so the parsed descriptors are round-tripped
+//! through their wire bytes).
+
+use std::path::{Path, PathBuf};
+
+fn main() {
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    println!("cargo:rerun-if-changed=proto/csi.proto");
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=REV");
+
+    protobuf_codegen::Codegen::new()
+        .pure()
+        .include("proto")
+        .input("proto/csi.proto")
+        .out_dir(&out)
+        .run_from_script();
+    strip_inner_attributes(&out.join("csi.rs"));
+
+    let parsed = protobuf_parse::Parser::new()
+        .pure()
+        .include("proto")
+        .input("proto/csi.proto")
+        .parse_and_typecheck()
+        .expect("parse proto/csi.proto");
+    let descriptors: Vec<protobuf2::descriptor::FileDescriptorProto> = parsed
+        .file_descriptors
+        .iter()
+        .map(|fd| {
+            let bytes = protobuf::Message::write_to_bytes(fd).expect("encode descriptor");
+            protobuf2::Message::parse_from_bytes(&bytes).expect("decode descriptor")
+        })
+        .collect();
+    let generated = grpcio_compiler::codegen::gen(&descriptors, &["csi.proto".to_string()]);
+    let service = generated
+        .into_iter()
+        .find(|r| r.name.ends_with("_grpc.rs"))
+        .expect("grpcio-compiler produced no service file");
+    let path = out.join("csi_grpc.rs");
+    std::fs::write(&path, service.content).expect("write csi_grpc.rs");
+    strip_inner_attributes(&path);
+
+    println!("cargo:rustc-env=GIT_REVISION={}", git_revision());
+}
+
+/// `include!` cannot take inner attributes or inner doc comments; the
+/// including module carries the allowances instead (and `box_pointers` no
+/// longer exists as a lint).
+fn strip_inner_attributes(path: &Path) {
+    let text = std::fs::read_to_string(path).expect("read generated file");
+    let kept: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("#!["))
+        .map(|l| match l.trim_start().strip_prefix("//!") {
+            Some(rest) => format!("//{rest}"),
+            None => l.to_string(),
+        })
+        .collect();
+    std::fs::write(path, kept.join("\n")).expect("rewrite generated file");
+}
+
+/// `REV` (set by image builds) wins; otherwise the git HEAD when built from a
+/// checkout; otherwise nothing.
+fn git_revision() -> String {
+    if let Ok(rev) = std::env::var("REV") {
+        return rev;
+    }
+    if let Ok(head) = std::fs::read_to_string(".git/HEAD") {
+        println!("cargo:rerun-if-changed=.git/HEAD");
+        let head = head.trim();
+        if let Some(reference) = head.strip_prefix("ref: ") {
+            println!("cargo:rerun-if-changed=.git/{reference}");
+        }
+    }
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}

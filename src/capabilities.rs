@@ -1,0 +1,62 @@
+//! What the driver advertises, derived from role and configuration in one
+//! place. Nothing is advertised that is not implemented.
+
+use crate::config::{AccessPolicyMode, Role};
+use crate::proto::csi;
+use csi::controller_service_capability::rpc::Type as ControllerRpc;
+use csi::node_service_capability::rpc::Type as NodeRpc;
+use csi::plugin_capability::service::Type as PluginService;
+
+/// GetPluginCapabilities: the controller service where this process serves it.
+pub fn plugin(role: Role) -> Vec<csi::PluginCapability> {
+    match role {
+        Role::Controller | Role::Dev => {
+            let mut service = csi::plugin_capability::Service::new();
+            service.type_ = PluginService::CONTROLLER_SERVICE.into();
+            let mut cap = csi::PluginCapability::new();
+            cap.set_service(service);
+            vec![cap]
+        }
+        Role::Node => Vec::new(),
+    }
+}
+
+/// ControllerGetCapabilities. VOLUME_CONDITION: ControllerGetVolume reports
+/// an abnormal condition while the filesystem is not active.
+/// Publish/unpublish exist only in node mode,
+/// where "attach" means adding the node to the filesystem's ACL.
+pub fn controller(mode: AccessPolicyMode) -> Vec<csi::ControllerServiceCapability> {
+    let mut rpcs = vec![
+        ControllerRpc::CREATE_DELETE_VOLUME,
+        ControllerRpc::GET_VOLUME,
+        ControllerRpc::CREATE_DELETE_SNAPSHOT,
+        ControllerRpc::LIST_SNAPSHOTS,
+        ControllerRpc::VOLUME_CONDITION,
+    ];
+    if mode == AccessPolicyMode::Node {
+        rpcs.push(ControllerRpc::PUBLISH_UNPUBLISH_VOLUME);
+    }
+    rpcs.into_iter()
+        .map(|t| {
+            let mut rpc = csi::controller_service_capability::RPC::new();
+            rpc.type_ = t.into();
+            let mut cap = csi::ControllerServiceCapability::new();
+            cap.set_rpc(rpc);
+            cap
+        })
+        .collect()
+}
+
+/// NodeGetCapabilities.
+pub fn node() -> Vec<csi::NodeServiceCapability> {
+    [NodeRpc::STAGE_UNSTAGE_VOLUME, NodeRpc::GET_VOLUME_STATS]
+        .into_iter()
+        .map(|t| {
+            let mut rpc = csi::node_service_capability::RPC::new();
+            rpc.type_ = t.into();
+            let mut cap = csi::NodeServiceCapability::new();
+            cap.set_rpc(rpc);
+            cap
+        })
+        .collect()
+}

@@ -1,0 +1,474 @@
+//! Every setting the driver reads, read once at startup from the environment
+//! (as on Kubernetes) with command-line flags mirroring each variable, and
+//! validated before anything is served. Nothing else in the crate reads the
+//! environment for configuration.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which gRPC services this process serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Controller,
+    Node,
+    /// Controller + Node against embedded fakes, for laptops and conformance.
+    Dev,
+}
+
+/// Where the CSI socket listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    Unix(PathBuf),
+    Tcp(String),
+}
+
+/// How nodes are admitted to a filesystem (see behaviour.md, access policy modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessPolicyMode {
+    /// The Space's VPC ACL admits the cluster; no per-node attach.
+    Space,
+    /// ControllerPublish adds each node's Linode id to the filesystem ACL.
+    Node,
+}
+
+/// Settings of the Linode API client (controller and dev roles).
+#[derive(Clone)]
+pub struct LinodeConfig {
+    pub url: String,
+    pub api_version: String,
+    pub token: String,
+    pub ca_file: Option<PathBuf>,
+    pub request_timeout: Duration,
+    pub wait_timeout: Duration,
+}
+
+impl fmt::Debug for LinodeConfig {
+    // The token is a credential: it never reaches a log line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LinodeConfig")
+            .field("url", &self.url)
+            .field("api_version", &self.api_version)
+            .field("token", &"***")
+            .field("ca_file", &self.ca_file)
+            .field("request_timeout", &self.request_timeout)
+            .field("wait_timeout", &self.wait_timeout)
+            .finish()
+    }
+}
+
+/// Options only the `dev` role reads.
+#[derive(Debug, Clone)]
+pub struct DevConfig {
+    pub state_dir: PathBuf,
+    pub activation_delay: Duration,
+    pub faults: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub role: Role,
+    pub endpoint: Endpoint,
+    /// Present for the controller role only; the node never sees the token.
+    pub linode: Option<LinodeConfig>,
+    pub wait_timeout: Duration,
+    pub access_policy_mode: AccessPolicyMode,
+    pub default_capacity_bytes: i64,
+    pub node_name: Option<String>,
+    pub kubeconfig: Option<PathBuf>,
+    pub metadata_url: String,
+    pub worker_threads: usize,
+    pub nfs_mount_helper: PathBuf,
+    pub nfs_mount_timeout: Duration,
+    pub shutdown_grace: Duration,
+    pub dev: Option<DevConfig>,
+}
+
+/// What the command line asked for.
+#[derive(Debug)]
+pub enum Command {
+    Serve(Box<Config>),
+    Help,
+    Version,
+}
+
+/// A startup error: one line naming the variable, and the exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub message: String,
+    pub exit_code: i32,
+}
+
+impl ConfigError {
+    fn new(message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            message: message.into(),
+            exit_code: 1,
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// One documented setting: its variable, default, and meaning. The table is
+/// the single source of `--help` and of which flags exist.
+struct Setting {
+    var: &'static str,
+    default: &'static str,
+    help: &'static str,
+}
+
+const SETTINGS: &[Setting] = &[
+    Setting { var: "DRIVER_ROLE", default: "", help: "controller, node or dev (required; `dev` as first argument also selects it)" },
+    Setting { var: "CSI_ENDPOINT", default: "unix:///csi/csi.sock", help: "unix:///abs/path or tcp://host:port" },
+    Setting { var: "LINODE_TOKEN", default: "", help: "Linode API token (controller; required there, never read by the node)" },
+    Setting { var: "LINODE_URL", default: "https://api.linode.com", help: "Linode API base URL, without the version" },
+    Setting { var: "LINODE_API_VERSION", default: "v4beta", help: "Linode API version appended to LINODE_URL" },
+    Setting { var: "LINODE_CA", default: "", help: "extra root CA PEM file for the Linode API" },
+    Setting { var: "LINODE_REQUEST_TIMEOUT", default: "10s", help: "timeout of one Linode API request" },
+    Setting { var: "LINODE_WAIT_TIMEOUT", default: "5m", help: "bound on every wait for a Linode object to become active" },
+    Setting { var: "NFS_ACCESS_POLICY_MODE", default: "space", help: "space or node (node: ControllerPublish edits the filesystem ACL)" },
+    Setting { var: "DEFAULT_CAPACITY", default: "10Gi", help: "filesystem size when a request names none (bytes or Ki/Mi/Gi/Ti)" },
+    Setting { var: "NODE_NAME", default: "", help: "Kubernetes node name (node role; required there)" },
+    Setting { var: "KUBECONFIG", default: "", help: "kubeconfig file; unset means the in-cluster service account" },
+    Setting { var: "METADATA_URL", default: "http://169.254.169.254", help: "Linode metadata service base URL (node)" },
+    Setting { var: "WORKER_THREADS", default: "16", help: "size of the RPC worker pool" },
+    Setting { var: "NFS_MOUNT_HELPER", default: "mount", help: "program run as `<helper> -t nfs4 [-o opts] <source> <target>`" },
+    Setting { var: "NFS_MOUNT_TIMEOUT", default: "2m", help: "the NFS mount helper is killed after this long" },
+    Setting { var: "SHUTDOWN_GRACE", default: "30s", help: "on SIGTERM, how long in-flight RPCs may finish" },
+    Setting { var: "DEV_STATE_DIR", default: "./dev", help: "dev role: directory holding the socket, fake state and exports" },
+    Setting { var: "DEV_ACTIVATION_DELAY", default: "0s", help: "dev role: how long fake filesystems/snapshots stay `creating`" },
+    Setting { var: "DEV_FAULTS", default: "", help: "dev role: fault profile such as 429:0.1,503:0.05" },
+    Setting { var: "RUST_LOG", default: "info", help: "log filter (env_logger syntax)" },
+];
+
+/// The `--help` text.
+pub fn help_text() -> String {
+    let mut out = String::from(
+        "linode-nfs-csi: Kubernetes CSI driver for Linode managed NFS\n\n\
+         Usage: linode-nfs-csi [dev] [--FLAG=VALUE ...]\n\
+         Every setting is an environment variable; the flag --lower-case-name\n\
+         (e.g. --csi-endpoint for CSI_ENDPOINT) overrides it.\n\n",
+    );
+    for s in SETTINGS {
+        let default = if s.default.is_empty() { "-" } else { s.default };
+        out.push_str(&format!("  {:<24} default {:<24} {}\n", s.var, default, s.help));
+    }
+    out
+}
+
+/// Parses the process arguments and environment into what to do.
+pub fn from_args_and_env(
+    args: &[String],
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Command, ConfigError> {
+    let mut flags: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut iter = args.iter().peekable();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "-h" | "--help" | "help" => return Ok(Command::Help),
+            "-V" | "--version" | "version" => return Ok(Command::Version),
+            "dev" | "controller" | "node" if flags.is_empty() => {
+                flags.insert("DRIVER_ROLE", arg.clone());
+            }
+            other => {
+                let Some(flag) = other.strip_prefix("--") else {
+                    return Err(ConfigError::new(format!("unexpected argument {other:?} (see --help)")));
+                };
+                let (name, inline) = match flag.split_once('=') {
+                    Some((n, v)) => (n, Some(v.to_string())),
+                    None => (flag, None),
+                };
+                let var = name.to_ascii_uppercase().replace('-', "_");
+                let Some(setting) = SETTINGS.iter().find(|s| s.var == var) else {
+                    return Err(ConfigError::new(format!("unknown flag --{name} (see --help)")));
+                };
+                let value = match inline {
+                    Some(v) => v,
+                    None => iter
+                        .next()
+                        .cloned()
+                        .ok_or_else(|| ConfigError::new(format!("flag --{name} needs a value")))?,
+                };
+                flags.insert(setting.var, value);
+            }
+        }
+    }
+    let get = |var: &str| -> Option<String> {
+        flags
+            .get(var)
+            .cloned()
+            .or_else(|| env(var))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    Config::from_lookup(get).map(|c| Command::Serve(Box::new(c)))
+}
+
+impl Config {
+    fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let or_default = |var: &str| -> String {
+            get(var).unwrap_or_else(|| {
+                SETTINGS
+                    .iter()
+                    .find(|s| s.var == var)
+                    .map(|s| s.default.to_string())
+                    .unwrap_or_default()
+            })
+        };
+        let duration = |var: &str| -> Result<Duration, ConfigError> {
+            let raw = or_default(var);
+            parse_duration(&raw).map_err(|e| ConfigError::new(format!("{var}: {e}")))
+        };
+
+        let role = match get("DRIVER_ROLE").as_deref() {
+            Some("controller") => Role::Controller,
+            Some("node") => Role::Node,
+            Some("dev") => Role::Dev,
+            other => {
+                return Err(ConfigError {
+                    message: format!("invalid driver role \"{}\"", other.unwrap_or("")),
+                    exit_code: 2,
+                })
+            }
+        };
+        let endpoint = parse_endpoint(&or_default("CSI_ENDPOINT"))
+            .map_err(|e| ConfigError::new(format!("CSI_ENDPOINT: {e}")))?;
+        let access_policy_mode = match or_default("NFS_ACCESS_POLICY_MODE").as_str() {
+            "space" => AccessPolicyMode::Space,
+            "node" => AccessPolicyMode::Node,
+            other => {
+                return Err(ConfigError::new(format!(
+                    "NFS_ACCESS_POLICY_MODE: invalid access policy mode \"{other}\" (want space or node)"
+                )))
+            }
+        };
+        let wait_timeout = duration("LINODE_WAIT_TIMEOUT")?;
+        let request_timeout = duration("LINODE_REQUEST_TIMEOUT")?;
+        let linode = match role {
+            Role::Controller => {
+                let token = get("LINODE_TOKEN").ok_or_else(|| {
+                    ConfigError::new("LINODE_TOKEN: a Linode API token is required for the controller role")
+                })?;
+                Some(LinodeConfig {
+                    url: or_default("LINODE_URL").trim_end_matches('/').to_string(),
+                    api_version: or_default("LINODE_API_VERSION").trim_matches('/').to_string(),
+                    token,
+                    ca_file: get("LINODE_CA").map(PathBuf::from),
+                    request_timeout,
+                    wait_timeout,
+                })
+            }
+            Role::Node | Role::Dev => None,
+        };
+        let node_name = get("NODE_NAME");
+        if role == Role::Node && node_name.is_none() {
+            return Err(ConfigError::new(
+                "NODE_NAME: the node role needs the Kubernetes node name (downward API spec.nodeName)",
+            ));
+        }
+        let worker_threads = or_default("WORKER_THREADS")
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=1024).contains(n))
+            .ok_or_else(|| ConfigError::new("WORKER_THREADS: must be an integer between 1 and 1024"))?;
+        let default_capacity_bytes = parse_quantity(&or_default("DEFAULT_CAPACITY"))
+            .map_err(|e| ConfigError::new(format!("DEFAULT_CAPACITY: {e}")))?;
+        let dev = match role {
+            Role::Dev => Some(DevConfig {
+                state_dir: PathBuf::from(or_default("DEV_STATE_DIR")),
+                activation_delay: duration("DEV_ACTIVATION_DELAY")?,
+                faults: get("DEV_FAULTS").unwrap_or_default(),
+            }),
+            _ => None,
+        };
+        Ok(Config {
+            role,
+            endpoint,
+            linode,
+            wait_timeout,
+            access_policy_mode,
+            default_capacity_bytes,
+            node_name,
+            kubeconfig: get("KUBECONFIG").map(PathBuf::from),
+            metadata_url: or_default("METADATA_URL").trim_end_matches('/').to_string(),
+            worker_threads,
+            nfs_mount_helper: PathBuf::from(or_default("NFS_MOUNT_HELPER")),
+            nfs_mount_timeout: duration("NFS_MOUNT_TIMEOUT")?,
+            shutdown_grace: duration("SHUTDOWN_GRACE")?,
+            dev,
+        })
+    }
+}
+
+/// `500ms`, `10s`, `5m`, `1h`; a bare number is rejected so units are never guessed.
+pub fn parse_duration(raw: &str) -> Result<Duration, String> {
+    let raw = raw.trim();
+    let split = raw
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("invalid duration {raw:?}: add a unit (ms, s, m or h)"))?;
+    let (number, unit) = raw.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {raw:?}: expected e.g. 500ms, 10s, 5m"))?;
+    let ms = match unit {
+        "ms" => Some(n),
+        "s" => n.checked_mul(1_000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        _ => return Err(format!("invalid duration {raw:?}: unit must be ms, s, m or h")),
+    };
+    ms.map(Duration::from_millis)
+        .ok_or_else(|| format!("invalid duration {raw:?}: too large"))
+}
+
+/// `unix:///abs/path` or `tcp://host:port`.
+pub fn parse_endpoint(raw: &str) -> Result<Endpoint, String> {
+    if let Some(path) = raw.strip_prefix("unix://") {
+        if !path.starts_with('/') || path.len() < 2 || path.ends_with('/') {
+            return Err(format!("invalid endpoint {raw:?}: want unix:///absolute/path/to/socket"));
+        }
+        return Ok(Endpoint::Unix(PathBuf::from(path)));
+    }
+    if let Some(addr) = raw.strip_prefix("tcp://") {
+        let port_ok = addr
+            .rsplit_once(':')
+            .map(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+            .unwrap_or(false);
+        if !port_ok {
+            return Err(format!("invalid endpoint {raw:?}: want tcp://host:port"));
+        }
+        return Ok(Endpoint::Tcp(addr.to_string()));
+    }
+    Err(format!("invalid endpoint {raw:?}: scheme must be unix:// or tcp://"))
+}
+
+/// A size as bytes or with a binary suffix (`Ki`, `Mi`, `Gi`, `Ti`), as in Kubernetes quantities.
+pub fn parse_quantity(raw: &str) -> Result<i64, String> {
+    let raw = raw.trim();
+    let (number, factor) = [("Ki", 1i64 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("Ti", 1 << 40)]
+        .iter()
+        .find_map(|(suffix, f)| raw.strip_suffix(suffix).map(|n| (n, *f)))
+        .unwrap_or((raw, 1));
+    number
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .and_then(|n| n.checked_mul(factor))
+        .ok_or_else(|| format!("invalid size {raw:?}: want a positive number of bytes or e.g. 10Gi"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(args: &[&str], env: &[(&str, &str)]) -> Result<Command, ConfigError> {
+        let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        from_args_and_env(&args, |k| env.get(k).cloned())
+    }
+
+    fn config(args: &[&str], env: &[(&str, &str)]) -> Config {
+        match parse(args, env) {
+            Ok(Command::Serve(c)) => *c,
+            other => panic!("expected a config, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        for bad in ["", "10", "s", "1.5s", "-1s", "10 s", "3d", "99999999999999999999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(parse_endpoint("unix:///csi/csi.sock"), Ok(Endpoint::Unix("/csi/csi.sock".into())));
+        assert_eq!(parse_endpoint("tcp://127.0.0.1:10000"), Ok(Endpoint::Tcp("127.0.0.1:10000".into())));
+        assert_eq!(parse_endpoint("tcp://[::1]:10000"), Ok(Endpoint::Tcp("[::1]:10000".into())));
+        for bad in ["unix://relative", "unix:///", "/csi/csi.sock", "http://x:1", "tcp://host", "tcp://:80", "tcp://h:99999"] {
+            assert!(parse_endpoint(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn quantities() {
+        assert_eq!(parse_quantity("10Gi"), Ok(10 << 30));
+        assert_eq!(parse_quantity("1048576"), Ok(1 << 20));
+        assert!(parse_quantity("0").is_err());
+        assert!(parse_quantity("10G").is_err());
+    }
+
+    #[test]
+    fn roles() {
+        assert_eq!(config(&[], &[("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")]).role, Role::Controller);
+        assert_eq!(config(&[], &[("DRIVER_ROLE", "node"), ("NODE_NAME", "n1")]).role, Role::Node);
+        assert_eq!(config(&["dev"], &[]).role, Role::Dev);
+        let err = parse(&[], &[("DRIVER_ROLE", "both")]).unwrap_err();
+        assert_eq!(err, ConfigError { message: "invalid driver role \"both\"".into(), exit_code: 2 });
+        assert_eq!(parse(&[], &[]).unwrap_err().exit_code, 2);
+    }
+
+    #[test]
+    fn role_requirements_name_the_variable() {
+        let err = parse(&[], &[("DRIVER_ROLE", "controller")]).unwrap_err();
+        assert!(err.message.starts_with("LINODE_TOKEN"), "{}", err.message);
+        let err = parse(&[], &[("DRIVER_ROLE", "node")]).unwrap_err();
+        assert!(err.message.starts_with("NODE_NAME"), "{}", err.message);
+        let err = parse(&[], &[("DRIVER_ROLE", "node"), ("NODE_NAME", "n"), ("CSI_ENDPOINT", "csi.sock")]).unwrap_err();
+        assert!(err.message.starts_with("CSI_ENDPOINT"), "{}", err.message);
+        let err = parse(&[], &[("DRIVER_ROLE", "node"), ("NODE_NAME", "n"), ("NFS_MOUNT_TIMEOUT", "2")]).unwrap_err();
+        assert!(err.message.starts_with("NFS_MOUNT_TIMEOUT"), "{}", err.message);
+    }
+
+    #[test]
+    fn the_node_never_holds_the_token() {
+        let c = config(&[], &[("DRIVER_ROLE", "node"), ("NODE_NAME", "n"), ("LINODE_TOKEN", "secret")]);
+        assert!(c.linode.is_none());
+    }
+
+    #[test]
+    fn flags_override_env_and_debug_hides_the_token() {
+        let c = config(
+            &["--csi-endpoint=tcp://127.0.0.1:9", "--linode-wait-timeout", "1m"],
+            &[("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "s3cr3t"), ("CSI_ENDPOINT", "unix:///x/y")],
+        );
+        assert_eq!(c.endpoint, Endpoint::Tcp("127.0.0.1:9".into()));
+        assert_eq!(c.linode.as_ref().unwrap().wait_timeout, Duration::from_secs(60));
+        assert!(!format!("{c:?}").contains("s3cr3t"));
+        assert!(parse(&["--no-such-flag=1"], &[]).is_err());
+    }
+
+    #[test]
+    fn defaults() {
+        let c = config(&[], &[("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")]);
+        assert_eq!(c.endpoint, Endpoint::Unix("/csi/csi.sock".into()));
+        let l = c.linode.unwrap();
+        assert_eq!((l.url.as_str(), l.api_version.as_str()), ("https://api.linode.com", "v4beta"));
+        assert_eq!(l.request_timeout, Duration::from_secs(10));
+        assert_eq!(l.wait_timeout, Duration::from_secs(300));
+        assert_eq!(c.access_policy_mode, AccessPolicyMode::Space);
+        assert_eq!(c.worker_threads, 16);
+        assert_eq!(c.metadata_url, "http://169.254.169.254");
+    }
+
+    #[test]
+    fn help_and_version() {
+        assert!(matches!(parse(&["--help"], &[]), Ok(Command::Help)));
+        assert!(matches!(parse(&["--version"], &[]), Ok(Command::Version)));
+        for s in SETTINGS {
+            assert!(help_text().contains(s.var));
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! The cluster's region, discovered lazily from one workload node and cached
+//! for the process lifetime. The controller may start before any worker
+//! node exists, so nothing here runs at startup, and a failed discovery
+//! leaves the cache empty for the next request to retry.
+
+use crate::kube::KubeClient;
+use crate::Error;
+use std::sync::Mutex;
+
+const REGION_LABEL: &str = "topology.kubernetes.io/region";
+const BETA_REGION_LABEL: &str = "failure-domain.beta.kubernetes.io/region";
+/// Control-plane nodes may sit outside the workload VPC/region.
+const WORKLOAD_NODES: &str = "!node-role.kubernetes.io/control-plane,!node-role.kubernetes.io/master";
+
+pub struct Cluster {
+    kube: KubeClient,
+    region: Mutex<Option<String>>,
+}
+
+impl Cluster {
+    pub fn new(kube: KubeClient) -> Cluster {
+        Cluster {
+            kube,
+            region: Mutex::new(None),
+        }
+    }
+
+    /// The region new filesystems go to. The mutex is held across the
+    /// lookup so concurrent first requests make one Kubernetes call.
+    pub fn region(&self) -> Result<String, Error> {
+        let mut cached = self.region.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(region) = cached.as_ref() {
+            return Ok(region.clone());
+        }
+        let nodes = self
+            .kube
+            .list_nodes(WORKLOAD_NODES, 1)
+            .map_err(|e| Error::FailedPrecondition(format!("resolve cluster region: list nodes: {}", e.message())))?;
+        let node = nodes
+            .first()
+            .ok_or_else(|| Error::FailedPrecondition("resolve cluster region: cluster has no workload nodes".into()))?;
+        let region = [REGION_LABEL, BETA_REGION_LABEL]
+            .iter()
+            .find_map(|l| node.labels.get(*l).filter(|v| !v.is_empty()))
+            .ok_or_else(|| {
+                Error::FailedPrecondition(format!(
+                    "resolve cluster region: node {:?} has no {REGION_LABEL} label",
+                    node.name
+                ))
+            })?;
+        log::info!("cluster region {region:?} (from node {:?})", node.name);
+        *cached = Some(region.clone());
+        Ok(region.clone())
+    }
+}

@@ -1,0 +1,108 @@
+//! StorageClass parameters of CreateVolume, parsed into typed values.
+//! Unknown keys (including the `csi.storage.k8s.io/*` ones the provisioner
+//! adds) are ignored; bad values are InvalidArgument with the reference
+//! driver's messages.
+
+use crate::linode::SquashPolicy;
+use crate::Error;
+use std::collections::HashMap;
+
+pub const SPACE_ID: &str = "linodenfs.csi.linode.com/space-id";
+pub const SPACE_LABEL: &str = "linodenfs.csi.linode.com/space-label";
+pub const TAGS: &str = "linodenfs.csi.linode.com/tags";
+pub const ROOT_SQUASH: &str = "linodenfs.csi.linode.com/filesystem-root-squash";
+
+/// Which pre-created Storage Space the class names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpaceRef {
+    Id(u64),
+    Label(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    pub space: SpaceRef,
+    /// In the order given, blanks dropped; compared as a set.
+    pub tags: Vec<String>,
+    /// Applied only when the class asks; otherwise the backend default stays.
+    pub squash: Option<SquashPolicy>,
+}
+
+impl Params {
+    pub fn parse(raw: &HashMap<String, String>) -> Result<Params, Error> {
+        let get = |k: &str| raw.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let space = match (get(SPACE_ID), get(SPACE_LABEL)) {
+            (Some(_), Some(_)) => {
+                return Err(Error::InvalidArgument(format!(
+                    "StorageClass parameters {SPACE_ID} and {SPACE_LABEL} are mutually exclusive"
+                )))
+            }
+            (None, None) => {
+                return Err(Error::InvalidArgument(format!(
+                    "StorageClass must set either {SPACE_ID} or {SPACE_LABEL} for a pre-created NFS Storage Space"
+                )))
+            }
+            (Some(id), None) => match id.parse::<u64>() {
+                Ok(n) if n > 0 => SpaceRef::Id(n),
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "StorageClass parameter {SPACE_ID} \"{id}\" must be a positive integer"
+                    )))
+                }
+            },
+            (None, Some(label)) => SpaceRef::Label(label.to_string()),
+        };
+        let mut tags: Vec<String> = Vec::new();
+        for tag in get(TAGS).unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            if !tags.iter().any(|t| t == tag) {
+                tags.push(tag.to_string());
+            }
+        }
+        let squash = match get(ROOT_SQUASH) {
+            None => None,
+            Some(v @ ("none" | "root_squash" | "all_squash")) => Some(SquashPolicy::from(v)),
+            Some(v) => {
+                return Err(Error::InvalidArgument(format!(
+                    "unsupported {ROOT_SQUASH} value \"{v}\""
+                )))
+            }
+        };
+        Ok(Params { space, tags, squash })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<Params, Error> {
+        Params::parse(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    #[test]
+    fn space_by_id_or_label() {
+        assert_eq!(parse(&[(SPACE_ID, " 7 ")]).unwrap().space, SpaceRef::Id(7));
+        assert_eq!(parse(&[(SPACE_LABEL, "Shared")]).unwrap().space, SpaceRef::Label("Shared".into()));
+        for bad in [
+            vec![],
+            vec![(SPACE_ID, "7"), (SPACE_LABEL, "x")],
+            vec![(SPACE_ID, "0")],
+            vec![(SPACE_ID, "-3")],
+            vec![(SPACE_ID, "seven")],
+            vec![("space-id", "7")],
+        ] {
+            assert!(matches!(parse(&bad), Err(Error::InvalidArgument(_))), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn tags_and_squash() {
+        let p = parse(&[(SPACE_ID, "1"), (TAGS, " a, b,,a , "), (ROOT_SQUASH, "all_squash"), ("csi.storage.k8s.io/pvc/name", "x")]).unwrap();
+        assert_eq!(p.tags, vec!["a", "b"]);
+        assert_eq!(p.squash, Some(SquashPolicy::AllSquash));
+        let p = parse(&[(SPACE_ID, "1"), (TAGS, "  ")]).unwrap();
+        assert!(p.tags.is_empty());
+        assert_eq!(p.squash, None);
+        assert!(matches!(parse(&[(SPACE_ID, "1"), (ROOT_SQUASH, "squash")]), Err(Error::InvalidArgument(_))));
+    }
+}

@@ -1,0 +1,416 @@
+//! Volume lifecycle on the backend: create (or adopt what an earlier attempt
+//! made), restore from a snapshot by cloning, delete, and the read-only
+//! RPCs. Idempotency rests on the deterministic label plus the per-name lock;
+//! nothing here is HTTP-aware beyond `dyn Cloud`.
+
+use super::params::{Params, SpaceRef};
+use super::Controller;
+use crate::handles::{self, label_for, SnapshotId, VolumeId};
+use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, Space, Status};
+use crate::proto::csi;
+use crate::Error;
+use csi::volume_capability::access_mode::Mode;
+use std::collections::{BTreeSet, HashMap};
+
+/// Why a capability cannot be served, or `None` when it can: mount access
+/// with any of the seven defined access modes (NFS serves them all).
+pub fn capability_problem(cap: &csi::VolumeCapability) -> Option<String> {
+    if cap.has_block() {
+        return Some("only mount volume capabilities are supported".into());
+    }
+    if !cap.has_mount() {
+        return Some("no mount volume capability set".into());
+    }
+    let Some(mode) = cap.access_mode.as_ref() else {
+        return Some("volume access mode is required".into());
+    };
+    match mode.mode.enum_value() {
+        Ok(Mode::UNKNOWN) => Some("volume access mode is required".into()),
+        Ok(_) => None,
+        Err(n) => Some(format!("unsupported volume access mode {n}")),
+    }
+}
+
+/// Every capability, as CreateVolume and ControllerPublishVolume require.
+pub fn check_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Error> {
+    if caps.is_empty() {
+        return Err(Error::InvalidArgument("volume capabilities are required".into()));
+    }
+    caps.iter()
+        .find_map(capability_problem)
+        .map_or(Ok(()), |m| Err(Error::InvalidArgument(m)))
+}
+
+/// What CreateVolume asked for, parsed.
+struct CreateRequest {
+    name: String,
+    label: String,
+    required: i64,
+    limit: i64,
+    params: Params,
+    source: Option<(SnapshotId, String)>,
+}
+
+fn parse_create(req: &csi::CreateVolumeRequest) -> Result<CreateRequest, Error> {
+    if req.name.is_empty() {
+        return Err(Error::InvalidArgument("volume name is required".into()));
+    }
+    check_capabilities(&req.volume_capabilities)?;
+    let (required, limit) = match req.capacity_range.as_ref() {
+        Some(r) => (r.required_bytes, r.limit_bytes),
+        None => (0, 0),
+    };
+    if required < 0 || limit < 0 {
+        return Err(Error::InvalidArgument("capacity_range bytes must not be negative".into()));
+    }
+    if limit > 0 && required > limit {
+        return Err(Error::InvalidArgument(format!(
+            "required_bytes {required} exceeds limit_bytes {limit}"
+        )));
+    }
+    let source = match req.volume_content_source.as_ref() {
+        None => None,
+        Some(src) if src.has_snapshot() => {
+            let id = &src.snapshot().snapshot_id;
+            if id.is_empty() {
+                return Err(Error::InvalidArgument("snapshot id is required".into()));
+            }
+            // A handle we cannot parse cannot name a snapshot we made.
+            let parsed = SnapshotId::parse(id)
+                .map_err(|_| Error::NotFound(format!("snapshot id \"{id}\" was not found")))?;
+            Some((parsed, id.clone()))
+        }
+        Some(_) => return Err(Error::InvalidArgument("unsupported volume content source".into())),
+    };
+    let params = Params::parse(&req.parameters)?;
+    Ok(CreateRequest {
+        label: label_for(&req.name),
+        name: req.name.clone(),
+        required,
+        limit,
+        params,
+        source,
+    })
+}
+
+/// CreateVolume. InvalidArgument for bad requests, AlreadyExists when the
+/// name is taken by an incompatible filesystem; a repeat returns the same volume.
+pub fn create_volume(c: &Controller, req: csi::CreateVolumeRequest) -> Result<csi::CreateVolumeResponse, Error> {
+    let want = parse_create(&req)?;
+    let _guard = c.locks.try_lock(&format!("create/{}", want.name))?;
+    let region = c.cluster.region()?;
+    let space = resolve_space(c, &want.params.space)?;
+    let mtls = space_mtls_mode(c, space.id)?;
+
+    let (fs, adopting) = match find_by_label(c, space.id, &want.label, &region)? {
+        Some(existing) => (adopt(c, &want, &region, existing)?, true),
+        None => (provision(c, &want, &space, &region)?, false),
+    };
+    if let Some(squash) = &want.params.squash {
+        let vol = VolumeId { space: space.id, filesystem: fs.id };
+        c.acl.set_squash(c, vol, squash.clone(), adopting)?;
+    }
+
+    let mut volume = volume_of(&fs, mtls.as_ref());
+    if volume.capacity_bytes == 0 {
+        volume.capacity_bytes = capacity_to_request(c, &want);
+    }
+    if let Some((_, raw)) = &want.source {
+        let mut snap = csi::volume_content_source::SnapshotSource::new();
+        snap.snapshot_id = raw.clone();
+        let mut source = csi::VolumeContentSource::new();
+        source.set_snapshot(snap);
+        volume.content_source = Some(source).into();
+    }
+    let mut resp = csi::CreateVolumeResponse::new();
+    resp.volume = Some(volume).into();
+    Ok(resp)
+}
+
+fn capacity_to_request(c: &Controller, want: &CreateRequest) -> i64 {
+    if want.required > 0 {
+        want.required
+    } else if want.limit > 0 {
+        want.limit.min(c.default_capacity_bytes)
+    } else {
+        c.default_capacity_bytes
+    }
+}
+
+fn resolve_space(c: &Controller, space: &SpaceRef) -> Result<Space, Error> {
+    match space {
+        SpaceRef::Id(id) => c.cloud.get_space(*id).map_err(|e| e.context("get NFS space")),
+        SpaceRef::Label(label) => {
+            let mut found = c
+                .cloud
+                .find_spaces_by_label(label)
+                .map_err(|e| e.context("list NFS spaces"))?;
+            match found.len() {
+                0 => Err(Error::NotFound(format!("NFS space with label \"{label}\" was not found"))),
+                1 => Ok(found.remove(0)),
+                _ => Err(Error::FailedPrecondition(format!("multiple NFS spaces match label \"{label}\""))),
+            }
+        }
+    }
+}
+
+/// The Space's mTLS mode, read only to tell the node how to mount; a space
+/// without a policy endpoint (404/501) simply has no mode.
+fn space_mtls_mode(c: &Controller, space_id: u64) -> Result<Option<MtlsMode>, Error> {
+    match c.cloud.get_space_access_policy(space_id) {
+        Ok(policy) => Ok(policy.mtls_mode),
+        Err(Error::NotFound(_)) | Err(Error::Unimplemented(_)) => Ok(None),
+        Err(e) => Err(e.context("get NFS space access policy")),
+    }
+}
+
+/// The one live filesystem carrying `label` in `region`; one on its way out
+/// (`deleting`) is not a match: it will never serve this volume.
+fn find_by_label(c: &Controller, space_id: u64, label: &str, region: &str) -> Result<Option<Filesystem>, Error> {
+    let mut found: Vec<Filesystem> = c
+        .cloud
+        .find_filesystems(space_id, label, region)
+        .map_err(|e| e.context("list NFS filesystems"))?
+        .into_iter()
+        .filter(|fs| fs.status != Status::Deleting)
+        .collect();
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(Some(found.remove(0))),
+        _ => Err(Error::FailedPrecondition(format!(
+            "multiple NFS filesystems match label \"{label}\" in space {space_id}"
+        ))),
+    }
+}
+
+/// A filesystem with our label already exists: an earlier attempt made it
+/// (its reply was lost, or it was still creating), or the name is reused
+/// with different parameters, which is AlreadyExists.
+fn adopt(c: &Controller, want: &CreateRequest, region: &str, fs: Filesystem) -> Result<Filesystem, Error> {
+    check_source(want, &fs)?;
+    let fs = wait_active(c, fs)?;
+    if fs.region != region {
+        return Err(Error::AlreadyExists(format!(
+            "NFS filesystem \"{}\" already exists in incompatible region \"{}\"",
+            want.label, fs.region
+        )));
+    }
+    if let Some(capacity) = fs.max_capacity_bytes {
+        let too_small = want.required > 0 && capacity < want.required;
+        let too_big = want.limit > 0 && capacity > want.limit;
+        if too_small || too_big {
+            return Err(Error::AlreadyExists(format!(
+                "NFS filesystem \"{}\" already exists with incompatible capacity {capacity}",
+                want.label
+            )));
+        }
+    }
+    let have: BTreeSet<&String> = fs.tags.iter().collect();
+    let asked: BTreeSet<&String> = want.params.tags.iter().collect();
+    if have != asked {
+        return Err(Error::AlreadyExists(format!(
+            "NFS filesystem \"{}\" already exists with incompatible tags",
+            want.label
+        )));
+    }
+    require_mount_target(&fs)?;
+    Ok(fs)
+}
+
+fn check_source(want: &CreateRequest, fs: &Filesystem) -> Result<(), Error> {
+    match (&want.source, fs.source_snapshot_id) {
+        (None, None) => Ok(()),
+        (Some((snap, _)), Some(from)) if from == snap.snapshot => Ok(()),
+        (Some((snap, _)), Some(from)) => Err(Error::AlreadyExists(format!(
+            "NFS filesystem {} (\"{}\") was cloned from snapshot {from}, requested snapshot {}",
+            fs.id, want.label, snap.snapshot
+        ))),
+        (Some((snap, _)), None) => Err(Error::AlreadyExists(format!(
+            "NFS filesystem {} (\"{}\") does not identify a source snapshot; requested snapshot {}",
+            fs.id, want.label, snap.snapshot
+        ))),
+        (None, Some(from)) => Err(Error::AlreadyExists(format!(
+            "NFS filesystem {} (\"{}\") was cloned from snapshot {from}; the request has no content source",
+            fs.id, want.label
+        ))),
+    }
+}
+
+/// Creates (or clones) the filesystem and waits for it. A POST is never
+/// repeated blindly: when its outcome is unknown (5xx, timeout) the label is
+/// looked up once, so a create that happened is adopted instead of leaked.
+fn provision(c: &Controller, want: &CreateRequest, space: &Space, region: &str) -> Result<Filesystem, Error> {
+    let posted = match &want.source {
+        None => c
+            .cloud
+            .create_filesystem(
+                space.id,
+                &NewFilesystem {
+                    label: want.label.clone(),
+                    region: region.to_string(),
+                    max_capacity_bytes: capacity_to_request(c, want),
+                    tags: want.params.tags.clone(),
+                },
+            )
+            .map_err(|e| e.context("create NFS filesystem")),
+        Some((snap, _)) => {
+            wait_snapshot_active(c, snap)?;
+            c.cloud
+                .clone_snapshot(
+                    snap.space,
+                    snap.filesystem,
+                    snap.snapshot,
+                    &CloneFilesystem {
+                        label: want.label.clone(),
+                        region: region.to_string(),
+                        space_id: Some(space.id),
+                        tags: want.params.tags.clone(),
+                    },
+                )
+                .map_err(|e| e.context("clone snapshot failed"))
+        }
+    };
+    let fs = match posted {
+        Ok(fs) => fs,
+        Err(e @ (Error::Unavailable(_) | Error::Internal(_) | Error::DeadlineExceeded(_))) => {
+            match find_by_label(c, space.id, &want.label, region) {
+                Ok(Some(fs)) => {
+                    log::warn!("create of \"{}\" reported {e}; adopting filesystem {}", want.label, fs.id);
+                    fs
+                }
+                _ => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    let fs = wait_active(c, fs)?;
+    require_mount_target(&fs)?;
+    Ok(fs)
+}
+
+/// A restore from a snapshot that is still being taken waits for it rather
+/// than failing the clone.
+fn wait_snapshot_active(c: &Controller, snap: &SnapshotId) -> Result<(), Error> {
+    crate::linode::wait_until_active(&format!("NFS snapshot {snap}"), &c.wait, || {
+        c.cloud.get_snapshot(snap.space, snap.filesystem, snap.snapshot)
+    })
+    .map(|_| ())
+}
+
+fn wait_active(c: &Controller, fs: Filesystem) -> Result<Filesystem, Error> {
+    if fs.status == Status::Active {
+        return Ok(fs);
+    }
+    let (space, id) = (fs.space_id, fs.id);
+    crate::linode::wait_until_active(&format!("NFS filesystem {id}"), &c.wait, || {
+        c.cloud.get_filesystem(space, id)
+    })
+}
+
+fn require_mount_target(fs: &Filesystem) -> Result<(), Error> {
+    let has_fqdn = fs.mount_target_fqdn.as_deref().is_some_and(|s| !s.is_empty());
+    if has_fqdn || !fs.mount_target_ips.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::FailedPrecondition(format!("NFS filesystem {} does not have a mount target", fs.id)))
+    }
+}
+
+/// The CSI volume for a backend filesystem, with the context the node reads.
+pub fn volume_of(fs: &Filesystem, mtls: Option<&MtlsMode>) -> csi::Volume {
+    let mut ctx = HashMap::new();
+    ctx.insert(handles::CTX_SPACE_ID.to_string(), fs.space_id.to_string());
+    ctx.insert(handles::CTX_FILESYSTEM_ID.to_string(), fs.id.to_string());
+    ctx.insert(
+        handles::CTX_MOUNT_TARGET.to_string(),
+        fs.mount_target_fqdn.clone().unwrap_or_default(),
+    );
+    ctx.insert(handles::CTX_MOUNT_TARGET_IPS.to_string(), fs.mount_target_ips.join(","));
+    ctx.insert(handles::CTX_REGION.to_string(), fs.region.clone());
+    if let Some(mode) = mtls.filter(|m| !m.as_str().is_empty()) {
+        ctx.insert(handles::CTX_MTLS_MODE.to_string(), mode.as_str().to_string());
+    }
+    let mut v = csi::Volume::new();
+    v.volume_id = VolumeId { space: fs.space_id, filesystem: fs.id }.to_string();
+    v.capacity_bytes = fs.max_capacity_bytes.unwrap_or(0);
+    v.volume_context = ctx;
+    v
+}
+
+/// DeleteVolume. Unknown, malformed or already-deleted volumes are OK (CSI
+/// requires it); a filesystem the backend refuses to delete is FailedPrecondition.
+pub fn delete_volume(c: &Controller, req: csi::DeleteVolumeRequest) -> Result<csi::DeleteVolumeResponse, Error> {
+    if req.volume_id.is_empty() {
+        return Err(Error::InvalidArgument("volume ID is not set".into()));
+    }
+    let Ok(id) = VolumeId::parse(&req.volume_id) else {
+        log::info!("DeleteVolume: {:?} is not one of our handles; nothing to delete", req.volume_id);
+        return Ok(csi::DeleteVolumeResponse::new());
+    };
+    match c.cloud.delete_filesystem(id.space, id.filesystem) {
+        Ok(()) | Err(Error::NotFound(_)) => Ok(csi::DeleteVolumeResponse::new()),
+        Err(e) => Err(e.context("delete NFS filesystem")),
+    }
+}
+
+/// ValidateVolumeCapabilities. NotFound for volumes that do not exist
+/// (malformed handles included); unsupported capabilities are a message,
+/// not an error.
+pub fn validate_capabilities(
+    c: &Controller,
+    req: csi::ValidateVolumeCapabilitiesRequest,
+) -> Result<csi::ValidateVolumeCapabilitiesResponse, Error> {
+    if req.volume_id.is_empty() {
+        return Err(Error::InvalidArgument("volume ID is not set".into()));
+    }
+    if req.volume_capabilities.is_empty() {
+        return Err(Error::InvalidArgument("volume capabilities are required".into()));
+    }
+    let id = VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
+    c.cloud
+        .get_filesystem(id.space, id.filesystem)
+        .map_err(|e| e.context("get NFS filesystem"))?;
+    let mut resp = csi::ValidateVolumeCapabilitiesResponse::new();
+    if let Some(problem) = req.volume_capabilities.iter().find_map(capability_problem) {
+        resp.message = problem;
+        return Ok(resp);
+    }
+    let mut confirmed = csi::validate_volume_capabilities_response::Confirmed::new();
+    confirmed.volume_context = req.volume_context;
+    confirmed.volume_capabilities = req.volume_capabilities;
+    confirmed.parameters = req.parameters;
+    confirmed.mutable_parameters = req.mutable_parameters;
+    resp.confirmed = Some(confirmed).into();
+    Ok(resp)
+}
+
+/// ControllerGetVolume: the volume, the nodes it is published to (node
+/// mode) and its condition (abnormal when the filesystem is not active).
+pub fn get_volume(c: &Controller, req: csi::ControllerGetVolumeRequest) -> Result<csi::ControllerGetVolumeResponse, Error> {
+    if req.volume_id.is_empty() {
+        return Err(Error::InvalidArgument("volume ID is not set".into()));
+    }
+    let id = VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
+    let fs = c
+        .cloud
+        .get_filesystem(id.space, id.filesystem)
+        .map_err(|e| e.context("get NFS filesystem"))?;
+    let mut status = csi::controller_get_volume_response::VolumeStatus::new();
+    if c.mode == crate::config::AccessPolicyMode::Node {
+        match c.cloud.get_filesystem_access_policy(id.space, id.filesystem) {
+            Ok(policy) if policy.enabled => {
+                status.published_node_ids = policy.linode_ids().iter().map(u64::to_string).collect();
+            }
+            Ok(_) | Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e.context("get NFS filesystem access policy")),
+        }
+    }
+    let mut condition = csi::VolumeCondition::new();
+    condition.abnormal = fs.status != Status::Active;
+    condition.message = format!("NFS filesystem {} is {}", fs.id, fs.status);
+    status.volume_condition = Some(condition).into();
+    let mut resp = csi::ControllerGetVolumeResponse::new();
+    resp.volume = Some(volume_of(&fs, None)).into();
+    resp.status = Some(status).into();
+    Ok(resp)
+}

@@ -1,0 +1,148 @@
+//! The driver's one error type, named by CSI outcome, and the only place a
+//! gRPC status code is chosen for it. Domain code returns `Result<T, Error>`;
+//! it must not build `RpcStatus` values itself.
+
+use grpcio::{RpcStatus, RpcStatusCode};
+use std::fmt;
+
+/// An RPC-level failure. Each variant is the gRPC code the caller will see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    InvalidArgument(String),
+    NotFound(String),
+    AlreadyExists(String),
+    FailedPrecondition(String),
+    Aborted(String),
+    OutOfRange(String),
+    PermissionDenied(String),
+    ResourceExhausted(String),
+    Unavailable(String),
+    DeadlineExceeded(String),
+    Canceled(String),
+    Unimplemented(String),
+    Internal(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn message(&self) -> &str {
+        match self {
+            Error::InvalidArgument(m)
+            | Error::NotFound(m)
+            | Error::AlreadyExists(m)
+            | Error::FailedPrecondition(m)
+            | Error::Aborted(m)
+            | Error::OutOfRange(m)
+            | Error::PermissionDenied(m)
+            | Error::ResourceExhausted(m)
+            | Error::Unavailable(m)
+            | Error::DeadlineExceeded(m)
+            | Error::Canceled(m)
+            | Error::Unimplemented(m)
+            | Error::Internal(m) => m,
+        }
+    }
+
+    /// The same outcome with `context: ` in front of the message, so the
+    /// sidecar's event says which step failed.
+    pub fn context(self, context: impl fmt::Display) -> Error {
+        self.map_message(|m| format!("{context}: {m}"))
+    }
+
+    fn map_message(self, f: impl FnOnce(String) -> String) -> Error {
+        match self {
+            Error::InvalidArgument(m) => Error::InvalidArgument(f(m)),
+            Error::NotFound(m) => Error::NotFound(f(m)),
+            Error::AlreadyExists(m) => Error::AlreadyExists(f(m)),
+            Error::FailedPrecondition(m) => Error::FailedPrecondition(f(m)),
+            Error::Aborted(m) => Error::Aborted(f(m)),
+            Error::OutOfRange(m) => Error::OutOfRange(f(m)),
+            Error::PermissionDenied(m) => Error::PermissionDenied(f(m)),
+            Error::ResourceExhausted(m) => Error::ResourceExhausted(f(m)),
+            Error::Unavailable(m) => Error::Unavailable(f(m)),
+            Error::DeadlineExceeded(m) => Error::DeadlineExceeded(f(m)),
+            Error::Canceled(m) => Error::Canceled(f(m)),
+            Error::Unimplemented(m) => Error::Unimplemented(f(m)),
+            Error::Internal(m) => Error::Internal(f(m)),
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound(_))
+    }
+
+    /// The gRPC status code this error is reported with.
+    pub fn code(&self) -> RpcStatusCode {
+        match self {
+            Error::InvalidArgument(_) => RpcStatusCode::INVALID_ARGUMENT,
+            Error::NotFound(_) => RpcStatusCode::NOT_FOUND,
+            Error::AlreadyExists(_) => RpcStatusCode::ALREADY_EXISTS,
+            Error::FailedPrecondition(_) => RpcStatusCode::FAILED_PRECONDITION,
+            Error::Aborted(_) => RpcStatusCode::ABORTED,
+            Error::OutOfRange(_) => RpcStatusCode::OUT_OF_RANGE,
+            Error::PermissionDenied(_) => RpcStatusCode::PERMISSION_DENIED,
+            Error::ResourceExhausted(_) => RpcStatusCode::RESOURCE_EXHAUSTED,
+            Error::Unavailable(_) => RpcStatusCode::UNAVAILABLE,
+            Error::DeadlineExceeded(_) => RpcStatusCode::DEADLINE_EXCEEDED,
+            Error::Canceled(_) => RpcStatusCode::CANCELLED,
+            Error::Unimplemented(_) => RpcStatusCode::UNIMPLEMENTED,
+            Error::Internal(_) => RpcStatusCode::INTERNAL,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.message())
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for RpcStatus {
+    fn from(e: Error) -> RpcStatus {
+        RpcStatus::with_message(e.code(), e.message().to_string())
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::Internal(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_maps_to_its_grpc_code() {
+        let table = [
+            (Error::InvalidArgument("x".into()), RpcStatusCode::INVALID_ARGUMENT),
+            (Error::NotFound("x".into()), RpcStatusCode::NOT_FOUND),
+            (Error::AlreadyExists("x".into()), RpcStatusCode::ALREADY_EXISTS),
+            (Error::FailedPrecondition("x".into()), RpcStatusCode::FAILED_PRECONDITION),
+            (Error::Aborted("x".into()), RpcStatusCode::ABORTED),
+            (Error::OutOfRange("x".into()), RpcStatusCode::OUT_OF_RANGE),
+            (Error::PermissionDenied("x".into()), RpcStatusCode::PERMISSION_DENIED),
+            (Error::ResourceExhausted("x".into()), RpcStatusCode::RESOURCE_EXHAUSTED),
+            (Error::Unavailable("x".into()), RpcStatusCode::UNAVAILABLE),
+            (Error::DeadlineExceeded("x".into()), RpcStatusCode::DEADLINE_EXCEEDED),
+            (Error::Canceled("x".into()), RpcStatusCode::CANCELLED),
+            (Error::Unimplemented("x".into()), RpcStatusCode::UNIMPLEMENTED),
+            (Error::Internal("x".into()), RpcStatusCode::INTERNAL),
+        ];
+        for (err, code) in table {
+            let status: RpcStatus = err.clone().into();
+            assert_eq!(status.code(), code, "{err:?}");
+            assert_eq!(status.message(), "x");
+        }
+    }
+
+    #[test]
+    fn context_keeps_the_outcome() {
+        let e = Error::NotFound("Not found".into()).context("get NFS space");
+        assert_eq!(e, Error::NotFound("get NFS space: Not found".into()));
+    }
+}

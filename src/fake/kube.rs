@@ -1,0 +1,315 @@
+//! Fake Kubernetes API: Nodes only. `GET /api/v1/nodes/{name}` and
+//! `GET /api/v1/nodes?limit=&continue=&labelSelector=` (equality `k=v`/`k==v`,
+//! `k!=v`, existence `k`, `!k`, comma = AND). Requires the bearer token;
+//! errors are `Status` objects. Nodes can change at runtime.
+
+use super::{percent_decode, HttpRequest, HttpResponse, HttpServer};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A Node as the fake stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeNode {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub provider_id: Option<String>,
+    /// `(type, address)`, e.g. `("InternalIP", "10.0.0.5")`.
+    pub addresses: Vec<(String, String)>,
+}
+
+impl FakeNode {
+    pub fn new(name: &str) -> FakeNode {
+        FakeNode {
+            name: name.to_string(),
+            labels: BTreeMap::new(),
+            provider_id: None,
+            addresses: Vec::new(),
+        }
+    }
+
+    pub fn label(mut self, key: &str, value: &str) -> FakeNode {
+        self.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    pub fn provider_id(mut self, id: &str) -> FakeNode {
+        self.provider_id = Some(id.to_string());
+        self
+    }
+
+    pub fn address(mut self, kind: &str, address: &str) -> FakeNode {
+        self.addresses.push((kind.to_string(), address.to_string()));
+        self
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let mut spec = json!({});
+        if let Some(p) = &self.provider_id {
+            spec["providerID"] = json!(p);
+        }
+        let addresses: Vec<_> = self
+            .addresses
+            .iter()
+            .map(|(t, a)| json!({"type": t, "address": a}))
+            .collect();
+        json!({
+            "kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": self.name, "labels": self.labels, "resourceVersion": "1"},
+            "spec": spec,
+            "status": {"addresses": addresses}
+        })
+    }
+}
+
+struct Shared {
+    token: Mutex<String>,
+    nodes: Mutex<BTreeMap<String, FakeNode>>,
+    failures: Mutex<Option<(u16, u32)>>,
+    requests: AtomicUsize,
+}
+
+/// The fake API server.
+pub struct FakeKube {
+    shared: Arc<Shared>,
+    http: HttpServer,
+}
+
+fn status(code: u16, reason: &str, message: &str) -> HttpResponse {
+    HttpResponse::json(
+        code,
+        &json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code
+        }),
+    )
+}
+
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    Exists(String),
+    NotExists(String),
+}
+
+impl Requirement {
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        match self {
+            Requirement::Equals(k, v) => labels.get(k) == Some(v),
+            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
+            Requirement::Exists(k) => labels.contains_key(k),
+            Requirement::NotExists(k) => !labels.contains_key(k),
+        }
+    }
+}
+
+/// The equality-based selector subset; set-based syntax is rejected.
+fn parse_selector(s: &str) -> Result<Vec<Requirement>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let valid_key = |k: &str| {
+            !k.is_empty()
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
+        };
+        let req = if let Some(k) = part.strip_prefix('!') {
+            Requirement::NotExists(k.trim().to_string())
+        } else if let Some((k, v)) = part.split_once("!=") {
+            Requirement::NotEquals(k.trim().to_string(), v.trim().to_string())
+        } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
+            Requirement::Equals(k.trim().to_string(), v.trim().to_string())
+        } else {
+            Requirement::Exists(part.to_string())
+        };
+        let key = match &req {
+            Requirement::Equals(k, _)
+            | Requirement::NotEquals(k, _)
+            | Requirement::Exists(k)
+            | Requirement::NotExists(k) => k,
+        };
+        if !valid_key(key) {
+            return Err(format!("unable to parse requirement: {part:?}"));
+        }
+        out.push(req);
+    }
+    Ok(out)
+}
+
+impl Shared {
+    fn handle(&self, req: HttpRequest) -> HttpResponse {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        let want = format!("Bearer {}", self.token.lock().unwrap_or_else(|p| p.into_inner()));
+        if req.header("Authorization") != Some(want.as_str()) {
+            return status(401, "Unauthorized", "Unauthorized");
+        }
+        {
+            let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((code, left)) = failures.as_mut() {
+                let code = *code;
+                *left -= 1;
+                if *left == 0 {
+                    *failures = None;
+                }
+                return status(code, "InternalError", "injected failure");
+            }
+        }
+        if req.method != "GET" {
+            return status(405, "MethodNotAllowed", "the server does not allow this method");
+        }
+        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        if req.path == "/api/v1/nodes" {
+            return self.list(&req, &nodes);
+        }
+        match req.path.strip_prefix("/api/v1/nodes/") {
+            Some(name) => {
+                let name = percent_decode(name);
+                match nodes.get(&name) {
+                    Some(n) => HttpResponse::json(200, &n.to_json()),
+                    None => status(404, "NotFound", &format!("nodes \"{name}\" not found")),
+                }
+            }
+            None => status(404, "NotFound", "the server could not find the requested resource"),
+        }
+    }
+
+    fn list(&self, req: &HttpRequest, nodes: &BTreeMap<String, FakeNode>) -> HttpResponse {
+        let selector = match parse_selector(&req.query_param("labelSelector").unwrap_or_default()) {
+            Ok(s) => s,
+            Err(e) => return status(400, "BadRequest", &e),
+        };
+        let limit: usize = match req.query_param("limit").filter(|l| !l.is_empty()) {
+            Some(l) => match l.parse() {
+                Ok(n) => n,
+                Err(_) => return status(400, "BadRequest", "invalid limit"),
+            },
+            None => 0,
+        };
+        let offset: usize = match req.query_param("continue").filter(|c| !c.is_empty()) {
+            Some(c) => match c.parse() {
+                Ok(n) => n,
+                Err(_) => return status(410, "Expired", "invalid continue token"),
+            },
+            None => 0,
+        };
+        let matching: Vec<&FakeNode> = nodes
+            .values()
+            .filter(|n| selector.iter().all(|r| r.matches(&n.labels)))
+            .collect();
+        let end = if limit == 0 {
+            matching.len()
+        } else {
+            (offset + limit).min(matching.len())
+        };
+        let page: Vec<_> = matching
+            .get(offset.min(end)..end)
+            .unwrap_or_default()
+            .iter()
+            .map(|n| n.to_json())
+            .collect();
+        let mut metadata = json!({"resourceVersion": "1"});
+        if end < matching.len() {
+            metadata["continue"] = json!(end.to_string());
+            metadata["remainingItemCount"] = json!(matching.len() - end);
+        }
+        HttpResponse::json(
+            200,
+            &json!({"kind": "NodeList", "apiVersion": "v1", "metadata": metadata, "items": page}),
+        )
+    }
+}
+
+impl FakeKube {
+    /// An API server that accepts `Authorization: Bearer <token>`.
+    pub fn start(token: &str) -> crate::Result<FakeKube> {
+        let shared = Arc::new(Shared {
+            token: Mutex::new(token.to_string()),
+            nodes: Mutex::new(BTreeMap::new()),
+            failures: Mutex::new(None),
+            requests: AtomicUsize::new(0),
+        });
+        let handler = Arc::clone(&shared);
+        let http = HttpServer::start("fake-kube", Arc::new(move |r| handler.handle(r)))?;
+        Ok(FakeKube { shared, http })
+    }
+
+    /// Base URL (the kubeconfig `server`), plain HTTP.
+    pub fn url(&self) -> String {
+        self.http.url()
+    }
+
+    pub fn token(&self) -> String {
+        self.shared.token.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Rotate the accepted token; the old one is rejected from now on.
+    pub fn set_token(&self, token: &str) {
+        *self.shared.token.lock().unwrap_or_else(|p| p.into_inner()) = token.to_string();
+    }
+
+    /// Add or replace (by name) a node.
+    pub fn add_node(&self, node: FakeNode) {
+        self.shared
+            .nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node.name.clone(), node);
+    }
+
+    pub fn remove_node(&self, name: &str) {
+        self.shared
+            .nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+    }
+
+    /// The next `times` authorised requests answer `status` (a Status body).
+    pub fn fail_next(&self, status: u16, times: u32) {
+        *self.shared.failures.lock().unwrap_or_else(|p| p.into_inner()) =
+            (times > 0).then_some((status, times));
+    }
+
+    /// Requests received so far, authorised or not.
+    pub fn requests(&self) -> usize {
+        self.shared.requests.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn selector_semantics() {
+        let l = labels(&[("a", "1"), ("node-role.kubernetes.io/control-plane", "")]);
+        let table = [
+            ("", true),
+            ("a=1", true),
+            ("a==1", true),
+            ("a=2", false),
+            ("a!=2", true),
+            ("a!=1", false),
+            ("b!=1", true),
+            ("a", true),
+            ("b", false),
+            ("!b", true),
+            ("!node-role.kubernetes.io/control-plane", false),
+            ("a=1,!b", true),
+            ("a=1,b", false),
+        ];
+        for (sel, want) in table {
+            let reqs = parse_selector(sel).unwrap();
+            assert_eq!(reqs.iter().all(|r| r.matches(&l)), want, "{sel}");
+        }
+        assert!(parse_selector("a in (x,y)").is_err());
+        assert!(parse_selector("=x").is_err());
+    }
+}

@@ -1,0 +1,29 @@
+//! linode-nfs-csi: a CSI driver for Linode managed NFS.
+//!
+//! Request path: kubelet or a sidecar calls over the CSI socket → a grpcio
+//! completion-queue thread runs a thin handler ([`identity`], `controller`,
+//! `node`) → the request moves to the bounded worker pool ([`rpc`]) → a
+//! plain domain function over `dyn Cloud` / `dyn Mounter` returns
+//! `Result<T, Error>` → the one reply helper logs (secrets redacted) and
+//! answers, with the gRPC code chosen in [`error`].
+
+pub mod capabilities;
+pub mod client;
+pub mod config;
+pub mod controller;
+pub mod error;
+pub mod fake;
+pub mod handles;
+pub mod identity;
+pub mod kube;
+pub mod linode;
+pub mod locks;
+pub mod metadata;
+pub mod mount;
+pub mod node;
+pub mod proto;
+pub mod roles;
+pub mod rpc;
+pub mod server;
+
+pub use error::{Error, Result};

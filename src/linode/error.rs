@@ -1,0 +1,156 @@
+//! The Linode client's own failure type and the ONE place where a Linode
+//! failure becomes a `crate::Error` (the HTTP → gRPC table of behaviour.md).
+//! Nothing here may format a request header: messages are built only from the
+//! status, the server's reasons and the transport error, never the token.
+
+use std::fmt;
+
+/// Why one Linode API call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The API answered with a non-2xx status; `reasons` are the `errors[]`
+    /// items as `(field, reason)`, or the raw body when it was not the envelope.
+    Status {
+        status: u16,
+        reasons: Vec<(Option<String>, String)>,
+    },
+    /// No HTTP answer: DNS, connect, TLS, reset.
+    Transport(String),
+    /// A 2xx answer whose body is not what the contract says.
+    Decode(String),
+    /// The request (or connect) timeout elapsed.
+    Timeout(String),
+}
+
+impl Error {
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    /// `[404] Not found`; several reasons joined by `; `, a field shown as
+    /// `[field] reason` (the format linodego users already know).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Status { status, reasons } => {
+                write!(f, "[{status}] ")?;
+                if reasons.is_empty() {
+                    return write!(f, "HTTP status {status}");
+                }
+                for (i, (field, reason)) in reasons.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, "; ")?;
+                    }
+                    match field {
+                        Some(field) => write!(f, "[{field}] {reason}")?,
+                        None => write!(f, "{reason}")?,
+                    }
+                }
+                Ok(())
+            }
+            Error::Transport(m) => write!(f, "Linode API unreachable: {m}"),
+            Error::Decode(m) => write!(f, "unexpected Linode API response: {m}"),
+            Error::Timeout(m) => write!(f, "Linode API request timed out: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A timeout maps to `Unavailable` (not `Internal` like other transport
+/// failures): the backend was reached or is merely slow, and the CSI sidecar
+/// should simply retry later. Connect/TLS/DNS failures stay `Internal` as
+/// behaviour.md demands, because they usually mean misconfiguration.
+impl From<Error> for crate::Error {
+    fn from(e: Error) -> crate::Error {
+        let message = e.to_string();
+        match e {
+            Error::Status { status, .. } => match status {
+                404 => crate::Error::NotFound(message),
+                400 | 422 => crate::Error::InvalidArgument(message),
+                401 | 403 => crate::Error::PermissionDenied(message),
+                409 => crate::Error::FailedPrecondition(message),
+                429 | 502 | 503 | 504 => crate::Error::Unavailable(message),
+                _ => crate::Error::Internal(message),
+            },
+            Error::Timeout(_) => crate::Error::Unavailable(message),
+            Error::Transport(_) | Error::Decode(_) => crate::Error::Internal(message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> Error {
+        Error::Status {
+            status: code,
+            reasons: vec![(None, "x".into())],
+        }
+    }
+
+    #[test]
+    fn http_status_table_matches_behaviour_contract() {
+        use crate::Error as E;
+        let table: [(u16, fn(String) -> E); 13] = [
+            (404, E::NotFound),
+            (400, E::InvalidArgument),
+            (422, E::InvalidArgument),
+            (401, E::PermissionDenied),
+            (403, E::PermissionDenied),
+            (409, E::FailedPrecondition),
+            (429, E::Unavailable),
+            (502, E::Unavailable),
+            (503, E::Unavailable),
+            (504, E::Unavailable),
+            (500, E::Internal),
+            (501, E::Internal),
+            (418, E::Internal),
+        ];
+        for (code, want) in table {
+            let got = crate::Error::from(status(code));
+            assert_eq!(got, want(format!("[{code}] x")), "status {code}");
+        }
+    }
+
+    #[test]
+    fn non_status_failures() {
+        assert!(matches!(
+            crate::Error::from(Error::Transport("refused".into())),
+            crate::Error::Internal(_)
+        ));
+        assert!(matches!(
+            crate::Error::from(Error::Decode("bad json".into())),
+            crate::Error::Internal(_)
+        ));
+        assert!(matches!(
+            crate::Error::from(Error::Timeout("10s".into())),
+            crate::Error::Unavailable(_)
+        ));
+    }
+
+    #[test]
+    fn display_follows_linodego_format() {
+        let e = Error::Status {
+            status: 400,
+            reasons: vec![
+                (Some("label".into()), "Length must be 1-63 characters".into()),
+                (None, "Linode busy.".into()),
+            ],
+        };
+        assert_eq!(
+            e.to_string(),
+            "[400] [label] Length must be 1-63 characters; Linode busy."
+        );
+        let empty = Error::Status {
+            status: 502,
+            reasons: vec![],
+        };
+        assert_eq!(empty.to_string(), "[502] HTTP status 502");
+    }
+}

@@ -1,0 +1,73 @@
+//! The Linode API boundary: the intent-named `Cloud` trait the controller
+//! codes against, its HTTP implementation `LinodeCloud`, the wire types, the
+//! error mapping and the wait-for-active helper. Nothing outside this module
+//! builds Linode URLs or reads Linode JSON; nothing inside it knows about CSI.
+
+pub mod client;
+pub mod error;
+pub mod types;
+pub mod wait;
+
+pub use client::{LinodeCloud, LinodeSettings, RetryPolicy};
+pub use error::Error;
+pub use types::{
+    naive_to_unix, unix_to_naive, CloneFilesystem, ConfigInterface, Filesystem,
+    FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, FilesystemStats, HasStatus, Instance,
+    InstanceConfig, InstanceInterface, InterfaceGeneration, InterfacePurpose, InterfaceVpc,
+    LinodeAcl, MtlsMode, NewFilesystem, Readiness, Snapshot, SnapshotSource, Space,
+    SpaceAccessPolicy, SquashPolicy, Status, VpcAcl, VpcAclSubnet,
+};
+pub use wait::{wait_until, wait_until_active, WaitPolicy};
+
+/// What the driver needs from Linode, named by intent. Every error is already
+/// a `crate::Error` with the HTTP → gRPC mapping applied and the operation in
+/// its message. Ids are the decimal integers of the API.
+pub trait Cloud: Send + Sync {
+    fn get_space(&self, space_id: u64) -> crate::Result<Space>;
+    /// Every space with exactly this label (the API does not make labels unique).
+    fn find_spaces_by_label(&self, label: &str) -> crate::Result<Vec<Space>>;
+    fn get_space_access_policy(&self, space_id: u64) -> crate::Result<SpaceAccessPolicy>;
+
+    /// Filesystems of a space with exactly this label and region (`X-Filter`).
+    fn find_filesystems(
+        &self,
+        space_id: u64,
+        label: &str,
+        region: &str,
+    ) -> crate::Result<Vec<Filesystem>>;
+    /// POST, never retried: on an ambiguous failure, look it up by label.
+    fn create_filesystem(&self, space_id: u64, fs: &NewFilesystem) -> crate::Result<Filesystem>;
+    fn get_filesystem(&self, space_id: u64, fs_id: u64) -> crate::Result<Filesystem>;
+    fn delete_filesystem(&self, space_id: u64, fs_id: u64) -> crate::Result<()>;
+
+    fn get_filesystem_access_policy(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+    ) -> crate::Result<FilesystemAccessPolicy>;
+    /// Full replace: every field of `policy` is sent.
+    fn put_filesystem_access_policy(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        policy: &FilesystemAccessPolicyUpdate,
+    ) -> crate::Result<FilesystemAccessPolicy>;
+
+    /// All snapshots of a filesystem (every page, 500 per page).
+    fn list_snapshots(&self, space_id: u64, fs_id: u64) -> crate::Result<Vec<Snapshot>>;
+    fn create_snapshot(&self, space_id: u64, fs_id: u64, label: &str) -> crate::Result<Snapshot>;
+    fn get_snapshot(&self, space_id: u64, fs_id: u64, snap_id: u64) -> crate::Result<Snapshot>;
+    fn delete_snapshot(&self, space_id: u64, fs_id: u64, snap_id: u64) -> crate::Result<()>;
+    /// Restore: a NEW filesystem from snapshot `space_id/fs_id/snap_id`.
+    fn clone_snapshot(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        snap_id: u64,
+        clone: &CloneFilesystem,
+    ) -> crate::Result<Filesystem>;
+
+    fn get_instance(&self, linode_id: u64) -> crate::Result<Instance>;
+    fn list_instance_configs(&self, linode_id: u64) -> crate::Result<Vec<InstanceConfig>>;
+    fn list_instance_interfaces(&self, linode_id: u64) -> crate::Result<Vec<InstanceInterface>>;
+}

@@ -1,0 +1,45 @@
+//! Entry point: parse flags and environment into a Config, start the role,
+//! map startup errors to an exit code with one clear line.
+
+use linode_nfs_csi::config::{self, Command};
+use linode_nfs_csi::{client, identity, server};
+
+fn main() {
+    // Before any thread exists, so every thread inherits the blocked mask.
+    let signals = server::StopSignals::block();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("client") {
+        match client::run(&args[1..]) {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("linode-nfs-csi client: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
+    let config = match config::from_args_and_env(&args, |k| std::env::var(k).ok()) {
+        Ok(Command::Serve(config)) => *config,
+        Ok(Command::Help) => {
+            print!("{}", config::help_text());
+            return;
+        }
+        Ok(Command::Version) => {
+            println!("linode-nfs-csi {}", identity::version());
+            return;
+        }
+        Err(e) => {
+            eprintln!("linode-nfs-csi: {e}");
+            std::process::exit(e.exit_code);
+        }
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp_millis()
+        .init();
+    grpcio::redirect_log();
+    if let Err(e) = server::run(config, signals) {
+        log::error!("{e}");
+        eprintln!("linode-nfs-csi: {e}");
+        std::process::exit(1);
+    }
+}

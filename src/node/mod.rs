@@ -1,0 +1,214 @@
+//! The CSI Node service. Handlers here are thin: each hands its request to
+//! the worker pool (`crate::rpc`), where a `NodePlugin` method parses it
+//! into typed values and does the work through `dyn Mounter`. Nothing in
+//! this module tree calls the kernel or spawns a process directly.
+
+mod identity;
+mod publish;
+mod stage;
+mod stats;
+
+use crate::capabilities;
+use identity::NodeIdentity;
+use crate::locks::OpLocks;
+use crate::mount::Mounter;
+use crate::proto::{csi, csi_grpc};
+use crate::rpc::Rpc;
+use crate::{Error, Result};
+use grpcio::{RpcContext, UnarySink};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What the node service needs from the process.
+pub struct NodeDeps {
+    pub mounter: Arc<dyn Mounter>,
+    /// This Kubernetes node (`NODE_NAME`), for the identity fallback.
+    pub node_name: String,
+    pub metadata: crate::metadata::MetadataClient,
+    pub kube: Option<crate::kube::KubeClient>,
+}
+
+/// The Node gRPC service.
+pub fn service(deps: NodeDeps, rpc: Rpc) -> grpcio::Service {
+    csi_grpc::create_node(NodeService {
+        plugin: Arc::new(NodePlugin::new(deps)),
+        rpc,
+    })
+}
+
+/// The node's state behind the handlers.
+struct NodePlugin {
+    mounter: Arc<dyn Mounter>,
+    /// Stage/unstage, keyed by volume id.
+    volumes: OpLocks,
+    /// Publish/unpublish, keyed by target path, so pods sharing one volume
+    /// never wait on each other.
+    targets: OpLocks,
+    identity: NodeIdentity,
+}
+
+impl NodePlugin {
+    fn new(deps: NodeDeps) -> NodePlugin {
+        NodePlugin {
+            mounter: deps.mounter,
+            volumes: OpLocks::new(),
+            targets: OpLocks::new(),
+            identity: NodeIdentity::new(deps.node_name, deps.metadata, deps.kube),
+        }
+    }
+
+    fn info(&self) -> Result<csi::NodeGetInfoResponse> {
+        let mut resp = csi::NodeGetInfoResponse::new();
+        resp.node_id = self.identity.linode_id()?.to_string();
+        Ok(resp)
+    }
+}
+
+#[derive(Clone)]
+struct NodeService {
+    plugin: Arc<NodePlugin>,
+    rpc: Rpc,
+}
+
+impl csi_grpc::Node for NodeService {
+    fn node_stage_volume(
+        &mut self,
+        _ctx: RpcContext,
+        req: csi::NodeStageVolumeRequest,
+        sink: UnarySink<csi::NodeStageVolumeResponse>,
+    ) {
+        let plugin = self.plugin.clone();
+        self.rpc.spawn("NodeStageVolume", req, sink, move |req| plugin.stage(&req));
+    }
+
+    fn node_unstage_volume(
+        &mut self,
+        _ctx: RpcContext,
+        req: csi::NodeUnstageVolumeRequest,
+        sink: UnarySink<csi::NodeUnstageVolumeResponse>,
+    ) {
+        let plugin = self.plugin.clone();
+        self.rpc.spawn("NodeUnstageVolume", req, sink, move |req| plugin.unstage(&req));
+    }
+
+    fn node_publish_volume(
+        &mut self,
+        _ctx: RpcContext,
+        req: csi::NodePublishVolumeRequest,
+        sink: UnarySink<csi::NodePublishVolumeResponse>,
+    ) {
+        let plugin = self.plugin.clone();
+        self.rpc.spawn("NodePublishVolume", req, sink, move |req| plugin.publish(&req));
+    }
+
+    fn node_unpublish_volume(
+        &mut self,
+        _ctx: RpcContext,
+        req: csi::NodeUnpublishVolumeRequest,
+        sink: UnarySink<csi::NodeUnpublishVolumeResponse>,
+    ) {
+        let plugin = self.plugin.clone();
+        self.rpc.spawn("NodeUnpublishVolume", req, sink, move |req| plugin.unpublish(&req));
+    }
+
+    fn node_get_volume_stats(
+        &mut self,
+        _ctx: RpcContext,
+        req: csi::NodeGetVolumeStatsRequest,
+        sink: UnarySink<csi::NodeGetVolumeStatsResponse>,
+    ) {
+        let plugin = self.plugin.clone();
+        self.rpc.spawn("NodeGetVolumeStats", req, sink, move |req| plugin.stats(&req));
+    }
+
+    fn node_get_capabilities(
+        &mut self,
+        _ctx: RpcContext,
+        req: csi::NodeGetCapabilitiesRequest,
+        sink: UnarySink<csi::NodeGetCapabilitiesResponse>,
+    ) {
+        self.rpc.inline("NodeGetCapabilities", req, sink, |_| {
+            let mut resp = csi::NodeGetCapabilitiesResponse::new();
+            resp.capabilities = capabilities::node();
+            Ok(resp)
+        });
+    }
+
+    fn node_get_info(
+        &mut self,
+        _ctx: RpcContext,
+        req: csi::NodeGetInfoRequest,
+        sink: UnarySink<csi::NodeGetInfoResponse>,
+    ) {
+        // Network lookups on a cache miss: the pool, not the queue thread.
+        let plugin = self.plugin.clone();
+        self.rpc.spawn("NodeGetInfo", req, sink, move |_| plugin.info());
+    }
+}
+
+/// `value`, or InvalidArgument with `message` when it is empty.
+fn required(value: &str, message: &str) -> Result<String> {
+    if value.is_empty() {
+        return Err(Error::InvalidArgument(message.to_string()));
+    }
+    Ok(value.to_string())
+}
+
+/// A required path, which must be absolute: a relative one would resolve
+/// against the driver's working directory, never what kubelet meant.
+fn absolute_path(value: &str, message: &str) -> Result<PathBuf> {
+    let path = PathBuf::from(required(value, message)?);
+    if !path.is_absolute() {
+        return Err(Error::InvalidArgument(format!("path {value:?} is not absolute")));
+    }
+    Ok(path)
+}
+
+/// The mount access type of a required capability; block is refused.
+fn mount_capability(
+    capability: Option<&csi::VolumeCapability>,
+) -> Result<&csi::volume_capability::MountVolume> {
+    let capability = capability.ok_or_else(|| Error::InvalidArgument("no volume capability set".into()))?;
+    if !capability.has_mount() {
+        return Err(Error::InvalidArgument("no mount volume capability set".into()));
+    }
+    Ok(capability.mount())
+}
+
+/// `mkdir -p` with 0755, like kubelet's own volume directories.
+fn create_dir(path: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(path)
+        .map_err(|e| Error::Internal(format!("Failed to create directory ({}): {e}", path.display())))
+}
+
+/// More mounts stacked on one path than this means something keeps
+/// mounting there; give up and let kubelet retry.
+const MAX_STACKED_MOUNTS: usize = 8;
+
+/// Unmounts `path` and removes the directory. Missing or never mounted is
+/// success, because kubelet retries unmounts forever otherwise. A directory
+/// that still has content after the unmount is an error, never removed
+/// recursively: it would be data, not a mount point.
+fn cleanup_mount_point(mounter: &dyn Mounter, path: &Path) -> Result<()> {
+    for _ in 0..MAX_STACKED_MOUNTS {
+        mounter.unmount(path)?;
+        match std::fs::remove_dir(path) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            // Still a mount point: another mount was stacked below.
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => continue,
+            Err(e) => return Err(Error::Internal(format!("remove {}: {e}", path.display()))),
+        }
+    }
+    Err(Error::Internal(format!(
+        "{} is still mounted after {MAX_STACKED_MOUNTS} unmounts",
+        path.display()
+    )))
+}
+
+#[cfg(test)]
+mod tests;

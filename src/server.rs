@@ -1,0 +1,126 @@
+//! The gRPC server's life: endpoint binding (stale unix socket removal),
+//! per-role service registration, readiness, and the SIGTERM/SIGINT drain.
+//! It owns no RPC logic.
+
+use crate::config::{Config, Endpoint, Role};
+use crate::rpc::Rpc;
+use crate::{identity, roles};
+use grpcio::{EnvBuilder, ServerBuilder, ServerCredentials};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Signals that ask the driver to stop.
+pub struct StopSignals {
+    set: libc::sigset_t,
+}
+
+impl StopSignals {
+    /// Blocks SIGTERM and SIGINT in the calling thread and every thread it
+    /// starts afterwards, so they can only be received by [`StopSignals::wait`].
+    /// Call before any thread exists.
+    pub fn block() -> StopSignals {
+        // SAFETY: sigset_t is plain data initialised by sigemptyset; the
+        // calls only read and write it and the thread's own mask.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            StopSignals { set }
+        }
+    }
+
+    /// Blocks until SIGTERM or SIGINT arrives; returns its number.
+    pub fn wait(&self) -> i32 {
+        let mut sig: libc::c_int = 0;
+        loop {
+            // SAFETY: `set` was built by `block`; `sig` is a valid out pointer.
+            let rc = unsafe { libc::sigwait(&self.set, &mut sig) };
+            if rc == 0 {
+                return sig;
+            }
+        }
+    }
+}
+
+/// Serves until a stop signal, then drains and cleans up.
+pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
+    let rpc = Rpc::new(config.worker_threads);
+    let ready = Arc::new(AtomicBool::new(false));
+    let role = roles::start(&config, &rpc)?;
+
+    // Two completion queues are plenty: handlers never block on them.
+    let env = Arc::new(EnvBuilder::new().cq_count(2).name_prefix("grpc-cq").build());
+    let mut builder = ServerBuilder::new(env).register_service(identity::service(rpc.clone(), config.role, ready.clone()));
+    for service in role.services {
+        builder = builder.register_service(service);
+    }
+    let mut server = builder.build().map_err(|e| format!("build gRPC server: {e}"))?;
+
+    let address = match &config.endpoint {
+        Endpoint::Unix(path) => {
+            prepare_socket_path(path)?;
+            format!("unix:{}", path.display())
+        }
+        Endpoint::Tcp(addr) => addr.clone(),
+    };
+    server
+        .add_listening_port(address.clone(), ServerCredentials::insecure())
+        .map_err(|e| format!("CSI_ENDPOINT: cannot listen on {address}: {e}"))?;
+    server.start();
+    ready.store(true, Ordering::SeqCst);
+    log::info!(
+        "{} {} serving {:?} role on {address} with {} workers",
+        identity::DRIVER_NAME,
+        identity::version(),
+        config.role,
+        config.worker_threads
+    );
+    if config.role == Role::Dev {
+        role.announce();
+    }
+
+    let sig = signals.wait();
+    log::info!("signal {sig} received: draining in-flight RPCs (up to {:?})", config.shutdown_grace);
+    ready.store(false, Ordering::SeqCst);
+    let shutdown = server.shutdown();
+    let left = rpc.drain(config.shutdown_grace);
+    if left > 0 {
+        log::warn!("{left} RPCs still running after {:?}; cancelling them", config.shutdown_grace);
+        server.cancel_all_calls();
+    }
+    if let Err(e) = futures_executor::block_on(shutdown) {
+        log::warn!("gRPC shutdown: {e}");
+    }
+    drop(role.resources);
+    if let Endpoint::Unix(path) = &config.endpoint {
+        if let Err(e) = std::fs::remove_file(path) {
+            log::warn!("remove socket {}: {e}", path.display());
+        }
+    }
+    log::info!("stopped");
+    Ok(())
+}
+
+/// Creates the socket's directory and removes a socket left by an earlier
+/// run (gRPC cannot bind over it). Anything that is not a socket is left
+/// alone: removing a user's file because of a typo in CSI_ENDPOINT would be
+/// worse than failing.
+fn prepare_socket_path(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("CSI_ENDPOINT: create directory {}: {e}", parent.display()))?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            log::info!("removing stale socket {}", path.display());
+            std::fs::remove_file(path).map_err(|e| format!("CSI_ENDPOINT: remove stale socket {}: {e}", path.display()))
+        }
+        Ok(_) => Err(format!("CSI_ENDPOINT: {} exists and is not a socket", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("CSI_ENDPOINT: {}: {e}", path.display())),
+    }
+}

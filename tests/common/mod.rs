@@ -1,0 +1,257 @@
+//! Test harness shared by the integration tests: temp dirs, the real driver
+//! binary on a temp unix socket (optionally behind a command prefix such as
+//! `unshare`), and generated gRPC clients connected to it.
+#![allow(dead_code)]
+
+use grpcio::{ChannelBuilder, Environment};
+use linode_nfs_csi::proto::{csi, csi_grpc};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A directory removed (recursively) on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let path = std::env::temp_dir().join(format!("lnc-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, p: impl AsRef<Path>) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Polls `cond` every few milliseconds until it holds or `limit` passes.
+pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_linode-nfs-csi")
+}
+
+/// How to start the driver.
+pub struct DriverBuilder {
+    envs: Vec<(String, String)>,
+    args: Vec<String>,
+    prefix: Vec<String>,
+    dir: TempDir,
+}
+
+/// A kubeconfig for `server` with bearer-token auth.
+pub fn write_kubeconfig(dir: &Path, server: &str, token: &str) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: test\n  cluster:\n    server: {server}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\nusers:\n- name: test\n  user:\n    token: {token}\n"
+    );
+    std::fs::write(&path, text).expect("write kubeconfig");
+    path
+}
+
+impl DriverBuilder {
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn env(mut self, k: &str, v: impl Into<String>) -> Self {
+        self.envs.push((k.to_string(), v.into()));
+        self
+    }
+
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.to_string());
+        self
+    }
+
+    /// Runs the driver as `prefix... binary` (e.g. unshare for a private mount namespace).
+    pub fn prefix(mut self, prefix: &[&str]) -> Self {
+        self.prefix = prefix.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Starts the process without waiting for it to serve.
+    pub fn spawn(self) -> Driver {
+        let dir = self.dir;
+        let socket = dir.join("csi.sock");
+        let log = dir.join("driver.log");
+        let mut cmd = if self.prefix.is_empty() {
+            Command::new(binary())
+        } else {
+            let mut c = Command::new(&self.prefix[0]);
+            c.args(&self.prefix[1..]).arg(binary());
+            c
+        };
+        cmd.args(&self.args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("CSI_ENDPOINT", format!("unix://{}", socket.display()))
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.join("driver.out")).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap());
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn driver");
+        Driver {
+            child,
+            socket,
+            log,
+            dir,
+            env: Arc::new(Environment::new(1)),
+        }
+    }
+
+    /// Starts the process and waits until Probe says ready.
+    pub fn start(self) -> Driver {
+        let mut d = self.spawn();
+        d.wait_ready();
+        d
+    }
+}
+
+/// A running driver process; killed on drop.
+pub struct Driver {
+    child: Child,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+    pub dir: TempDir,
+    env: Arc<Environment>,
+}
+
+impl Driver {
+    pub fn builder() -> DriverBuilder {
+        DriverBuilder {
+            envs: Vec::new(),
+            args: Vec::new(),
+            prefix: Vec::new(),
+            dir: TempDir::new("driver"),
+        }
+    }
+
+    /// A driver in the given role with the variables that role requires.
+    pub fn role(role: &str) -> DriverBuilder {
+        let b = Driver::builder().env("DRIVER_ROLE", role);
+        match role {
+            "node" => b.env("NODE_NAME", "test-node").env("METADATA_URL", "http://127.0.0.1:9"),
+            "controller" => {
+                let kubeconfig = write_kubeconfig(b.dir(), "http://127.0.0.1:9", "kube-token");
+                b.env("LINODE_TOKEN", "test-token")
+                    .env("LINODE_URL", "http://127.0.0.1:9")
+                    .env("KUBECONFIG", kubeconfig.display().to_string())
+            }
+            _ => b,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(self.dir.join("driver.out")).unwrap_or_default()
+    }
+
+    /// The process's exit status, if it has exited.
+    pub fn try_exit(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().expect("wait driver")
+    }
+
+    pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.try_exit() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "driver did not exit within {limit:?}\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, sig);
+        }
+    }
+
+    pub fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.try_exit() {
+                panic!("driver exited with {status} before serving\n{}", self.logs());
+            }
+            if self.socket.exists() {
+                let probe = self.identity().probe_opt(
+                    &csi::ProbeRequest::new(),
+                    grpcio::CallOption::default().timeout(Duration::from_secs(2)),
+                );
+                if let Ok(resp) = probe {
+                    if resp.ready.as_ref().map(|b| b.value).unwrap_or(false) {
+                        return;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "driver not ready in 30s\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A new connection to the driver's socket.
+    pub fn channel(&self) -> grpcio::Channel {
+        ChannelBuilder::new(self.env.clone()).connect(&format!("unix:{}", self.socket.display()))
+    }
+
+    pub fn identity(&self) -> csi_grpc::IdentityClient {
+        csi_grpc::IdentityClient::new(self.channel())
+    }
+
+    pub fn controller(&self) -> csi_grpc::ControllerClient {
+        csi_grpc::ControllerClient::new(self.channel())
+    }
+
+    pub fn node(&self) -> csi_grpc::NodeClient {
+        csi_grpc::NodeClient::new(self.channel())
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The gRPC status code of a failed call.
+pub fn code_of(err: &grpcio::Error) -> grpcio::RpcStatusCode {
+    match err {
+        grpcio::Error::RpcFailure(status) => status.code(),
+        other => panic!("not an RPC status: {other:?}"),
+    }
+}

@@ -1,0 +1,1012 @@
+//! Renders every kustomization under `kustomize/` with `kubectl kustomize` and
+//! checks the wiring facts that a schema validator cannot see: socket paths
+//! agree between the plugin and its sidecars, the registrar's two paths are
+//! not swapped, mounts propagate, the probe really reaches the livenessprobe
+//! sidecar, the token reaches the controller only, and the node cannot read
+//! Secrets. Schema validation is `kustomize/check.sh`.
+//!
+//! kubectl is required: without it these tests fail rather than skip, so a CI
+//! machine that lost it cannot pass silently.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+const DRIVER: &str = "linodenfs.csi.linode.com";
+const CONTROLLER: &str = "csi-linode-nfs-controller";
+const NODE: &str = "csi-linode-nfs-node";
+const PLUGIN: &str = "linode-nfs-csi";
+const NAMESPACE: &str = "kube-system";
+const SIDECAR_REGISTRY: &str = "registry.k8s.io/sig-storage/";
+const KUBELET_DIR: &str = "/var/lib/kubelet";
+
+/// Every variable the binary reads (docs/configuration.md); anything else in
+/// a plugin container's env is a typo the driver would silently ignore.
+const KNOWN_ENV: &[&str] = &[
+    "DRIVER_ROLE",
+    "CSI_ENDPOINT",
+    "LINODE_TOKEN",
+    "LINODE_URL",
+    "LINODE_API_VERSION",
+    "LINODE_CA",
+    "LINODE_REQUEST_TIMEOUT",
+    "LINODE_WAIT_TIMEOUT",
+    "NFS_ACCESS_POLICY_MODE",
+    "NODE_NAME",
+    "KUBECONFIG",
+    "METADATA_URL",
+    "WORKER_THREADS",
+    "RUST_LOG",
+    "NFS_MOUNT_HELPER",
+    "NFS_MOUNT_TIMEOUT",
+];
+const CONTROLLER_ONLY_ENV: &[&str] = &[
+    "LINODE_TOKEN",
+    "LINODE_URL",
+    "LINODE_API_VERSION",
+    "LINODE_CA",
+    "LINODE_REQUEST_TIMEOUT",
+    "LINODE_WAIT_TIMEOUT",
+    "NFS_ACCESS_POLICY_MODE",
+];
+
+fn kustomize_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("kustomize")
+}
+
+fn kubectl() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_string())
+}
+
+/// `kubectl kustomize DIR`, parsed into one JSON value per object.
+fn render(dir: &Path) -> Vec<Value> {
+    let output = match Command::new(kubectl()).arg("kustomize").arg(dir).output() {
+        Ok(output) => output,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+            "kubectl not found on PATH (or $KUBECTL): tests/kustomize.rs renders the \
+             manifests with `kubectl kustomize`; install kubectl (.ci/run does) and rerun"
+        ),
+        Err(e) => panic!("running kubectl kustomize {}: {e}", dir.display()),
+    };
+    assert!(
+        output.status.success(),
+        "kubectl kustomize {} failed:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("rendered YAML is UTF-8");
+    let objects: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).expect("rendered YAML parses"))
+        .filter(|v| !v.is_null())
+        .collect();
+    assert!(!objects.is_empty(), "{} rendered nothing", dir.display());
+    objects
+}
+
+/// A kustomization outside the tree combining base with `components`; paths
+/// must be relative, kustomize refuses absolute ones.
+fn render_with_components(components: &[&str]) -> Vec<Value> {
+    let dir = std::env::temp_dir().join(format!(
+        "linode-nfs-csi-kustomize-{}-{}",
+        std::process::id(),
+        components.join("+")
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = relative_path(
+        &dir.canonicalize().unwrap(),
+        &kustomize_dir().canonicalize().unwrap(),
+    );
+    let list: Vec<String> = components
+        .iter()
+        .map(|c| format!("{root}/components/{c}"))
+        .collect();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "resources: [{root}/base]\ncomponents: [{}]\n",
+            list.join(", ")
+        ),
+    )
+    .unwrap();
+    let objects = render(&dir);
+    std::fs::remove_dir_all(&dir).ok();
+    objects
+}
+
+fn relative_path(from: &Path, to: &Path) -> String {
+    let from: Vec<_> = from.components().collect();
+    let to: Vec<_> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_string(); from.len() - common];
+    parts.extend(
+        to[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    parts.join("/")
+}
+
+/// Every install variant: the base, each overlay directory, and the two
+/// components combined. Rendered once per test binary.
+fn variants() -> &'static [(String, Vec<Value>)] {
+    static VARIANTS: OnceLock<Vec<(String, Vec<Value>)>> = OnceLock::new();
+    VARIANTS.get_or_init(render_variants)
+}
+
+fn render_variants() -> Vec<(String, Vec<Value>)> {
+    let mut out = vec![("base".to_string(), render(&kustomize_dir().join("base")))];
+    for name in overlay_names() {
+        let objects = render(&kustomize_dir().join("overlays").join(&name));
+        out.push((format!("overlays/{name}"), objects));
+    }
+    out.push((
+        "node-access+snapshots".to_string(),
+        render_with_components(&["node-access", "snapshots"]),
+    ));
+    out
+}
+
+fn overlay_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(kustomize_dir().join("overlays"))
+        .expect("kustomize/overlays exists")
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().join("kustomization.yaml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+}
+
+fn get<'a>(objects: &'a [Value], kind: &str, name: &str, variant: &str) -> &'a Value {
+    find(objects, kind, name).unwrap_or_else(|| panic!("{variant}: no {kind} {name}"))
+}
+
+fn pod_spec(workload: &Value) -> &Value {
+    &workload["spec"]["template"]["spec"]
+}
+
+fn containers(workload: &Value) -> &Vec<Value> {
+    pod_spec(workload)["containers"]
+        .as_array()
+        .expect("containers is a list")
+}
+
+fn container<'a>(workload: &'a Value, name: &str) -> Option<&'a Value> {
+    containers(workload).iter().find(|c| c["name"] == name)
+}
+
+fn args(c: &Value) -> Vec<String> {
+    c["args"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// Value of `--flag=value` in a container's args.
+fn flag(c: &Value, name: &str) -> Option<String> {
+    let prefix = format!("--{name}=");
+    args(c)
+        .iter()
+        .find_map(|a| a.strip_prefix(&prefix).map(str::to_string))
+}
+
+fn env<'a>(c: &'a Value, name: &str) -> Option<&'a Value> {
+    c["env"]
+        .as_array()
+        .and_then(|e| e.iter().find(|v| v["name"] == name))
+}
+
+fn env_value(c: &Value, name: &str) -> Option<String> {
+    env(c, name)
+        .and_then(|v| v["value"].as_str())
+        .map(str::to_string)
+}
+
+fn image_repo(c: &Value) -> &str {
+    c["image"].as_str().unwrap().split(':').next().unwrap()
+}
+
+fn is_sidecar(c: &Value, repo: &str) -> bool {
+    image_repo(c) == format!("{SIDECAR_REGISTRY}{repo}")
+}
+
+fn socket_path(plugin: &Value) -> String {
+    let endpoint = env_value(plugin, "CSI_ENDPOINT").expect("plugin sets CSI_ENDPOINT");
+    endpoint
+        .strip_prefix("unix://")
+        .unwrap_or_else(|| panic!("CSI_ENDPOINT {endpoint} is not a unix socket"))
+        .to_string()
+}
+
+/// The volume a container mounts at the deepest mountPath containing `path`,
+/// and that path relative to the mount.
+fn volume_for(c: &Value, path: &str) -> Option<(String, String)> {
+    c["volumeMounts"]
+        .as_array()?
+        .iter()
+        .filter_map(|m| {
+            let mount = m["mountPath"].as_str()?.trim_end_matches('/');
+            let rest = path.strip_prefix(mount)?;
+            (rest.is_empty() || rest.starts_with('/')).then(|| {
+                (
+                    mount.len(),
+                    m["name"].as_str().unwrap().to_string(),
+                    rest.to_string(),
+                )
+            })
+        })
+        .max_by_key(|(len, _, _)| *len)
+        .map(|(_, name, rest)| (name, rest))
+}
+
+fn pod_volume<'a>(workload: &'a Value, name: &str) -> &'a Value {
+    pod_spec(workload)["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == name))
+        .unwrap_or_else(|| panic!("no pod volume {name}"))
+}
+
+fn port_number(c: &Value, port: &Value) -> u64 {
+    if let Some(n) = port.as_u64() {
+        return n;
+    }
+    let name = port.as_str().expect("probe port is a number or a name");
+    c["ports"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == name))
+        .and_then(|p| p["containerPort"].as_u64())
+        .unwrap_or_else(|| {
+            panic!(
+                "container {} probes named port {name} it does not declare",
+                c["name"]
+            )
+        })
+}
+
+fn attach_required(objects: &[Value], variant: &str) -> bool {
+    get(objects, "CSIDriver", DRIVER, variant)["spec"]["attachRequired"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("{variant}: attachRequired must be set explicitly"))
+}
+
+/// Rules of every role bound to `sa`, with the binding's kind.
+fn rules_for(objects: &[Value], sa: &str) -> Vec<Value> {
+    let mut rules = Vec::new();
+    for binding in objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRoleBinding" || o["kind"] == "RoleBinding")
+    {
+        let bound = binding["subjects"].as_array().is_some_and(|s| {
+            s.iter().any(|s| {
+                s["kind"] == "ServiceAccount" && s["name"] == sa && s["namespace"] == NAMESPACE
+            })
+        });
+        if !bound {
+            continue;
+        }
+        let role_kind = binding["roleRef"]["kind"].as_str().unwrap();
+        let role_name = binding["roleRef"]["name"].as_str().unwrap();
+        let role = find(objects, role_kind, role_name).unwrap_or_else(|| {
+            panic!(
+                "binding {} refers to missing {role_kind} {role_name}",
+                binding["metadata"]["name"]
+            )
+        });
+        rules.extend(role["rules"].as_array().unwrap().iter().cloned());
+    }
+    rules
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .map(|a| a.iter().map(|s| s.as_str().unwrap()).collect())
+        .unwrap_or_default()
+}
+
+/// (apiGroup/resource → verbs) granted by `rules`.
+fn grants(rules: &[Value]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for rule in rules {
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                out.entry(format!("{group}/{resource}"))
+                    .or_default()
+                    .extend(strings(&rule["verbs"]).into_iter().map(str::to_string));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_expected_overlay_exists() {
+    let names = overlay_names();
+    for expected in ["dev", "node-access", "snapshots"] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "overlays/{expected} missing: {names:?}"
+        );
+    }
+}
+
+#[test]
+fn csidriver_matches_the_access_policy_mode() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let driver = get(objects, "CSIDriver", DRIVER, variant);
+        let spec = &driver["spec"];
+        assert_eq!(spec["podInfoOnMount"], false, "{variant}");
+        assert_eq!(spec["fsGroupPolicy"], "File", "{variant}");
+        assert_eq!(
+            spec["volumeLifecycleModes"],
+            serde_json::json!(["Persistent"]),
+            "{variant}"
+        );
+
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        let plugin = container(controller, PLUGIN).unwrap();
+        let mode = env_value(plugin, "NFS_ACCESS_POLICY_MODE").unwrap_or_else(|| "space".into());
+        let attacher = containers(controller)
+            .iter()
+            .any(|c| is_sidecar(c, "csi-attacher"));
+        let attach = attach_required(objects, variant);
+        // Node mode publishes per node: the CSIDriver must ask for attachment
+        // and something must perform it; space mode needs neither.
+        assert_eq!(
+            attach,
+            mode == "node",
+            "{variant}: attachRequired vs mode {mode}"
+        );
+        assert_eq!(
+            attacher, attach,
+            "{variant}: csi-attacher present iff attachRequired"
+        );
+    }
+    let expected = [
+        ("base", false),
+        ("overlays/dev", false),
+        ("overlays/node-access", true),
+        ("overlays/snapshots", false),
+        ("node-access+snapshots", true),
+    ];
+    let variants = variants();
+    for (variant, attach) in expected {
+        let objects = &variants.iter().find(|(v, _)| v == variant).unwrap().1;
+        assert_eq!(attach_required(objects, variant), attach, "{variant}");
+    }
+}
+
+#[test]
+fn controller_sidecars_share_the_plugin_socket() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        let plugin = container(controller, PLUGIN).unwrap();
+        assert_eq!(
+            env_value(plugin, "DRIVER_ROLE").as_deref(),
+            Some("controller"),
+            "{variant}"
+        );
+        let socket = socket_path(plugin);
+        assert_eq!(
+            socket, "/var/lib/csi/sockets/pluginproxy/csi.sock",
+            "{variant}"
+        );
+        let (volume, rest) = volume_for(plugin, &socket).expect("plugin mounts its socket dir");
+        assert!(
+            pod_volume(controller, &volume).get("emptyDir").is_some(),
+            "{variant}: the controller socket stays pod-local on an emptyDir"
+        );
+        for c in containers(controller)
+            .iter()
+            .filter(|c| c["name"] != PLUGIN)
+        {
+            let address = flag(c, "csi-address")
+                .unwrap_or_else(|| panic!("{variant}: {} has no --csi-address", c["name"]));
+            assert_eq!(
+                address, socket,
+                "{variant}: {} dials another socket",
+                c["name"]
+            );
+            assert_eq!(
+                volume_for(c, &address),
+                Some((volume.clone(), rest.clone())),
+                "{variant}: {} does not see the plugin's socket volume",
+                c["name"]
+            );
+        }
+    }
+}
+
+#[test]
+fn node_registrar_paths_point_at_the_plugin_socket_and_are_not_swapped() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let node = get(objects, "DaemonSet", NODE, variant);
+        let plugin = container(node, PLUGIN).unwrap();
+        assert_eq!(
+            env_value(plugin, "DRIVER_ROLE").as_deref(),
+            Some("node"),
+            "{variant}"
+        );
+        let socket = socket_path(plugin);
+        assert_eq!(socket, "/csi/csi.sock", "{variant}");
+        let (volume, rest) = volume_for(plugin, &socket).expect("plugin mounts its socket dir");
+        let host_dir = pod_volume(node, &volume)["hostPath"]["path"]
+            .as_str()
+            .expect("node socket dir is a hostPath")
+            .trim_end_matches('/')
+            .to_string();
+        assert_eq!(
+            host_dir,
+            format!("{KUBELET_DIR}/plugins/{DRIVER}"),
+            "{variant}"
+        );
+
+        let registrar = containers(node)
+            .iter()
+            .find(|c| is_sidecar(c, "csi-node-driver-registrar"))
+            .expect("node-driver-registrar present");
+        let address = flag(registrar, "csi-address").expect("registrar --csi-address");
+        let registration = flag(registrar, "kubelet-registration-path")
+            .expect("registrar --kubelet-registration-path");
+        // In-pod path for the registrar, host path for the kubelet: the same
+        // socket seen from both sides.
+        assert_eq!(address, socket, "{variant}: registrar --csi-address");
+        assert_eq!(
+            registration,
+            format!("{host_dir}{rest}"),
+            "{variant}: registration path"
+        );
+        assert_eq!(
+            volume_for(registrar, &address),
+            Some((volume.clone(), rest.clone())),
+            "{variant}"
+        );
+
+        let (reg_volume, _) =
+            volume_for(registrar, "/registration/x").expect("registration dir mounted");
+        assert_eq!(
+            pod_volume(node, &reg_volume)["hostPath"]["path"]
+                .as_str()
+                .map(|p| p.trim_end_matches('/')),
+            Some(format!("{KUBELET_DIR}/plugins_registry").as_str()),
+            "{variant}"
+        );
+
+        let probe = containers(node)
+            .iter()
+            .find(|c| is_sidecar(c, "livenessprobe"))
+            .expect("node livenessprobe present");
+        assert_eq!(
+            flag(probe, "csi-address"),
+            Some(socket.clone()),
+            "{variant}"
+        );
+        assert_eq!(
+            volume_for(probe, &socket),
+            Some((volume, rest)),
+            "{variant}"
+        );
+    }
+}
+
+#[test]
+fn node_plugin_is_privileged_with_bidirectional_kubelet_mount() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let node = get(objects, "DaemonSet", NODE, variant);
+        let spec = pod_spec(node);
+        assert_eq!(spec["hostNetwork"], true, "{variant}");
+        let plugin = container(node, PLUGIN).unwrap();
+        assert_eq!(plugin["securityContext"]["privileged"], true, "{variant}");
+        let mount = plugin["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"].as_str().map(|p| p.trim_end_matches('/')) == Some(KUBELET_DIR))
+            .unwrap_or_else(|| panic!("{variant}: node plugin does not mount {KUBELET_DIR}"));
+        assert_eq!(mount["mountPropagation"], "Bidirectional", "{variant}");
+        let volume = pod_volume(node, mount["name"].as_str().unwrap());
+        assert_eq!(
+            volume["hostPath"]["path"]
+                .as_str()
+                .map(|p| p.trim_end_matches('/')),
+            Some(KUBELET_DIR),
+            "{variant}: kubelet dir must be the same path inside and outside"
+        );
+        // Only the privileged plugin may propagate mounts back to the host.
+        for c in containers(node).iter().filter(|c| c["name"] != PLUGIN) {
+            for m in c["volumeMounts"].as_array().into_iter().flatten() {
+                assert!(
+                    m.get("mountPropagation").is_none(),
+                    "{variant}: {} propagates",
+                    c["name"]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn plugin_liveness_probes_reach_the_livenessprobe_sidecar() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        for (kind, name) in [("Deployment", CONTROLLER), ("DaemonSet", NODE)] {
+            let workload = get(objects, kind, name, variant);
+            let plugin = container(workload, PLUGIN).unwrap();
+            let probe = &plugin["livenessProbe"]["httpGet"];
+            assert_eq!(
+                probe["path"], "/healthz",
+                "{variant} {name}: plugin livenessProbe path"
+            );
+            let port = port_number(plugin, &probe["port"]);
+            let sidecar = containers(workload)
+                .iter()
+                .find(|c| is_sidecar(c, "livenessprobe"))
+                .unwrap_or_else(|| panic!("{variant} {name}: no livenessprobe sidecar"));
+            let endpoint = flag(sidecar, "http-endpoint").expect("livenessprobe --http-endpoint");
+            let (host, listen_port) = endpoint.rsplit_once(':').unwrap();
+            assert_eq!(
+                listen_port.parse::<u64>().unwrap(),
+                port,
+                "{variant} {name}: probe port"
+            );
+            // A sidecar bound to loopback is only reachable when the kubelet
+            // dials loopback, i.e. host network plus an explicit probe host.
+            if !host.is_empty() && host != "0.0.0.0" {
+                assert_eq!(
+                    probe["host"].as_str(),
+                    Some(host),
+                    "{variant} {name}: probe host"
+                );
+                assert_eq!(pod_spec(workload)["hostNetwork"], true, "{variant} {name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn linode_token_reaches_the_controller_plugin_only() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        let token = env(container(controller, PLUGIN).unwrap(), "LINODE_TOKEN")
+            .unwrap_or_else(|| panic!("{variant}: controller plugin lacks LINODE_TOKEN"));
+        assert_eq!(
+            token["valueFrom"]["secretKeyRef"]["name"], "linode-api-token",
+            "{variant}"
+        );
+        assert_eq!(
+            token["valueFrom"]["secretKeyRef"]["key"], "token",
+            "{variant}"
+        );
+        assert!(
+            token.get("value").is_none(),
+            "{variant}: token must not be inline"
+        );
+
+        for workload in objects
+            .iter()
+            .filter(|o| o["kind"] == "Deployment" || o["kind"] == "DaemonSet")
+        {
+            let wname = workload["metadata"]["name"].as_str().unwrap();
+            for c in containers(workload) {
+                let is_controller_plugin = wname == CONTROLLER && c["name"] == PLUGIN;
+                for e in c["env"].as_array().into_iter().flatten() {
+                    let uses_secret = e["valueFrom"].get("secretKeyRef").is_some();
+                    if !is_controller_plugin {
+                        assert!(
+                            !uses_secret,
+                            "{variant}: {wname}/{} reads a Secret",
+                            c["name"]
+                        );
+                        assert_ne!(
+                            e["name"], "LINODE_TOKEN",
+                            "{variant}: {wname}/{}",
+                            c["name"]
+                        );
+                    } else if uses_secret {
+                        assert_eq!(
+                            e["name"], "LINODE_TOKEN",
+                            "{variant}: only the token comes from a Secret"
+                        );
+                    }
+                }
+                for from in c["envFrom"].as_array().into_iter().flatten() {
+                    assert!(
+                        from.get("secretRef").is_none(),
+                        "{variant}: {wname}/{} envFrom Secret",
+                        c["name"]
+                    );
+                }
+            }
+            for v in pod_spec(workload)["volumes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                assert!(
+                    v.get("secret").is_none(),
+                    "{variant}: {wname} mounts a Secret volume"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn plugin_env_is_known_and_role_appropriate() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        for (kind, name) in [("Deployment", CONTROLLER), ("DaemonSet", NODE)] {
+            let plugin = container(get(objects, kind, name, variant), PLUGIN).unwrap();
+            for e in plugin["env"].as_array().unwrap() {
+                let var = e["name"].as_str().unwrap();
+                assert!(
+                    KNOWN_ENV.contains(&var),
+                    "{variant} {name}: unknown variable {var}"
+                );
+                if name == NODE {
+                    assert!(
+                        !CONTROLLER_ONLY_ENV.contains(&var),
+                        "{variant}: node gets {var}"
+                    );
+                }
+            }
+        }
+        let node = container(get(objects, "DaemonSet", NODE, variant), PLUGIN).unwrap();
+        assert_eq!(
+            env(node, "NODE_NAME").unwrap()["valueFrom"]["fieldRef"]["fieldPath"],
+            "spec.nodeName",
+            "{variant}"
+        );
+    }
+}
+
+#[test]
+fn node_rbac_is_read_only_and_excludes_secrets() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let node = grants(&rules_for(objects, NODE));
+        let expected: BTreeMap<String, BTreeSet<String>> =
+            [("/nodes".to_string(), ["get".to_string()].into())].into();
+        assert_eq!(node, expected, "{variant}: node RBAC is exactly get nodes");
+
+        let controller = grants(&rules_for(objects, CONTROLLER));
+        for (resource, verbs) in &controller {
+            assert!(
+                !resource.contains('*') && !verbs.contains("*"),
+                "{variant}: wildcard {resource}"
+            );
+            assert_ne!(
+                resource, "/secrets",
+                "{variant}: controller needs no Secret access"
+            );
+        }
+        // Region discovery lists nodes; nothing writes them.
+        let nodes = &controller["/nodes"];
+        assert!(
+            nodes.contains("list"),
+            "{variant}: controller cannot list nodes"
+        );
+        assert!(
+            nodes
+                .iter()
+                .all(|v| ["get", "list", "watch"].contains(&v.as_str())),
+            "{variant}: {nodes:?}"
+        );
+        assert!(
+            controller["coordination.k8s.io/leases"].contains("update"),
+            "{variant}: leader election"
+        );
+        if attach_required(objects, variant) {
+            assert!(
+                controller["storage.k8s.io/volumeattachments/status"].contains("patch"),
+                "{variant}"
+            );
+        } else {
+            assert!(
+                !controller.contains_key("storage.k8s.io/volumeattachments/status"),
+                "{variant}"
+            );
+        }
+        let snapshotter = containers(get(objects, "Deployment", CONTROLLER, variant))
+            .iter()
+            .any(|c| is_sidecar(c, "csi-snapshotter"));
+        assert_eq!(
+            controller.contains_key("snapshot.storage.k8s.io/volumesnapshotcontents/status"),
+            snapshotter,
+            "{variant}: snapshot RBAC iff the snapshotter runs"
+        );
+    }
+}
+
+#[test]
+fn sidecar_arguments_and_images() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        let provisioner = containers(controller)
+            .iter()
+            .find(|c| is_sidecar(c, "csi-provisioner"))
+            .expect("csi-provisioner present");
+        let a = args(provisioner);
+        for required in [
+            "--leader-election",
+            "--timeout=5m",
+            "--volume-name-prefix=pvc",
+            "--volume-name-uuid-length=16",
+            "--extra-create-metadata",
+        ] {
+            assert!(
+                a.iter().any(|x| x == required),
+                "{variant}: provisioner lacks {required}"
+            );
+        }
+        for c in containers(controller) {
+            let leader_elects = is_sidecar(c, "csi-provisioner")
+                || is_sidecar(c, "csi-attacher")
+                || is_sidecar(c, "csi-snapshotter");
+            if leader_elects {
+                assert!(
+                    args(c).iter().any(|x| x == "--leader-election"),
+                    "{variant}: {}",
+                    c["name"]
+                );
+            }
+        }
+
+        let mut plugin_images = BTreeSet::new();
+        for workload in [controller, get(objects, "DaemonSet", NODE, variant)] {
+            for c in containers(workload) {
+                let image = c["image"].as_str().unwrap();
+                let (_, tag) = image.rsplit_once(':').expect("every image has a tag");
+                if c["name"] == PLUGIN {
+                    plugin_images.insert(image.to_string());
+                } else {
+                    assert!(image.starts_with(SIDECAR_REGISTRY), "{variant}: {image}");
+                    let version = tag
+                        .strip_prefix('v')
+                        .unwrap_or_else(|| panic!("{variant}: {image} not pinned"));
+                    assert_eq!(
+                        version.split('.').count(),
+                        3,
+                        "{variant}: {image} not a full version"
+                    );
+                }
+                let requests = &c["resources"]["requests"];
+                assert!(
+                    requests.get("cpu").is_some() && requests.get("memory").is_some(),
+                    "{variant}: {} has no resource requests",
+                    c["name"]
+                );
+            }
+        }
+        assert_eq!(
+            plugin_images.len(),
+            1,
+            "{variant}: one image serves both roles: {plugin_images:?}"
+        );
+        let image = plugin_images.into_iter().next().unwrap();
+        let expected = if variant == "overlays/dev" {
+            "localhost/linode-nfs-csi:dev".to_string()
+        } else {
+            format!(
+                "docker.io/linode/linode-nfs-csi:v{}",
+                env!("CARGO_PKG_VERSION")
+            )
+        };
+        assert_eq!(image, expected, "{variant}");
+    }
+}
+
+#[test]
+fn node_plugin_runs_everywhere_and_controller_is_unprivileged() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let node = pod_spec(get(objects, "DaemonSet", NODE, variant));
+        let tolerates_all = node["tolerations"].as_array().is_some_and(|t| {
+            t.iter()
+                .any(|t| t["operator"] == "Exists" && t.get("key").is_none())
+        });
+        assert!(
+            tolerates_all,
+            "{variant}: tainted nodes would get no node plugin"
+        );
+
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        assert_eq!(
+            pod_spec(controller)["securityContext"]["runAsNonRoot"],
+            true,
+            "{variant}"
+        );
+        for c in containers(controller) {
+            assert_ne!(
+                c["securityContext"]["privileged"], true,
+                "{variant}: {}",
+                c["name"]
+            );
+            assert_eq!(
+                c["securityContext"]["allowPrivilegeEscalation"], false,
+                "{variant}: {}",
+                c["name"]
+            );
+        }
+        assert_eq!(
+            pod_spec(controller)["serviceAccountName"],
+            CONTROLLER,
+            "{variant}: controller service account"
+        );
+        assert_eq!(
+            node["serviceAccountName"], NODE,
+            "{variant}: node service account"
+        );
+    }
+}
+
+#[test]
+fn namespaced_objects_land_in_kube_system() {
+    const CLUSTER_SCOPED: &[&str] = &[
+        "CSIDriver",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "VolumeSnapshotClass",
+    ];
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        for o in objects {
+            let kind = o["kind"].as_str().unwrap();
+            let ns = o["metadata"]["namespace"].as_str();
+            if CLUSTER_SCOPED.contains(&kind) {
+                assert_eq!(ns, None, "{variant}: {kind} is cluster-scoped");
+            } else {
+                assert_eq!(
+                    ns,
+                    Some(NAMESPACE),
+                    "{variant}: {kind} {}",
+                    o["metadata"]["name"]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn snapshot_overlay_adds_snapshotter_and_class() {
+    let objects = render(&kustomize_dir().join("overlays/snapshots"));
+    let class = get(&objects, "VolumeSnapshotClass", "linode-nfs", "snapshots");
+    assert_eq!(class["apiVersion"], "snapshot.storage.k8s.io/v1");
+    assert_eq!(class["driver"], DRIVER);
+    assert!(["Delete", "Retain"].contains(&class["deletionPolicy"].as_str().unwrap()));
+    let controller = get(&objects, "Deployment", CONTROLLER, "snapshots");
+    assert!(containers(controller)
+        .iter()
+        .any(|c| is_sidecar(c, "csi-snapshotter")));
+    let base = render(&kustomize_dir().join("base"));
+    assert!(!base.iter().any(|o| o["kind"] == "VolumeSnapshotClass"));
+}
+
+#[test]
+fn examples_are_consistent_with_the_driver() {
+    let objects = render(&kustomize_dir().join("examples"));
+    let classes: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "StorageClass")
+        .collect();
+    assert!(
+        classes.len() >= 2,
+        "space-id and space-label StorageClasses"
+    );
+    let mut by_id = false;
+    let mut by_label = false;
+    for class in &classes {
+        assert_eq!(class["provisioner"], DRIVER);
+        let params = class["parameters"].as_object().unwrap();
+        for (key, value) in params {
+            let short = key.strip_prefix(&format!("{DRIVER}/")).unwrap_or_else(|| {
+                panic!("parameter {key} lacks the driver prefix (ignored by the driver)")
+            });
+            assert!(
+                ["space-id", "space-label", "tags", "filesystem-root-squash"].contains(&short),
+                "unknown parameter {key}"
+            );
+            if short == "space-id" {
+                assert!(value.as_str().unwrap().parse::<u64>().unwrap() > 0);
+            }
+            if short == "filesystem-root-squash" {
+                assert!(["none", "root_squash", "all_squash"].contains(&value.as_str().unwrap()));
+            }
+        }
+        let id = params.contains_key(&format!("{DRIVER}/space-id"));
+        let label = params.contains_key(&format!("{DRIVER}/space-label"));
+        assert!(id != label, "exactly one of space-id / space-label");
+        by_id |= id;
+        by_label |= label;
+        assert!(params.contains_key(&format!("{DRIVER}/tags")));
+        assert!(params.contains_key(&format!("{DRIVER}/filesystem-root-squash")));
+    }
+    assert!(by_id && by_label, "both StorageClass variants present");
+
+    let class_names: BTreeSet<&str> = classes
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let pvcs: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "PersistentVolumeClaim")
+        .collect();
+    for pvc in &pvcs {
+        assert!(class_names.contains(pvc["spec"]["storageClassName"].as_str().unwrap()));
+        assert_eq!(
+            pvc["spec"]["accessModes"],
+            serde_json::json!(["ReadWriteMany"])
+        );
+    }
+    let snapshot = objects
+        .iter()
+        .find(|o| o["kind"] == "VolumeSnapshot")
+        .expect("a VolumeSnapshot");
+    let source = snapshot["spec"]["source"]["persistentVolumeClaimName"]
+        .as_str()
+        .unwrap();
+    assert!(
+        pvcs.iter().any(|p| p["metadata"]["name"] == source),
+        "snapshot source exists"
+    );
+    let snapshots = render(&kustomize_dir().join("overlays/snapshots"));
+    assert!(
+        find(
+            &snapshots,
+            "VolumeSnapshotClass",
+            snapshot["spec"]["volumeSnapshotClassName"]
+                .as_str()
+                .unwrap()
+        )
+        .is_some(),
+        "the example's VolumeSnapshotClass comes with the snapshots overlay"
+    );
+    let restore = pvcs
+        .iter()
+        .find(|p| p["spec"]["dataSource"]["kind"] == "VolumeSnapshot")
+        .expect("a restore PVC");
+    assert_eq!(
+        restore["spec"]["dataSource"]["apiGroup"],
+        "snapshot.storage.k8s.io"
+    );
+    assert_eq!(
+        restore["spec"]["dataSource"]["name"],
+        snapshot["metadata"]["name"]
+    );
+
+    let deployment = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("an example Deployment");
+    assert!(deployment["spec"]["replicas"].as_u64().unwrap() > 1);
+    let spread = pod_spec(deployment)["topologySpreadConstraints"]
+        .as_array()
+        .expect("spread over nodes");
+    assert!(spread
+        .iter()
+        .any(|s| s["topologyKey"] == "kubernetes.io/hostname"));
+    let claims: Vec<&str> = pod_spec(deployment)["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["persistentVolumeClaim"]["claimName"].as_str())
+        .collect();
+    assert!(claims
+        .iter()
+        .any(|c| pvcs.iter().any(|p| p["metadata"]["name"] == *c)));
+}

@@ -1,0 +1,227 @@
+//! Node-test fixture: the driver in the node role inside its own mount
+//! namespace (`unshare --mount --propagation private`, so nothing touches
+//! the host's mount table and every mount vanishes with the process), with
+//! `NFS_MOUNT_HELPER` pointing at a shell stand-in for `mount -t nfs4`.
+//!
+//! The stand-in "mounts" `<source>` by bind-mounting `exports/<source with
+//! every character outside [A-Za-z0-9.-] replaced by _>` on the target, after
+//! putting a small private tmpfs on that export (inside the driver's
+//! namespace) so its statvfs figures hold still while the host disk churns.
+//! It appends its arguments to `helper.log`, and obeys control files in its
+//! directory: `fail-mtls` (fail when `xprtsec=mtls` is among the options),
+//! `hang` (never finish; the pid of its `sleep` goes to `hang.pid`),
+//! `unbindable` (make the staged mount unbindable, so a later bind fails).
+//!
+//! The test sees the namespace through `/proc/<pid>/mountinfo` and reaches
+//! files inside it through `/proc/<pid>/root/<path>`.
+#![allow(dead_code)]
+
+use crate::common::{Driver, TempDir};
+use grpcio::CallOption;
+use linode_nfs_csi::proto::csi;
+use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const HELPER: &str = r#"#!/bin/sh
+set -u
+here=$(dirname "$0")
+echo "$*" >> "$here/helper.log"
+if [ "$#" -lt 4 ] || [ "$1" != "-t" ] || [ "$2" != "nfs4" ]; then
+    echo "unexpected arguments: $*" >&2; exit 2
+fi
+shift 2
+opts=""
+if [ "$1" = "-o" ]; then opts=$2; shift 2; fi
+source=$1
+target=$2
+if [ -e "$here/hang" ]; then
+    sleep 1000 &
+    echo $! > "$here/hang.pid"
+    wait
+fi
+case ",$opts," in
+    *,xprtsec=mtls,*)
+        if [ -e "$here/fail-mtls" ]; then echo "mount.nfs4: TLS handshake with $source failed" >&2; exit 32; fi ;;
+esac
+name=$(printf '%s' "$source" | tr -c 'A-Za-z0-9.-' '_')
+export="$here/exports/$name"
+if [ ! -d "$export" ]; then echo "mount.nfs4: access denied by server while mounting $source" >&2; exit 32; fi
+if ! grep -q " $export " /proc/self/mountinfo; then
+    mount -t tmpfs -o size=16m,nr_inodes=4096 "export-$name" "$export" || exit 32
+fi
+mount --bind "$export" "$target" || exit 32
+if [ -e "$here/unbindable" ]; then mount --make-unbindable "$target" || exit 32; fi
+"#;
+
+/// Bounds every RPC so a broken driver fails the test instead of hanging it.
+pub fn call() -> CallOption {
+    CallOption::default().timeout(Duration::from_secs(60))
+}
+
+pub struct NfsNode {
+    // Declared first so the driver (and its namespace) is gone before the
+    // directory is removed.
+    pub driver: Driver,
+    pub dir: TempDir,
+}
+
+impl NfsNode {
+    pub fn start() -> NfsNode {
+        NfsNode::start_with("2m")
+    }
+
+    /// A node whose mount helper is killed after `timeout`.
+    pub fn start_with(timeout: &str) -> NfsNode {
+        let dir = TempDir::new("node");
+        std::fs::create_dir_all(dir.join("exports")).unwrap();
+        std::fs::create_dir_all(dir.join("kubelet")).unwrap();
+        let helper = dir.join("mount-helper");
+        std::fs::write(&helper, HELPER).unwrap();
+        std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let driver = Driver::role("node")
+            .prefix(&["unshare", "--mount", "--propagation", "private"])
+            .env("NFS_MOUNT_HELPER", helper.to_string_lossy())
+            .env("NFS_MOUNT_TIMEOUT", timeout)
+            .start();
+        NfsNode { driver, dir }
+    }
+
+    /// Creates the export that `source` mounts.
+    pub fn export(&self, source: &str) -> PathBuf {
+        let path = self.dir.join("exports").join(sanitise(source));
+        std::fs::create_dir_all(&path).unwrap();
+        path
+    }
+
+    /// A kubelet-style path under the fixture directory (not created).
+    pub fn kubelet_path(&self, rel: &str) -> PathBuf {
+        self.dir.join("kubelet").join(rel)
+    }
+
+    pub fn control(&self, name: &str, on: bool) {
+        let path = self.dir.join(name);
+        if on {
+            std::fs::write(path, "").unwrap();
+        } else {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// Each helper run's arguments, in order.
+    pub fn helper_runs(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("helper.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// `(mount point, per-mount options)` of every mount in the driver's
+    /// namespace. Parsed here independently of the driver's own parser; the
+    /// fixture's paths contain no characters that mountinfo escapes.
+    pub fn mounts(&self) -> Vec<(PathBuf, Vec<String>)> {
+        let text = std::fs::read_to_string(format!("/proc/{}/mountinfo", self.driver.pid())).unwrap();
+        text.lines()
+            .map(|line| {
+                let fields: Vec<&str> = line.split(' ').collect();
+                (PathBuf::from(fields[4]), fields[5].split(',').map(str::to_string).collect())
+            })
+            .collect()
+    }
+
+    /// How many mounts sit at `path` in the driver's namespace.
+    pub fn mount_count(&self, path: &Path) -> usize {
+        self.mounts().iter().filter(|(p, _)| p == path).count()
+    }
+
+    /// The per-mount options of the topmost mount at `path`.
+    pub fn mount_options(&self, path: &Path) -> Option<Vec<String>> {
+        self.mounts().into_iter().rev().find(|(p, _)| p == path).map(|(_, o)| o)
+    }
+
+    /// Mounts of the driver's namespace at or below the kubelet directory.
+    pub fn kubelet_mounts(&self) -> Vec<PathBuf> {
+        let root = self.dir.join("kubelet");
+        self.mounts().into_iter().map(|(p, _)| p).filter(|p| p.starts_with(&root)).collect()
+    }
+
+    /// `path` as seen from inside the driver's mount namespace.
+    pub fn inside(&self, path: &Path) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root", self.driver.pid())).join(path.strip_prefix("/").unwrap())
+    }
+
+    pub fn stage(&self, volume_id: &str, staging: &Path, context: &[(&str, &str)]) -> grpcio::Result<()> {
+        self.stage_with(volume_id, staging, context, &[])
+    }
+
+    pub fn stage_with(
+        &self,
+        volume_id: &str,
+        staging: &Path,
+        context: &[(&str, &str)],
+        flags: &[&str],
+    ) -> grpcio::Result<()> {
+        let mut req = csi::NodeStageVolumeRequest::new();
+        req.volume_id = volume_id.into();
+        req.staging_target_path = staging.to_string_lossy().into_owned();
+        req.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, flags)).into();
+        req.volume_context = pairs(context);
+        self.driver.node().node_stage_volume_opt(&req, call()).map(|_| ())
+    }
+
+    pub fn unstage(&self, volume_id: &str, staging: &Path) -> grpcio::Result<()> {
+        let mut req = csi::NodeUnstageVolumeRequest::new();
+        req.volume_id = volume_id.into();
+        req.staging_target_path = staging.to_string_lossy().into_owned();
+        self.driver.node().node_unstage_volume_opt(&req, call()).map(|_| ())
+    }
+
+    pub fn publish(&self, staging: &Path, target: &Path, readonly: bool, mode: Mode, flags: &[&str]) -> grpcio::Result<()> {
+        let mut req = csi::NodePublishVolumeRequest::new();
+        req.volume_id = "1/2".into();
+        req.staging_target_path = staging.to_string_lossy().into_owned();
+        req.target_path = target.to_string_lossy().into_owned();
+        req.volume_capability = Some(capability(mode, flags)).into();
+        req.readonly = readonly;
+        self.driver.node().node_publish_volume_opt(&req, call()).map(|_| ())
+    }
+
+    pub fn unpublish(&self, target: &Path) -> grpcio::Result<()> {
+        let mut req = csi::NodeUnpublishVolumeRequest::new();
+        req.volume_id = "1/2".into();
+        req.target_path = target.to_string_lossy().into_owned();
+        self.driver.node().node_unpublish_volume_opt(&req, call()).map(|_| ())
+    }
+
+    pub fn stats(&self, path: &Path) -> grpcio::Result<csi::NodeGetVolumeStatsResponse> {
+        let mut req = csi::NodeGetVolumeStatsRequest::new();
+        req.volume_id = "1/2".into();
+        req.volume_path = path.to_string_lossy().into_owned();
+        self.driver.node().node_get_volume_stats_opt(&req, call())
+    }
+}
+
+/// The export directory name the helper derives from a mount source.
+pub fn sanitise(source: &str) -> String {
+    source
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+        .collect()
+}
+
+pub fn pairs(list: &[(&str, &str)]) -> HashMap<String, String> {
+    list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+pub fn capability(mode: Mode, flags: &[&str]) -> csi::VolumeCapability {
+    let mut mount = csi::volume_capability::MountVolume::new();
+    mount.mount_flags = flags.iter().map(|f| f.to_string()).collect();
+    let mut access = csi::volume_capability::AccessMode::new();
+    access.mode = mode.into();
+    let mut cap = csi::VolumeCapability::new();
+    cap.set_mount(mount);
+    cap.access_mode = Some(access).into();
+    cap
+}
