@@ -237,8 +237,22 @@ impl Config {
                 })
             }
         };
-        let endpoint = parse_endpoint(&or_default("CSI_ENDPOINT"))
-            .map_err(|e| ConfigError::new(format!("CSI_ENDPOINT: {e}")))?;
+        let endpoint = match (role, get("CSI_ENDPOINT")) {
+            // dev mode keeps everything, its socket included, in its state dir.
+            (Role::Dev, None) => {
+                let dir = PathBuf::from(or_default("DEV_STATE_DIR"));
+                let dir = if dir.is_absolute() {
+                    dir
+                } else {
+                    std::env::current_dir()
+                        .map_err(|e| ConfigError::new(format!("DEV_STATE_DIR: {e}")))?
+                        .join(dir)
+                };
+                Endpoint::Unix(dir.join("csi.sock"))
+            }
+            (_, raw) => parse_endpoint(raw.as_deref().unwrap_or("unix:///csi/csi.sock"))
+                .map_err(|e| ConfigError::new(format!("CSI_ENDPOINT: {e}")))?,
+        };
         let access_policy_mode = match or_default("NFS_ACCESS_POLICY_MODE").as_str() {
             "space" => AccessPolicyMode::Space,
             "node" => AccessPolicyMode::Node,
@@ -414,7 +428,9 @@ mod tests {
     fn roles() {
         assert_eq!(config(&[], &[("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")]).role, Role::Controller);
         assert_eq!(config(&[], &[("DRIVER_ROLE", "node"), ("NODE_NAME", "n1")]).role, Role::Node);
-        assert_eq!(config(&["dev"], &[]).role, Role::Dev);
+        let dev = config(&["dev"], &[("DEV_STATE_DIR", "/tmp/devstate")]);
+        assert_eq!(dev.role, Role::Dev);
+        assert_eq!(dev.endpoint, Endpoint::Unix("/tmp/devstate/csi.sock".into()));
         let err = parse(&[], &[("DRIVER_ROLE", "both")]).unwrap_err();
         assert_eq!(err, ConfigError { message: "invalid driver role \"both\"".into(), exit_code: 2 });
         assert_eq!(parse(&[], &[]).unwrap_err().exit_code, 2);

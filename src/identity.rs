@@ -37,11 +37,11 @@ pub fn service(rpc: Rpc, role: Role, ready: Arc<AtomicBool>) -> grpcio::Service 
 impl csi_grpc::Identity for IdentityService {
     fn get_plugin_info(
         &mut self,
-        _ctx: RpcContext,
+        ctx: RpcContext,
         req: csi::GetPluginInfoRequest,
         sink: UnarySink<csi::GetPluginInfoResponse>,
     ) {
-        self.rpc.inline("GetPluginInfo", req, sink, |_| {
+        self.rpc.inline(&ctx, "GetPluginInfo", req, sink, |_| {
             let mut resp = csi::GetPluginInfoResponse::new();
             resp.name = DRIVER_NAME.to_string();
             resp.vendor_version = version();
@@ -51,21 +51,21 @@ impl csi_grpc::Identity for IdentityService {
 
     fn get_plugin_capabilities(
         &mut self,
-        _ctx: RpcContext,
+        ctx: RpcContext,
         req: csi::GetPluginCapabilitiesRequest,
         sink: UnarySink<csi::GetPluginCapabilitiesResponse>,
     ) {
         let role = self.role;
-        self.rpc.inline("GetPluginCapabilities", req, sink, move |_| {
+        self.rpc.inline(&ctx, "GetPluginCapabilities", req, sink, move |_| {
             let mut resp = csi::GetPluginCapabilitiesResponse::new();
             resp.capabilities = capabilities::plugin(role);
             Ok(resp)
         });
     }
 
-    fn probe(&mut self, _ctx: RpcContext, req: csi::ProbeRequest, sink: UnarySink<csi::ProbeResponse>) {
+    fn probe(&mut self, ctx: RpcContext, req: csi::ProbeRequest, sink: UnarySink<csi::ProbeResponse>) {
         let ready = self.ready.load(Ordering::SeqCst);
-        self.rpc.inline("Probe", req, sink, move |_| {
+        self.rpc.inline(&ctx, "Probe", req, sink, move |_| {
             let mut resp = csi::ProbeResponse::new();
             resp.ready = Some(protobuf::well_known_types::wrappers::BoolValue {
                 value: ready,

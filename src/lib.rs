@@ -11,6 +11,7 @@ pub mod capabilities;
 pub mod client;
 pub mod config;
 pub mod controller;
+pub mod dev;
 pub mod error;
 pub mod fake;
 pub mod handles;

@@ -71,7 +71,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
                 banner: None,
             })
         }
-        Role::Dev => Err("dev mode is not available yet".to_string()),
+        Role::Dev => crate::dev::start(config, rpc),
     }
 }
 

@@ -10,7 +10,7 @@
 
 use crate::proto::csi::exts;
 use crate::Error;
-use grpcio::UnarySink;
+use grpcio::{RpcContext, UnarySink};
 use protobuf::reflect::{ReflectValueBox, RuntimeFieldType};
 use protobuf::{MessageDyn, MessageFull};
 use std::collections::VecDeque;
@@ -66,7 +66,7 @@ impl Rpc {
     }
 
     /// Runs `work` on the worker pool and answers through the reply helper.
-    pub fn spawn<Req, Resp, F>(&self, method: &'static str, req: Req, sink: UnarySink<Resp>, work: F)
+    pub fn spawn<Req, Resp, F>(&self, ctx: &RpcContext, method: &'static str, req: Req, sink: UnarySink<Resp>, work: F)
     where
         Req: MessageFull,
         Resp: MessageFull,
@@ -76,7 +76,7 @@ impl Rpc {
         log_request(method, &req);
         if !self.pool.admit() {
             let busy = Error::Unavailable(format!("{method}: the driver is busy, retry later"));
-            reply(method, started, sink, Err(busy), Delivery::Started);
+            reply(method, started, sink, Err(busy), Delivery::OnQueue(ctx));
             return;
         }
         let pool = self.pool.clone();
@@ -88,8 +88,9 @@ impl Rpc {
     }
 
     /// Answers on the calling completion-queue thread: only for RPCs that
-    /// never block (Probe, GetPluginInfo, capabilities).
-    pub fn inline<Req, Resp, F>(&self, method: &'static str, req: Req, sink: UnarySink<Resp>, work: F)
+    /// never block (Probe, GetPluginInfo, capabilities). The send completes
+    /// on the call's own queue, which must not be waited on from here.
+    pub fn inline<Req, Resp, F>(&self, ctx: &RpcContext, method: &'static str, req: Req, sink: UnarySink<Resp>, work: F)
     where
         Req: MessageFull,
         Resp: MessageFull,
@@ -99,7 +100,7 @@ impl Rpc {
         log_request(method, &req);
         self.pool.begin();
         let result = run_guarded(method, move || work(req));
-        reply(method, started, sink, result, Delivery::Started);
+        reply(method, started, sink, result, Delivery::OnQueue(ctx));
         self.pool.finish();
     }
 
@@ -189,13 +190,12 @@ fn run_guarded<Resp>(method: &str, work: impl FnOnce() -> crate::Result<Resp>) -
     })
 }
 
-#[derive(Clone, Copy)]
-enum Delivery {
+enum Delivery<'a> {
     /// Wait for the reply to be sent (worker threads).
     Blocking,
-    /// Start sending and return (completion-queue threads must not wait on
-    /// their own queue).
-    Started,
+    /// Let the call's completion queue finish sending (completion-queue
+    /// threads must not wait on their own queue).
+    OnQueue(&'a RpcContext<'a>),
 }
 
 /// Probe and stats are polled constantly; logging them at info would drown
@@ -214,24 +214,20 @@ fn log_request(method: &str, req: &dyn MessageDyn) {
 }
 
 fn reply<Resp: MessageFull>(
-    method: &str,
+    method: &'static str,
     started: Instant,
     sink: UnarySink<Resp>,
     result: crate::Result<Resp>,
-    mode: Delivery,
+    mode: Delivery<'_>,
 ) {
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    let sent = match result {
+    match result {
         Ok(resp) => {
             log::log!(level_for(method), "{method} OK in {ms:.1}ms");
             if log::log_enabled!(log::Level::Debug) {
                 log::debug!("{method} response: {}", redacted(&resp));
             }
-            let f = sink.success(resp);
-            match mode {
-                Delivery::Blocking => futures_executor::block_on(f),
-                Delivery::Started => Ok(()),
-            }
+            deliver(method, sink.success(resp), mode)
         }
         Err(err) => {
             let level = match err {
@@ -239,15 +235,23 @@ fn reply<Resp: MessageFull>(
                 _ => level_for(method),
             };
             log::log!(level, "{method} {:?} in {ms:.1}ms: {}", err.code(), err.message());
-            let f = sink.fail(err.into());
-            match mode {
-                Delivery::Blocking => futures_executor::block_on(f),
-                Delivery::Started => Ok(()),
+            deliver(method, sink.fail(err.into()), mode)
+        }
+    }
+}
+
+fn deliver(method: &'static str, sending: grpcio::UnarySinkResult, mode: Delivery<'_>) {
+    match mode {
+        Delivery::Blocking => {
+            if let Err(e) = futures_executor::block_on(sending) {
+                log::debug!("{method}: reply not delivered: {e}");
             }
         }
-    };
-    if let Err(e) = sent {
-        log::debug!("{method}: reply not delivered: {e}");
+        Delivery::OnQueue(ctx) => ctx.spawn(async move {
+            if let Err(e) = sending.await {
+                log::debug!("{method}: reply not delivered: {e}");
+            }
+        }),
     }
 }
 

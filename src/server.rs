@@ -49,12 +49,12 @@ impl StopSignals {
 pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
     let rpc = Rpc::new(config.worker_threads);
     let ready = Arc::new(AtomicBool::new(false));
-    let role = roles::start(&config, &rpc)?;
+    let mut role = roles::start(&config, &rpc)?;
 
     // Two completion queues are plenty: handlers never block on them.
     let env = Arc::new(EnvBuilder::new().cq_count(2).name_prefix("grpc-cq").build());
     let mut builder = ServerBuilder::new(env).register_service(identity::service(rpc.clone(), config.role, ready.clone()));
-    for service in role.services {
+    for service in std::mem::take(&mut role.services) {
         builder = builder.register_service(service);
     }
     let mut server = builder.build().map_err(|e| format!("build gRPC server: {e}"))?;
@@ -94,12 +94,12 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
     if let Err(e) = futures_executor::block_on(shutdown) {
         log::warn!("gRPC shutdown: {e}");
     }
-    drop(role.resources);
     if let Endpoint::Unix(path) = &config.endpoint {
         if let Err(e) = std::fs::remove_file(path) {
             log::warn!("remove socket {}: {e}", path.display());
         }
     }
+    drop(role.resources);
     log::info!("stopped");
     Ok(())
 }

@@ -24,28 +24,38 @@ const NAMESPACE: &str = "kube-system";
 const SIDECAR_REGISTRY: &str = "registry.k8s.io/sig-storage/";
 const KUBELET_DIR: &str = "/var/lib/kubelet";
 
-/// Every variable the binary reads (docs/configuration.md); anything else in
-/// a plugin container's env is a typo the driver would silently ignore.
-const KNOWN_ENV: &[&str] = &[
-    "DRIVER_ROLE",
-    "CSI_ENDPOINT",
-    "LINODE_TOKEN",
-    "LINODE_URL",
-    "LINODE_API_VERSION",
-    "LINODE_CA",
-    "LINODE_REQUEST_TIMEOUT",
-    "LINODE_WAIT_TIMEOUT",
-    "NFS_ACCESS_POLICY_MODE",
-    "NODE_NAME",
-    "KUBECONFIG",
-    "METADATA_URL",
-    "WORKER_THREADS",
-    "RUST_LOG",
-    "NFS_MOUNT_HELPER",
-    "NFS_MOUNT_TIMEOUT",
-];
+/// Every variable the binary reads, from its own `--help` table: anything
+/// else in a plugin container's env is a typo the driver would ignore.
+fn known_env() -> &'static BTreeSet<String> {
+    static KNOWN: OnceLock<BTreeSet<String>> = OnceLock::new();
+    KNOWN.get_or_init(|| {
+        let output = Command::new(env!("CARGO_BIN_EXE_linode-nfs-csi"))
+            .arg("--help")
+            .output()
+            .expect("run linode-nfs-csi --help");
+        assert!(output.status.success(), "linode-nfs-csi --help failed");
+        let vars: BTreeSet<String> = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .filter(|word| {
+                word.len() > 3
+                    && word
+                        .chars()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            })
+            .map(str::to_string)
+            .collect();
+        assert!(
+            vars.contains("DRIVER_ROLE") && vars.contains("CSI_ENDPOINT"),
+            "unexpected --help output: {vars:?}"
+        );
+        vars
+    })
+}
+
 const CONTROLLER_ONLY_ENV: &[&str] = &[
     "LINODE_TOKEN",
+    "DEFAULT_CAPACITY",
     "LINODE_URL",
     "LINODE_API_VERSION",
     "LINODE_CA",
@@ -654,7 +664,7 @@ fn plugin_env_is_known_and_role_appropriate() {
             for e in plugin["env"].as_array().unwrap() {
                 let var = e["name"].as_str().unwrap();
                 assert!(
-                    KNOWN_ENV.contains(&var),
+                    known_env().contains(var),
                     "{variant} {name}: unknown variable {var}"
                 );
                 if name == NODE {

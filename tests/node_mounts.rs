@@ -18,20 +18,40 @@ use std::time::{Duration, Instant};
 const FQDN: &str = "fs-1.nfs.us-east.linode.com:/pvc-1";
 
 fn fqdn_context() -> Vec<(&'static str, &'static str)> {
-    vec![("mount-target", FQDN), ("mount-target-ips", "[2001:db8::1]:/pvc-1")]
+    vec![
+        ("mount-target", FQDN),
+        ("mount-target-ips", "[2001:db8::1]:/pvc-1"),
+    ]
 }
 
 fn assert_gone(node: &NfsNode, path: &Path) {
-    assert_eq!(node.mount_count(path), 0, "{} still mounted", path.display());
+    assert_eq!(
+        node.mount_count(path),
+        0,
+        "{} still mounted",
+        path.display()
+    );
     assert!(!path.exists(), "{} not removed", path.display());
 }
 
 /// statvfs through the coreutils `stat`, independent of the driver's code:
 /// fragment size, blocks, free, available, inodes, free inodes.
 fn stat_f(path: &Path) -> [i64; 6] {
-    let out = Command::new("stat").args(["-f", "-c", "%S %b %f %a %c %d"]).arg(path).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: Vec<i64> = String::from_utf8(out.stdout).unwrap().split_whitespace().map(|n| n.parse().unwrap()).collect();
+    let out = Command::new("stat")
+        .args(["-f", "-c", "%S %b %f %a %c %d"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Vec<i64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
     [v[0], v[1], v[2], v[3], v[4], v[5]]
 }
 
@@ -47,40 +67,89 @@ fn stage_publish_stats_unpublish_unstage_with_every_step_twice() {
     for _ in 0..2 {
         node.stage("1/2", &staging, &fqdn_context()).unwrap();
     }
-    assert_eq!(node.mount_count(&staging), 1, "a repeated stage must not stack mounts");
+    assert_eq!(
+        node.mount_count(&staging),
+        1,
+        "a repeated stage must not stack mounts"
+    );
     assert_eq!(node.helper_runs().len(), 1, "{:?}", node.helper_runs());
 
     for _ in 0..2 {
-        node.publish(&staging, &rw, false, Mode::MULTI_NODE_MULTI_WRITER, &[]).unwrap();
-        node.publish(&staging, &ro, true, Mode::MULTI_NODE_MULTI_WRITER, &[]).unwrap();
-        node.publish(&staging, &ro_by_mode, false, Mode::MULTI_NODE_READER_ONLY, &[]).unwrap();
+        node.publish(&staging, &rw, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
+            .unwrap();
+        node.publish(&staging, &ro, true, Mode::MULTI_NODE_MULTI_WRITER, &[])
+            .unwrap();
+        node.publish(
+            &staging,
+            &ro_by_mode,
+            false,
+            Mode::MULTI_NODE_READER_ONLY,
+            &[],
+        )
+        .unwrap();
     }
     for target in [&rw, &ro, &ro_by_mode] {
         assert_eq!(node.mount_count(target), 1, "{}", target.display());
     }
     assert!(node.mount_options(&rw).unwrap().contains(&"rw".to_string()));
     assert!(node.mount_options(&ro).unwrap().contains(&"ro".to_string()));
-    assert!(node.mount_options(&ro_by_mode).unwrap().contains(&"ro".to_string()));
-    assert!(node.mount_options(&staging).unwrap().contains(&"rw".to_string()), "staging stays writable");
+    assert!(node
+        .mount_options(&ro_by_mode)
+        .unwrap()
+        .contains(&"ro".to_string()));
+    assert!(
+        node.mount_options(&staging)
+            .unwrap()
+            .contains(&"rw".to_string()),
+        "staging stays writable"
+    );
 
     // The pod's rw view writes into the export; the ro views see it and
     // really refuse writes.
     std::fs::write(node.inside(&rw).join("hello"), "from pod a").unwrap();
-    assert_eq!(std::fs::read_to_string(node.inside(&export).join("hello")).unwrap(), "from pod a");
+    assert_eq!(
+        std::fs::read_to_string(node.inside(&export).join("hello")).unwrap(),
+        "from pod a"
+    );
     for target in [&ro, &ro_by_mode] {
-        assert_eq!(std::fs::read_to_string(node.inside(target).join("hello")).unwrap(), "from pod a");
+        assert_eq!(
+            std::fs::read_to_string(node.inside(target).join("hello")).unwrap(),
+            "from pod a"
+        );
         let err = std::fs::write(node.inside(target).join("nope"), "x").unwrap_err();
-        assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{}: {err}", target.display());
+        assert_eq!(
+            err.raw_os_error(),
+            Some(libc::EROFS),
+            "{}: {err}",
+            target.display()
+        );
     }
 
     let want = stat_f(&node.inside(&export));
     let stats = node.stats(&rw).unwrap();
-    let bytes = stats.usage.iter().find(|u| u.unit.enum_value_or_default() == Unit::BYTES).unwrap();
-    let inodes = stats.usage.iter().find(|u| u.unit.enum_value_or_default() == Unit::INODES).unwrap();
+    let bytes = stats
+        .usage
+        .iter()
+        .find(|u| u.unit.enum_value_or_default() == Unit::BYTES)
+        .unwrap();
+    let inodes = stats
+        .usage
+        .iter()
+        .find(|u| u.unit.enum_value_or_default() == Unit::INODES)
+        .unwrap();
     let [frsize, blocks, free, avail, files, ffree] = want;
-    assert_eq!((bytes.total, bytes.available, bytes.used), (blocks * frsize, avail * frsize, (blocks - free) * frsize));
-    assert_eq!((inodes.total, inodes.available, inodes.used), (files, ffree, files - ffree));
-    assert!(bytes.used > 0 && inodes.used > 0, "the file written above counts");
+    assert_eq!(
+        (bytes.total, bytes.available, bytes.used),
+        (blocks * frsize, avail * frsize, (blocks - free) * frsize)
+    );
+    assert_eq!(
+        (inodes.total, inodes.available, inodes.used),
+        (files, ffree, files - ffree)
+    );
+    assert!(
+        bytes.used > 0 && inodes.used > 0,
+        "the file written above counts"
+    );
 
     for _ in 0..2 {
         for target in [&rw, &ro, &ro_by_mode] {
@@ -90,15 +159,26 @@ fn stage_publish_stats_unpublish_unstage_with_every_step_twice() {
     for target in [&rw, &ro, &ro_by_mode] {
         assert_gone(&node, target);
     }
-    assert_eq!(node.mount_count(&staging), 1, "unpublish never touches staging");
+    assert_eq!(
+        node.mount_count(&staging),
+        1,
+        "unpublish never touches staging"
+    );
 
     for _ in 0..2 {
         node.unstage("1/2", &staging).unwrap();
     }
     assert_gone(&node, &staging);
-    assert!(node.kubelet_mounts().is_empty(), "{:?}", node.kubelet_mounts());
+    assert!(
+        node.kubelet_mounts().is_empty(),
+        "{:?}",
+        node.kubelet_mounts()
+    );
     // The data went to the export, not to a node-local directory.
-    assert_eq!(std::fs::read_to_string(node.inside(&export).join("hello")).unwrap(), "from pod a");
+    assert_eq!(
+        std::fs::read_to_string(node.inside(&export).join("hello")).unwrap(),
+        "from pod a"
+    );
 }
 
 #[test]
@@ -109,21 +189,33 @@ fn two_targets_share_one_staging_mount_and_leave_independently() {
     let a = node.kubelet_path("pods/a/mount");
     let b = node.kubelet_path("pods/b/mount");
     node.stage("1/2", &staging, &fqdn_context()).unwrap();
-    node.publish(&staging, &a, false, Mode::MULTI_NODE_MULTI_WRITER, &[]).unwrap();
-    node.publish(&staging, &b, false, Mode::MULTI_NODE_MULTI_WRITER, &[]).unwrap();
+    node.publish(&staging, &a, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
+        .unwrap();
+    node.publish(&staging, &b, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
+        .unwrap();
 
     std::fs::write(node.inside(&a).join("shared"), "a").unwrap();
-    assert_eq!(std::fs::read_to_string(node.inside(&b).join("shared")).unwrap(), "a");
+    assert_eq!(
+        std::fs::read_to_string(node.inside(&b).join("shared")).unwrap(),
+        "a"
+    );
 
     node.unpublish(&a).unwrap();
     assert_gone(&node, &a);
     assert_eq!(node.mount_count(&b), 1);
     std::fs::write(node.inside(&b).join("shared"), "b").unwrap();
-    assert_eq!(std::fs::read_to_string(node.inside(&staging).join("shared")).unwrap(), "b");
+    assert_eq!(
+        std::fs::read_to_string(node.inside(&staging).join("shared")).unwrap(),
+        "b"
+    );
 
     node.unpublish(&b).unwrap();
     node.unstage("1/2", &staging).unwrap();
-    assert!(node.kubelet_mounts().is_empty(), "{:?}", node.kubelet_mounts());
+    assert!(
+        node.kubelet_mounts().is_empty(),
+        "{:?}",
+        node.kubelet_mounts()
+    );
 }
 
 #[test]
@@ -132,19 +224,51 @@ fn per_mount_flags_reach_the_bind_and_nfs_flags_reach_the_helper() {
     node.export(FQDN);
     let staging = node.kubelet_path("staging");
     let target = node.kubelet_path("pods/a/mount");
-    node.stage_with("1/2", &staging, &fqdn_context(), &["vers=4.2", "nconnect=4"]).unwrap();
-    assert_eq!(node.helper_runs(), [format!("-t nfs4 -o vers=4.2,nconnect=4 {FQDN} {}", staging.display())]);
+    node.stage_with(
+        "1/2",
+        &staging,
+        &fqdn_context(),
+        &["vers=4.2", "nconnect=4"],
+    )
+    .unwrap();
+    assert_eq!(
+        node.helper_runs(),
+        [format!(
+            "-t nfs4 -o vers=4.2,nconnect=4 {FQDN} {}",
+            staging.display()
+        )]
+    );
 
-    node.publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &["vers=4.2", "noexec", "nosuid"]).unwrap();
+    node.publish(
+        &staging,
+        &target,
+        false,
+        Mode::MULTI_NODE_MULTI_WRITER,
+        &["vers=4.2", "noexec", "nosuid"],
+    )
+    .unwrap();
     let options = node.mount_options(&target).unwrap();
     for want in ["rw", "noexec", "nosuid"] {
-        assert!(options.contains(&want.to_string()), "{want} missing from {options:?}");
+        assert!(
+            options.contains(&want.to_string()),
+            "{want} missing from {options:?}"
+        );
     }
     // Read-only on top keeps the other flags.
     let ro = node.kubelet_path("pods/b/mount");
-    node.publish(&staging, &ro, true, Mode::MULTI_NODE_MULTI_WRITER, &["noexec"]).unwrap();
+    node.publish(
+        &staging,
+        &ro,
+        true,
+        Mode::MULTI_NODE_MULTI_WRITER,
+        &["noexec"],
+    )
+    .unwrap();
     let options = node.mount_options(&ro).unwrap();
-    assert!(options.contains(&"ro".to_string()) && options.contains(&"noexec".to_string()), "{options:?}");
+    assert!(
+        options.contains(&"ro".to_string()) && options.contains(&"noexec".to_string()),
+        "{options:?}"
+    );
 }
 
 #[test]
@@ -152,7 +276,8 @@ fn unpublish_and_unstage_of_paths_that_never_existed_succeed() {
     let node = NfsNode::start();
     let missing = node.kubelet_path("pods/never/mount");
     node.unpublish(&missing).unwrap();
-    node.unstage("1/2", &node.kubelet_path("never/globalmount")).unwrap();
+    node.unstage("1/2", &node.kubelet_path("never/globalmount"))
+        .unwrap();
 
     // A directory that exists but was never mounted is removed too.
     let plain = node.kubelet_path("pods/plain/mount");
@@ -169,7 +294,10 @@ fn a_directory_with_content_is_never_removed() {
     std::fs::write(target.join("precious"), "data").unwrap();
     let err = node.unpublish(&target).unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::INTERNAL);
-    assert_eq!(std::fs::read_to_string(target.join("precious")).unwrap(), "data");
+    assert_eq!(
+        std::fs::read_to_string(target.join("precious")).unwrap(),
+        "data"
+    );
 }
 
 #[test]
@@ -181,10 +309,16 @@ fn a_failed_publish_cleans_up_the_target_and_leaves_staging_mounted() {
     let target = node.kubelet_path("pods/a/mount");
     node.stage("1/2", &staging, &fqdn_context()).unwrap();
 
-    let err = node.publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &[]).unwrap_err();
+    let err = node
+        .publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
+        .unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::INTERNAL, "{err:?}");
     assert_gone(&node, &target);
-    assert_eq!(node.mount_count(&staging), 1, "the staging mount must survive a failed publish");
+    assert_eq!(
+        node.mount_count(&staging),
+        1,
+        "the staging mount must survive a failed publish"
+    );
     std::fs::write(node.inside(&staging).join("still-here"), "yes").unwrap();
 }
 
@@ -194,7 +328,9 @@ fn publish_of_an_unstaged_volume_is_a_failed_precondition() {
     let staging = node.kubelet_path("staging");
     std::fs::create_dir_all(&staging).unwrap();
     let target = node.kubelet_path("pods/a/mount");
-    let err = node.publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &[]).unwrap_err();
+    let err = node
+        .publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
+        .unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::FAILED_PRECONDITION, "{err:?}");
     assert!(!target.exists());
 }
@@ -206,15 +342,28 @@ fn mtls_required_passes_xprtsec_and_fails_when_tls_fails() {
     let staging = node.kubelet_path("staging");
     let context = [("mount-target", FQDN), ("mtls-mode", "required")];
     node.stage("1/2", &staging, &context).unwrap();
-    assert_eq!(node.helper_runs(), [format!("-t nfs4 -o xprtsec=mtls {FQDN} {}", staging.display())]);
+    assert_eq!(
+        node.helper_runs(),
+        [format!(
+            "-t nfs4 -o xprtsec=mtls {FQDN} {}",
+            staging.display()
+        )]
+    );
     node.unstage("1/2", &staging).unwrap();
 
     node.control("fail-mtls", true);
     let err = node.stage("1/2", &staging, &context).unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::INTERNAL);
     let message = format!("{err:?}");
-    assert!(message.contains("TLS handshake"), "helper stderr in the error: {message}");
-    assert_eq!(node.helper_runs().len(), 2, "required never retries without mTLS");
+    assert!(
+        message.contains("TLS handshake"),
+        "helper stderr in the error: {message}"
+    );
+    assert_eq!(
+        node.helper_runs().len(),
+        2,
+        "required never retries without mTLS"
+    );
     assert_eq!(node.mount_count(&staging), 0);
 }
 
@@ -225,17 +374,22 @@ fn mtls_optional_retries_without_it_when_the_first_attempt_fails() {
     let staging = node.kubelet_path("staging");
     let context = [("mount-target", FQDN), ("mtls-mode", "optional")];
 
-    node.stage_with("1/2", &staging, &context, &["vers=4.2"]).unwrap();
+    node.stage_with("1/2", &staging, &context, &["vers=4.2"])
+        .unwrap();
     assert_eq!(node.helper_runs().len(), 1, "mTLS worked: no retry");
     assert!(node.helper_runs()[0].contains("-o vers=4.2,xprtsec=mtls"));
     node.unstage("1/2", &staging).unwrap();
 
     node.control("fail-mtls", true);
-    node.stage_with("1/2", &staging, &context, &["vers=4.2"]).unwrap();
+    node.stage_with("1/2", &staging, &context, &["vers=4.2"])
+        .unwrap();
     let runs = node.helper_runs();
     assert_eq!(runs.len(), 3, "{runs:?}");
     assert!(runs[1].contains("-o vers=4.2,xprtsec=mtls"), "{runs:?}");
-    assert_eq!(runs[2], format!("-t nfs4 -o vers=4.2 {FQDN} {}", staging.display()));
+    assert_eq!(
+        runs[2],
+        format!("-t nfs4 -o vers=4.2 {FQDN} {}", staging.display())
+    );
     assert_eq!(node.mount_count(&staging), 1);
 }
 
@@ -244,14 +398,33 @@ fn mtls_disabled_or_absent_adds_nothing_and_an_unknown_mode_is_invalid() {
     let node = NfsNode::start();
     node.export(FQDN);
     let staging = node.kubelet_path("staging");
-    node.stage("1/2", &staging, &[("mount-target", FQDN), ("mtls-mode", "disabled")]).unwrap();
-    assert_eq!(node.helper_runs(), [format!("-t nfs4 {FQDN} {}", staging.display())]);
+    node.stage(
+        "1/2",
+        &staging,
+        &[("mount-target", FQDN), ("mtls-mode", "disabled")],
+    )
+    .unwrap();
+    assert_eq!(
+        node.helper_runs(),
+        [format!("-t nfs4 {FQDN} {}", staging.display())]
+    );
     node.unstage("1/2", &staging).unwrap();
 
-    let err = node.stage("1/2", &staging, &[("mount-target", FQDN), ("mtls-mode", "sometimes")]).unwrap_err();
+    let err = node
+        .stage(
+            "1/2",
+            &staging,
+            &[("mount-target", FQDN), ("mtls-mode", "sometimes")],
+        )
+        .unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::INVALID_ARGUMENT);
-    assert!(format!("{err:?}").contains("invalid mtls-mode value, must be one of: required, optional, disabled"));
-    assert_eq!(node.helper_runs().len(), 1, "nothing mounted for an invalid request");
+    assert!(format!("{err:?}")
+        .contains("invalid mtls-mode value, must be one of: required, optional, disabled"));
+    assert_eq!(
+        node.helper_runs().len(),
+        1,
+        "nothing mounted for an invalid request"
+    );
     assert!(!staging.exists());
 }
 
@@ -264,16 +437,32 @@ fn source_choice_prefers_the_fqdn_then_ipv6_and_refuses_ipv4_only() {
 
     let staging = node.kubelet_path("fqdn");
     node.stage("1/2", &staging, &fqdn_context()).unwrap();
-    assert!(node.helper_runs()[0].contains(&format!(" {FQDN} ")), "{:?}", node.helper_runs());
+    assert!(
+        node.helper_runs()[0].contains(&format!(" {FQDN} ")),
+        "{:?}",
+        node.helper_runs()
+    );
 
     let staging = node.kubelet_path("ipv6");
-    let context = [("mount-target", ""), ("mount-target-ips", "10.1.2.3:/pvc-2,[::ffff:10.1.2.3]:/pvc-2,[2001:db8::5]:/pvc-2")];
+    let context = [
+        ("mount-target", ""),
+        (
+            "mount-target-ips",
+            "10.1.2.3:/pvc-2,[::ffff:10.1.2.3]:/pvc-2,[2001:db8::5]:/pvc-2",
+        ),
+    ];
     node.stage("1/3", &staging, &context).unwrap();
-    assert!(node.helper_runs()[1].contains(&format!(" {ipv6} ")), "{:?}", node.helper_runs());
+    assert!(
+        node.helper_runs()[1].contains(&format!(" {ipv6} ")),
+        "{:?}",
+        node.helper_runs()
+    );
     assert_eq!(node.mount_count(&staging), 1);
 
     let staging = node.kubelet_path("ipv4");
-    let err = node.stage("1/4", &staging, &[("mount-target-ips", "10.1.2.3:/pvc-3")]).unwrap_err();
+    let err = node
+        .stage("1/4", &staging, &[("mount-target-ips", "10.1.2.3:/pvc-3")])
+        .unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::INVALID_ARGUMENT);
     assert_eq!(node.helper_runs().len(), 2);
 }
@@ -293,14 +482,25 @@ fn a_hanging_helper_is_killed_at_the_timeout_and_the_rpc_fails_cleanly() {
     let err = node.stage("1/2", &staging, &fqdn_context()).unwrap_err();
     let took = started.elapsed();
     assert_eq!(code_of(&err), RpcStatusCode::DEADLINE_EXCEEDED, "{err:?}");
-    assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(10), "{took:?}");
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
     assert_eq!(node.mount_count(&staging), 0);
 
-    let sleeper: i32 = std::fs::read_to_string(node.dir.join("hang.pid")).unwrap().trim().parse().unwrap();
-    wait_for("the helper's child to be killed", Duration::from_secs(10), || {
-        let stat = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
-        stat.is_empty() || stat.split(' ').nth(2) == Some("Z")
-    });
+    let sleeper: i32 = std::fs::read_to_string(node.dir.join("hang.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_for(
+        "the helper's child to be killed",
+        Duration::from_secs(10),
+        || {
+            let stat = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
+            stat.is_empty() || stat.split(' ').nth(2) == Some("Z")
+        },
+    );
 
     node.control("hang", false);
     node.stage("1/2", &staging, &fqdn_context()).unwrap();
@@ -315,15 +515,24 @@ fn a_second_stage_of_a_volume_in_progress_is_aborted_while_others_proceed() {
     let staging = node.kubelet_path("slow");
     let slow = std::thread::scope(|s| {
         let slow = s.spawn(|| node.stage("1/2", &staging, &fqdn_context()));
-        wait_for("the first helper to start", Duration::from_secs(10), || node.dir.join("hang.pid").exists());
+        wait_for("the first helper to start", Duration::from_secs(10), || {
+            node.dir.join("hang.pid").exists()
+        });
 
-        let err = node.stage("1/2", &node.kubelet_path("other-path"), &fqdn_context()).unwrap_err();
+        let err = node
+            .stage("1/2", &node.kubelet_path("other-path"), &fqdn_context())
+            .unwrap_err();
         assert_eq!(code_of(&err), RpcStatusCode::ABORTED, "{err:?}");
 
         // Unblock the helper for everything after this point.
         node.control("hang", false);
-        let pid: i32 = std::fs::read_to_string(node.dir.join("hang.pid")).unwrap().trim().parse().unwrap();
-        node.stage("1/3", &node.kubelet_path("other-volume"), &fqdn_context()).unwrap();
+        let pid: i32 = std::fs::read_to_string(node.dir.join("hang.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        node.stage("1/3", &node.kubelet_path("other-volume"), &fqdn_context())
+            .unwrap();
         // SAFETY: kill(2) of the stand-in helper's own `sleep`.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         slow.join().unwrap()

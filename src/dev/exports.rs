@@ -26,33 +26,40 @@ impl Exports {
     /// The directory serving an NFS source `host:/export` (or `[ip]:/export`).
     /// The host is dropped so the FQDN and IP forms of one filesystem agree.
     pub fn dir_of(&self, source: &str) -> Result<PathBuf> {
-        let export = source
-            .rsplit_once(":/")
-            .map(|(_, e)| e)
-            .filter(|e| !e.is_empty() && !e.contains('/') && *e != "." && *e != "..")
+        let (_, export) = source
+            .rsplit_once(':')
             .ok_or_else(|| Error::InvalidArgument(format!("not an NFS export source: {source:?}")))?;
-        Ok(self.root.join("exports").join(export))
+        self.export_dir(export)
+    }
+
+    /// The directory of an export path such as `/pvc-1-12d`.
+    fn export_dir(&self, export: &str) -> Result<PathBuf> {
+        let name = export.strip_prefix('/').unwrap_or(export);
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(Error::InvalidArgument(format!("not an NFS export path: {export:?}")));
+        }
+        Ok(self.root.join("exports").join(name))
     }
 
     fn snapshot_dir(&self, snapshot: u64) -> PathBuf {
         self.root.join("snapshots").join(snapshot.to_string())
     }
 
-    pub fn create(&self, source: &str) -> Result<()> {
-        std::fs::create_dir_all(self.dir_of(source)?)?;
+    pub fn create(&self, export: &str) -> Result<()> {
+        std::fs::create_dir_all(self.export_dir(export)?)?;
         Ok(())
     }
 
     /// Copies the export's content as it is now.
-    pub fn snapshot(&self, source: &str, snapshot: u64) -> Result<()> {
+    pub fn snapshot(&self, export: &str, snapshot: u64) -> Result<()> {
         let to = self.snapshot_dir(snapshot);
         let _ = std::fs::remove_dir_all(&to);
-        copy_tree(&self.dir_of(source)?, &to)
+        copy_tree(&self.export_dir(export)?, &to)
     }
 
     /// A new export holding what the snapshot held.
-    pub fn restore(&self, snapshot: u64, source: &str) -> Result<()> {
-        let to = self.dir_of(source)?;
+    pub fn restore(&self, snapshot: u64, export: &str) -> Result<()> {
+        let to = self.export_dir(export)?;
         let _ = std::fs::remove_dir_all(&to);
         let from = self.snapshot_dir(snapshot);
         if from.exists() {
@@ -62,8 +69,8 @@ impl Exports {
         }
     }
 
-    pub fn remove(&self, source: &str) -> Result<()> {
-        match std::fs::remove_dir_all(self.dir_of(source)?) {
+    pub fn remove(&self, export: &str) -> Result<()> {
+        match std::fs::remove_dir_all(self.export_dir(export)?) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),
         }
@@ -187,7 +194,7 @@ mod tests {
         let e = Exports { root: PathBuf::from("/state") };
         assert_eq!(e.dir_of("space.nfs.us-dev.example:/pvc-1").unwrap(), PathBuf::from("/state/exports/pvc-1"));
         assert_eq!(e.dir_of("[2001:db8::1]:/pvc-1").unwrap(), PathBuf::from("/state/exports/pvc-1"));
-        for bad in ["nohost", "h:/", "h:/a/b", "h:/..", ""] {
+        for bad in ["nohost", "h:/", "h:/a/b", "h:/..", "h:", ""] {
             assert!(e.dir_of(bad).is_err(), "{bad:?}");
         }
     }
@@ -196,14 +203,14 @@ mod tests {
     fn snapshot_and_restore_copy_content_at_snapshot_time() {
         let root = std::env::temp_dir().join(format!("exports-test-{}", std::process::id()));
         let e = Exports::new(&root).unwrap();
-        e.create("h:/a").unwrap();
+        e.create("/a").unwrap();
         std::fs::write(e.dir_of("h:/a").unwrap().join("f"), "one").unwrap();
-        e.snapshot("h:/a", 9).unwrap();
+        e.snapshot("/a", 9).unwrap();
         std::fs::write(e.dir_of("h:/a").unwrap().join("f"), "two").unwrap();
-        e.restore(9, "h:/b").unwrap();
+        e.restore(9, "/b").unwrap();
         assert_eq!(std::fs::read_to_string(e.dir_of("h:/b").unwrap().join("f")).unwrap(), "one");
-        e.remove("h:/a").unwrap();
-        e.remove("h:/a").unwrap();
+        e.remove("/a").unwrap();
+        e.remove("/a").unwrap();
         assert!(!e.dir_of("h:/a").unwrap().exists());
         std::fs::remove_dir_all(root).unwrap();
     }

@@ -16,7 +16,6 @@ pub use self::linode::{
 };
 pub use self::metadata::FakeMetadata;
 
-use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -141,7 +140,7 @@ impl Drop for HttpServer {
 fn serve(mut request: tiny_http::Request, handler: &Handler) {
     let mut body = String::new();
     // A body that is not UTF-8 simply arrives empty: the fakes speak JSON.
-    let _ = request.as_reader().read_to_string(&mut body);
+    let _ = std::io::Read::read_to_string(request.as_reader(), &mut body);
     let (path, query) = match request.url().split_once('?') {
         Some((p, q)) => (p.to_string(), q.to_string()),
         None => (request.url().to_string(), String::new()),

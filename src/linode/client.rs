@@ -495,6 +495,12 @@ enum InterfacesReply {
 }
 
 impl Cloud for LinodeCloud {
+    fn list_spaces(&self) -> crate::Result<Vec<Space>> {
+        ctx(self.list("nfs/spaces", None, None), || {
+            "list NFS spaces".to_string()
+        })
+    }
+
     fn get_space(&self, space_id: u64) -> crate::Result<Space> {
         ctx(self.get(&format!("nfs/spaces/{space_id}")), || {
             format!("get NFS space {space_id}")
@@ -512,6 +518,13 @@ impl Cloud for LinodeCloud {
         ctx(
             self.get(&format!("nfs/spaces/{space_id}/access-policy")),
             || format!("get access policy of NFS space {space_id}"),
+        )
+    }
+
+    fn list_filesystems(&self, space_id: u64) -> crate::Result<Vec<Filesystem>> {
+        ctx(
+            self.list(&format!("nfs/spaces/{space_id}/filesystems"), None, None),
+            || format!("list filesystems of NFS space {space_id}"),
         )
     }
 

@@ -23,11 +23,15 @@ pub use wait::{wait_until, wait_until_active, WaitPolicy};
 /// a `crate::Error` with the HTTP → gRPC mapping applied and the operation in
 /// its message. Ids are the decimal integers of the API.
 pub trait Cloud: Send + Sync {
+    /// Every space of the account (all pages).
+    fn list_spaces(&self) -> crate::Result<Vec<Space>>;
     fn get_space(&self, space_id: u64) -> crate::Result<Space>;
     /// Every space with exactly this label (the API does not make labels unique).
     fn find_spaces_by_label(&self, label: &str) -> crate::Result<Vec<Space>>;
     fn get_space_access_policy(&self, space_id: u64) -> crate::Result<SpaceAccessPolicy>;
 
+    /// Every filesystem of a space (all pages).
+    fn list_filesystems(&self, space_id: u64) -> crate::Result<Vec<Filesystem>>;
     /// Filesystems of a space with exactly this label and region (`X-Filter`).
     fn find_filesystems(
         &self,

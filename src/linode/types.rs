@@ -165,6 +165,7 @@ where
 
 /// `{data, page, pages, results}` list envelope.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(bound(deserialize = "T: Deserialize<'de>"))]
 pub struct Page<T> {
     #[serde(default = "Vec::new", deserialize_with = "null_as_default")]
     pub data: Vec<T>,

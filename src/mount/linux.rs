@@ -59,9 +59,12 @@ impl LinuxMounter {
         if extra & ATIME_FLAGS != 0 {
             keep &= !ATIME_FLAGS;
         }
-        sys_mount(None, target, libc::MS_BIND | libc::MS_REMOUNT | keep | extra).map_err(|e| {
-            Error::Internal(format!("bind remount {}: {e}", target.display()))
-        })
+        sys_mount(
+            None,
+            target,
+            libc::MS_BIND | libc::MS_REMOUNT | keep | extra,
+        )
+        .map_err(|e| Error::Internal(format!("bind remount {}: {e}", target.display())))
     }
 }
 
@@ -148,7 +151,10 @@ impl Mounter for LinuxMounter {
                     _ => Ok(()),
                 }
             }
-            Err(e) => Err(Error::Internal(format!("unmount {}: {e}", target.display()))),
+            Err(e) => Err(Error::Internal(format!(
+                "unmount {}: {e}",
+                target.display()
+            ))),
         }
     }
 
@@ -168,12 +174,12 @@ impl Mounter for LinuxMounter {
             }
         })?;
         Ok(FsStats {
-            fragment_size: u64::from(raw.f_frsize),
-            blocks: u64::from(raw.f_blocks),
-            blocks_free: u64::from(raw.f_bfree),
-            blocks_available: u64::from(raw.f_bavail),
-            files: u64::from(raw.f_files),
-            files_free: u64::from(raw.f_ffree),
+            fragment_size: raw.f_frsize,
+            blocks: raw.f_blocks,
+            blocks_free: raw.f_bfree,
+            blocks_available: raw.f_bavail,
+            files: raw.f_files,
+            files_free: raw.f_ffree,
         })
     }
 }
@@ -357,7 +363,10 @@ mod tests {
 
     #[test]
     fn only_per_mount_flags_reach_the_bind_remount() {
-        assert_eq!(per_mount_flags(&flags(&["vers=4.2", "nconnect=4", "hard"])), 0);
+        assert_eq!(
+            per_mount_flags(&flags(&["vers=4.2", "nconnect=4", "hard"])),
+            0
+        );
         assert_eq!(
             per_mount_flags(&flags(&["ro", "noexec", "vers=4.1"])),
             libc::MS_RDONLY | libc::MS_NOEXEC
@@ -378,7 +387,8 @@ mod tests {
 
     impl Scratch {
         fn new(name: &str, script: &str) -> Scratch {
-            let dir = std::env::temp_dir().join(format!("linux-mounter-{name}-{}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("linux-mounter-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).unwrap();
             let helper = dir.join("helper");
@@ -402,18 +412,32 @@ mod tests {
     fn the_helper_gets_the_documented_command_line() {
         let s = Scratch::new("argv", "printf '%s\\n' \"$@\" > \"$(dirname \"$0\")/argv\"");
         let m = s.mounter(Duration::from_secs(10));
-        m.mount_nfs4("host:/export", Path::new("/stage dir"), &flags(&["vers=4.2", "xprtsec=mtls"]))
+        m.mount_nfs4(
+            "host:/export",
+            Path::new("/stage dir"),
+            &flags(&["vers=4.2", "xprtsec=mtls"]),
+        )
+        .unwrap();
+        let argv = std::fs::read_to_string(s.0.join("argv")).unwrap();
+        assert_eq!(
+            argv,
+            "-t\nnfs4\n-o\nvers=4.2,xprtsec=mtls\nhost:/export\n/stage dir\n"
+        );
+        m.mount_nfs4("[2001:db8::1]:/e", Path::new("/t"), &[])
             .unwrap();
         let argv = std::fs::read_to_string(s.0.join("argv")).unwrap();
-        assert_eq!(argv, "-t\nnfs4\n-o\nvers=4.2,xprtsec=mtls\nhost:/export\n/stage dir\n");
-        m.mount_nfs4("[2001:db8::1]:/e", Path::new("/t"), &[]).unwrap();
-        let argv = std::fs::read_to_string(s.0.join("argv")).unwrap();
-        assert_eq!(argv, "-t\nnfs4\n[2001:db8::1]:/e\n/t\n", "no -o without options");
+        assert_eq!(
+            argv, "-t\nnfs4\n[2001:db8::1]:/e\n/t\n",
+            "no -o without options"
+        );
     }
 
     #[test]
     fn a_failing_helper_reports_its_stderr_as_internal() {
-        let s = Scratch::new("fail", "echo 'mount.nfs4: access denied by server' >&2; exit 32");
+        let s = Scratch::new(
+            "fail",
+            "echo 'mount.nfs4: access denied by server' >&2; exit 32",
+        );
         let err = s
             .mounter(Duration::from_secs(10))
             .mount_nfs4("host:/x", Path::new("/nonexistent-target"), &[])
@@ -442,10 +466,18 @@ mod tests {
             .mounter(Duration::from_millis(500))
             .mount_nfs4("host:/x", Path::new("/nonexistent-target"), &[])
             .unwrap_err();
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
         assert!(matches!(err, Error::DeadlineExceeded(_)), "{err:?}");
         assert!(err.message().contains("started"), "stderr kept: {err}");
-        let child: i32 = std::fs::read_to_string(s.0.join("child")).unwrap().trim().parse().unwrap();
+        let child: i32 = std::fs::read_to_string(s.0.join("child"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let state = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
@@ -453,7 +485,10 @@ mod tests {
             if state.is_empty() || state.split(' ').nth(2) == Some("Z") {
                 break;
             }
-            assert!(Instant::now() < deadline, "grandchild {child} survived: {state}");
+            assert!(
+                Instant::now() < deadline,
+                "grandchild {child} survived: {state}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -461,7 +496,10 @@ mod tests {
     #[test]
     fn statvfs_of_a_missing_path_is_not_found() {
         let m = LinuxMounter::new("mount".into(), Duration::from_secs(1));
-        assert!(matches!(m.statvfs(Path::new("/nonexistent/path")), Err(Error::NotFound(_))));
+        assert!(matches!(
+            m.statvfs(Path::new("/nonexistent/path")),
+            Err(Error::NotFound(_))
+        ));
         let root = m.statvfs(Path::new("/")).unwrap();
         assert!(root.blocks > 0 && root.fragment_size > 0);
     }

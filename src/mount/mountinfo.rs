@@ -63,12 +63,12 @@ fn parse_line(line: &[u8]) -> Option<MountEntry> {
     // Zero or more optional fields (`shared:1`, `master:2`, …) end at "-".
     fields.by_ref().find(|f| *f == b"-")?;
     let fs_type = text(fields.next()?)?;
-    let source = String::from_utf8_lossy(&unescape(fields.next()?).into_os_string().into_vec())
-        .into_owned();
+    let source =
+        String::from_utf8_lossy(&unescape(fields.next()?).into_os_string().into_vec()).into_owned();
     Some(MountEntry {
         device,
-        root: root.into(),
-        mount_point: mount_point.into(),
+        root,
+        mount_point,
         mount_options,
         fs_type,
         source,
@@ -91,7 +91,9 @@ fn unescape(field: &[u8]) -> PathBuf {
         if field[i] == b'\\' && i + 3 < field.len() {
             let digits = &field[i + 1..i + 4];
             if digits.iter().all(|d| (b'0'..=b'7').contains(d)) {
-                let value = digits.iter().fold(0u32, |acc, d| acc * 8 + u32::from(d - b'0'));
+                let value = digits
+                    .iter()
+                    .fold(0u32, |acc, d| acc * 8 + u32::from(d - b'0'));
                 if let Ok(byte) = u8::try_from(value) {
                     out.push(byte);
                     i += 4;
@@ -157,7 +159,10 @@ mod tests {
         let t = table();
         assert_eq!(t[2].device, t[3].device);
         assert_ne!(t[2].mount_point, t[3].mount_point);
-        assert!(t[3].is_read_only(), "per-mount ro, although the superblock is rw");
+        assert!(
+            t[3].is_read_only(),
+            "per-mount ro, although the superblock is rw"
+        );
         // a bind of a subdirectory shows the directory as its root
         assert_eq!(t[4].device, t[1].device);
         assert_eq!(t[4].root, Path::new("/srv/data dir"));
@@ -182,15 +187,18 @@ mod tests {
     #[test]
     fn non_utf8_paths_survive_byte_for_byte() {
         let t = parse(b"1 0 0:1 / /mnt/\xff\\040x rw - tmpfs none rw\n").unwrap();
-        assert_eq!(t[0].mount_point.as_os_str().as_encoded_bytes(), b"/mnt/\xff x");
+        assert_eq!(
+            t[0].mount_point.as_os_str().as_encoded_bytes(),
+            b"/mnt/\xff x"
+        );
     }
 
     #[test]
     fn malformed_lines_fail_the_whole_parse() {
         for bad in [
             &b"1 0 0:1 / /mnt rw tmpfs none rw\n"[..], // no separator
-            b"1 0 0:1 / /mnt\n",                      // truncated
-            b"1 0 0:1 / /mnt rw -\n",                 // nothing after separator
+            b"1 0 0:1 / /mnt\n",                       // truncated
+            b"1 0 0:1 / /mnt rw -\n",                  // nothing after separator
         ] {
             let err = parse(bad).unwrap_err();
             assert!(matches!(err, Error::Internal(_)), "{err:?}");

@@ -17,7 +17,11 @@ pub struct NodeIdentity {
 }
 
 impl NodeIdentity {
-    pub fn new(node_name: String, metadata: MetadataClient, kube: Option<KubeClient>) -> NodeIdentity {
+    pub fn new(
+        node_name: String,
+        metadata: MetadataClient,
+        kube: Option<KubeClient>,
+    ) -> NodeIdentity {
         NodeIdentity {
             node_name,
             metadata,
@@ -44,7 +48,9 @@ impl NodeIdentity {
     fn resolve(&self) -> Result<u64> {
         let from_metadata = self.metadata.instance().and_then(|instance| {
             if instance.id == 0 {
-                Err(Error::Internal("instance metadata did not include a Linode ID".into()))
+                Err(Error::Internal(
+                    "instance metadata did not include a Linode ID".into(),
+                ))
             } else {
                 Ok(instance.id)
             }
@@ -81,7 +87,9 @@ fn parse_provider_id(provider_id: Option<&str>) -> Result<u64, String> {
         .strip_prefix("linode://")
         .ok_or_else(|| format!("invalid provider ID format {value:?}"))?;
     match digits.parse::<u64>() {
-        Ok(0) => Err(format!("parse Linode ID from provider ID: {value:?} has id 0")),
+        Ok(0) => Err(format!(
+            "parse Linode ID from provider ID: {value:?} has id 0"
+        )),
         Ok(id) => Ok(id),
         Err(e) => Err(format!("parse Linode ID from provider ID: {value:?}: {e}")),
     }
@@ -94,11 +102,27 @@ mod tests {
     #[test]
     fn only_linode_provider_ids_with_a_positive_id_are_accepted() {
         assert_eq!(parse_provider_id(Some("linode://12345")), Ok(12345));
-        assert_eq!(parse_provider_id(None), Err("provider ID is not set".to_string()));
-        assert_eq!(parse_provider_id(Some("")), Err("provider ID is not set".to_string()));
-        for bad in ["aws:///us-east-1a/i-0abc", "12345", "linode://", "linode://12a", "linode://-1", "linode://0", "linode:/12"] {
+        assert_eq!(
+            parse_provider_id(None),
+            Err("provider ID is not set".to_string())
+        );
+        assert_eq!(
+            parse_provider_id(Some("")),
+            Err("provider ID is not set".to_string())
+        );
+        for bad in [
+            "aws:///us-east-1a/i-0abc",
+            "12345",
+            "linode://",
+            "linode://12a",
+            "linode://-1",
+            "linode://0",
+            "linode:/12",
+        ] {
             assert!(parse_provider_id(Some(bad)).is_err(), "{bad}");
         }
-        assert!(parse_provider_id(Some("gce://p/z/n")).unwrap_err().starts_with("invalid provider ID format"));
+        assert!(parse_provider_id(Some("gce://p/z/n"))
+            .unwrap_err()
+            .starts_with("invalid provider ID format"));
     }
 }

@@ -9,13 +9,13 @@ mod stage;
 mod stats;
 
 use crate::capabilities;
-use identity::NodeIdentity;
 use crate::locks::OpLocks;
 use crate::mount::Mounter;
 use crate::proto::{csi, csi_grpc};
 use crate::rpc::Rpc;
 use crate::{Error, Result};
 use grpcio::{RpcContext, UnarySink};
+use identity::NodeIdentity;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -74,61 +74,71 @@ struct NodeService {
 impl csi_grpc::Node for NodeService {
     fn node_stage_volume(
         &mut self,
-        _ctx: RpcContext,
+        ctx: RpcContext,
         req: csi::NodeStageVolumeRequest,
         sink: UnarySink<csi::NodeStageVolumeResponse>,
     ) {
         let plugin = self.plugin.clone();
-        self.rpc.spawn("NodeStageVolume", req, sink, move |req| plugin.stage(&req));
+        self.rpc
+            .spawn(&ctx, "NodeStageVolume", req, sink, move |req| plugin.stage(&req));
     }
 
     fn node_unstage_volume(
         &mut self,
-        _ctx: RpcContext,
+        ctx: RpcContext,
         req: csi::NodeUnstageVolumeRequest,
         sink: UnarySink<csi::NodeUnstageVolumeResponse>,
     ) {
         let plugin = self.plugin.clone();
-        self.rpc.spawn("NodeUnstageVolume", req, sink, move |req| plugin.unstage(&req));
+        self.rpc.spawn(&ctx, "NodeUnstageVolume", req, sink, move |req| {
+            plugin.unstage(&req)
+        });
     }
 
     fn node_publish_volume(
         &mut self,
-        _ctx: RpcContext,
+        ctx: RpcContext,
         req: csi::NodePublishVolumeRequest,
         sink: UnarySink<csi::NodePublishVolumeResponse>,
     ) {
         let plugin = self.plugin.clone();
-        self.rpc.spawn("NodePublishVolume", req, sink, move |req| plugin.publish(&req));
+        self.rpc.spawn(&ctx, "NodePublishVolume", req, sink, move |req| {
+            plugin.publish(&req)
+        });
     }
 
     fn node_unpublish_volume(
         &mut self,
-        _ctx: RpcContext,
+        ctx: RpcContext,
         req: csi::NodeUnpublishVolumeRequest,
         sink: UnarySink<csi::NodeUnpublishVolumeResponse>,
     ) {
         let plugin = self.plugin.clone();
-        self.rpc.spawn("NodeUnpublishVolume", req, sink, move |req| plugin.unpublish(&req));
+        self.rpc
+            .spawn(&ctx, "NodeUnpublishVolume", req, sink, move |req| {
+                plugin.unpublish(&req)
+            });
     }
 
     fn node_get_volume_stats(
         &mut self,
-        _ctx: RpcContext,
+        ctx: RpcContext,
         req: csi::NodeGetVolumeStatsRequest,
         sink: UnarySink<csi::NodeGetVolumeStatsResponse>,
     ) {
         let plugin = self.plugin.clone();
-        self.rpc.spawn("NodeGetVolumeStats", req, sink, move |req| plugin.stats(&req));
+        self.rpc.spawn(&ctx, "NodeGetVolumeStats", req, sink, move |req| {
+            plugin.stats(&req)
+        });
     }
 
     fn node_get_capabilities(
         &mut self,
-        _ctx: RpcContext,
+        ctx: RpcContext,
         req: csi::NodeGetCapabilitiesRequest,
         sink: UnarySink<csi::NodeGetCapabilitiesResponse>,
     ) {
-        self.rpc.inline("NodeGetCapabilities", req, sink, |_| {
+        self.rpc.inline(&ctx, "NodeGetCapabilities", req, sink, |_| {
             let mut resp = csi::NodeGetCapabilitiesResponse::new();
             resp.capabilities = capabilities::node();
             Ok(resp)
@@ -137,13 +147,14 @@ impl csi_grpc::Node for NodeService {
 
     fn node_get_info(
         &mut self,
-        _ctx: RpcContext,
+        ctx: RpcContext,
         req: csi::NodeGetInfoRequest,
         sink: UnarySink<csi::NodeGetInfoResponse>,
     ) {
         // Network lookups on a cache miss: the pool, not the queue thread.
         let plugin = self.plugin.clone();
-        self.rpc.spawn("NodeGetInfo", req, sink, move |_| plugin.info());
+        self.rpc
+            .spawn(&ctx, "NodeGetInfo", req, sink, move |_| plugin.info());
     }
 }
 
@@ -160,7 +171,9 @@ fn required(value: &str, message: &str) -> Result<String> {
 fn absolute_path(value: &str, message: &str) -> Result<PathBuf> {
     let path = PathBuf::from(required(value, message)?);
     if !path.is_absolute() {
-        return Err(Error::InvalidArgument(format!("path {value:?} is not absolute")));
+        return Err(Error::InvalidArgument(format!(
+            "path {value:?} is not absolute"
+        )));
     }
     Ok(path)
 }
@@ -169,9 +182,12 @@ fn absolute_path(value: &str, message: &str) -> Result<PathBuf> {
 fn mount_capability(
     capability: Option<&csi::VolumeCapability>,
 ) -> Result<&csi::volume_capability::MountVolume> {
-    let capability = capability.ok_or_else(|| Error::InvalidArgument("no volume capability set".into()))?;
+    let capability =
+        capability.ok_or_else(|| Error::InvalidArgument("no volume capability set".into()))?;
     if !capability.has_mount() {
-        return Err(Error::InvalidArgument("no mount volume capability set".into()));
+        return Err(Error::InvalidArgument(
+            "no mount volume capability set".into(),
+        ));
     }
     Ok(capability.mount())
 }
@@ -182,7 +198,12 @@ fn create_dir(path: &Path) -> Result<()> {
         .recursive(true)
         .mode(0o755)
         .create(path)
-        .map_err(|e| Error::Internal(format!("Failed to create directory ({}): {e}", path.display())))
+        .map_err(|e| {
+            Error::Internal(format!(
+                "Failed to create directory ({}): {e}",
+                path.display()
+            ))
+        })
 }
 
 /// More mounts stacked on one path than this means something keeps

@@ -4,7 +4,9 @@
 //! mount table once (twice for read-only, to verify the result). It must
 //! never unmount or remove the staging path: other pods share it.
 
-use super::{absolute_path, cleanup_mount_point, create_dir, mount_capability, required, NodePlugin};
+use super::{
+    absolute_path, cleanup_mount_point, create_dir, mount_capability, required, NodePlugin,
+};
 use crate::proto::csi;
 use crate::proto::csi::volume_capability::access_mode::Mode;
 use crate::{Error, Result};
@@ -36,7 +38,12 @@ impl PublishRequest {
         let reader_only = capability
             .and_then(|c| c.access_mode.as_ref())
             .map(|m| m.mode.enum_value_or_default())
-            .is_some_and(|mode| matches!(mode, Mode::SINGLE_NODE_READER_ONLY | Mode::MULTI_NODE_READER_ONLY));
+            .is_some_and(|mode| {
+                matches!(
+                    mode,
+                    Mode::SINGLE_NODE_READER_ONLY | Mode::MULTI_NODE_READER_ONLY
+                )
+            });
         Ok(PublishRequest {
             staging,
             target,
@@ -47,7 +54,10 @@ impl PublishRequest {
 }
 
 impl NodePlugin {
-    pub(super) fn publish(&self, req: &csi::NodePublishVolumeRequest) -> Result<csi::NodePublishVolumeResponse> {
+    pub(super) fn publish(
+        &self,
+        req: &csi::NodePublishVolumeRequest,
+    ) -> Result<csi::NodePublishVolumeResponse> {
         let r = PublishRequest::parse(req)?;
         let _guard = self.targets.try_lock(&r.target.to_string_lossy())?;
         let table = self.mounter.mount_table()?;
@@ -89,7 +99,9 @@ impl NodePlugin {
             // so the kernel's own account is checked rather than trusted.
             let table = self.mounter.mount_table()?;
             if !table.find(&r.target).is_some_and(|e| e.is_read_only()) {
-                return Err(Error::Internal("the mount is not read-only after remount".into()));
+                return Err(Error::Internal(
+                    "the mount is not read-only after remount".into(),
+                ));
             }
         }
         Ok(())

@@ -3,7 +3,9 @@
 //! volume's mTLS mode), and the staging mount's life. Mounting itself goes
 //! through `Mounter`; nothing here calls the kernel.
 
-use super::{absolute_path, cleanup_mount_point, create_dir, mount_capability, required, NodePlugin};
+use super::{
+    absolute_path, cleanup_mount_point, create_dir, mount_capability, required, NodePlugin,
+};
 use crate::proto::csi;
 use crate::{Error, Result};
 use std::collections::HashMap;
@@ -66,8 +68,15 @@ pub fn mount_source(context: &HashMap<String, String>) -> Result<String> {
     if let Some(fqdn) = context.get(MOUNT_TARGET).filter(|v| !v.trim().is_empty()) {
         return Ok(fqdn.trim().to_string());
     }
-    let ips = context.get(MOUNT_TARGET_IPS).map(String::as_str).unwrap_or("");
-    let entries: Vec<&str> = ips.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
+    let ips = context
+        .get(MOUNT_TARGET_IPS)
+        .map(String::as_str)
+        .unwrap_or("");
+    let entries: Vec<&str> = ips
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .collect();
     if let Some(usable) = entries.iter().find(|e| is_usable_ip_source(e)) {
         return Ok(usable.to_string());
     }
@@ -83,7 +92,10 @@ pub fn mount_source(context: &HashMap<String, String>) -> Result<String> {
 /// `[<ipv6>]:/<export>` with a real IPv6 address. IPv4 (`a.b.c.d:/x`) and
 /// IPv4-mapped IPv6 (`[::ffff:a.b.c.d]`) are not usable from the node.
 fn is_usable_ip_source(entry: &str) -> bool {
-    let Some((address, export)) = entry.strip_prefix('[').and_then(|rest| rest.split_once(']')) else {
+    let Some((address, export)) = entry
+        .strip_prefix('[')
+        .and_then(|rest| rest.split_once(']'))
+    else {
         return false;
     };
     let Some(path) = export.strip_prefix(':') else {
@@ -123,7 +135,10 @@ impl StageRequest {
 }
 
 impl NodePlugin {
-    pub(super) fn stage(&self, req: &csi::NodeStageVolumeRequest) -> Result<csi::NodeStageVolumeResponse> {
+    pub(super) fn stage(
+        &self,
+        req: &csi::NodeStageVolumeRequest,
+    ) -> Result<csi::NodeStageVolumeResponse> {
         let r = StageRequest::parse(req)?;
         let _guard = self.volumes.try_lock(&r.volume_id)?;
         let failed = |e: Error| {
@@ -168,19 +183,27 @@ impl NodePlugin {
                         }
                         first_error = Some(e);
                     }
-                    Some(first) => return Err(e.context(format!("without mTLS (with mTLS: {first})"))),
+                    Some(first) => {
+                        return Err(e.context(format!("without mTLS (with mTLS: {first})")))
+                    }
                 },
             }
         }
         Err(first_error.unwrap_or_else(|| Error::Internal("no mount attempted".into())))
     }
 
-    pub(super) fn unstage(&self, req: &csi::NodeUnstageVolumeRequest) -> Result<csi::NodeUnstageVolumeResponse> {
+    pub(super) fn unstage(
+        &self,
+        req: &csi::NodeUnstageVolumeRequest,
+    ) -> Result<csi::NodeUnstageVolumeResponse> {
         let volume_id = required(&req.volume_id, "volume ID is not set")?;
         let staging = absolute_path(&req.staging_target_path, "staging target path is not set")?;
         let _guard = self.volumes.try_lock(&volume_id)?;
         cleanup_mount_point(self.mounter.as_ref(), &staging).map_err(|e| {
-            e.context(format!("NodeUnstageVolume failed to unmount at path {}", staging.display()))
+            e.context(format!(
+                "NodeUnstageVolume failed to unmount at path {}",
+                staging.display()
+            ))
         })?;
         Ok(csi::NodeUnstageVolumeResponse::new())
     }
@@ -191,7 +214,10 @@ mod tests {
     use super::*;
 
     fn context(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn flags(list: &[&str]) -> Vec<String> {
@@ -204,7 +230,10 @@ mod tests {
             (MOUNT_TARGET, "fs-1.nfs.us-east.linode.com:/pvc-1"),
             (MOUNT_TARGET_IPS, "[2001:db8::1]:/pvc-1"),
         ]);
-        assert_eq!(mount_source(&ctx).unwrap(), "fs-1.nfs.us-east.linode.com:/pvc-1");
+        assert_eq!(
+            mount_source(&ctx).unwrap(),
+            "fs-1.nfs.us-east.linode.com:/pvc-1"
+        );
     }
 
     #[test]
@@ -222,24 +251,31 @@ mod tests {
     #[test]
     fn ipv4_only_or_nothing_is_invalid_argument() {
         for ctx in [
-            context(&[(MOUNT_TARGET_IPS, "10.0.0.5:/pvc-1,[::ffff:192.0.2.1]:/pvc-1")]),
+            context(&[(
+                MOUNT_TARGET_IPS,
+                "10.0.0.5:/pvc-1,[::ffff:192.0.2.1]:/pvc-1",
+            )]),
             context(&[(MOUNT_TARGET, " "), (MOUNT_TARGET_IPS, "")]),
             context(&[]),
         ] {
             let err = mount_source(&ctx).unwrap_err();
             assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
-            assert!(err.message().starts_with("mount-target is required in volume context"), "{err}");
+            assert!(
+                err.message()
+                    .starts_with("mount-target is required in volume context"),
+                "{err}"
+            );
         }
     }
 
     #[test]
     fn malformed_ip_entries_are_not_usable() {
         for entry in [
-            "2001:db8::1:/x",      // unbracketed
-            "[2001:db8::1]/x",     // no colon
-            "[2001:db8::1]:x",     // relative export
-            "[not-an-ip]:/x",      // garbage
-            "[fe80::1%eth0]:/x",   // zone ids are node-specific
+            "2001:db8::1:/x",    // unbracketed
+            "[2001:db8::1]/x",   // no colon
+            "[2001:db8::1]:x",   // relative export
+            "[not-an-ip]:/x",    // garbage
+            "[fe80::1%eth0]:/x", // zone ids are node-specific
         ] {
             assert!(!is_usable_ip_source(entry), "{entry}");
         }
@@ -248,22 +284,42 @@ mod tests {
 
     #[test]
     fn mtls_modes_parse_and_unknown_values_are_rejected() {
-        assert_eq!(MtlsMode::from_context(&context(&[])).unwrap(), MtlsMode::Disabled);
-        assert_eq!(MtlsMode::from_context(&context(&[(MTLS_MODE, "")])).unwrap(), MtlsMode::Disabled);
-        assert_eq!(MtlsMode::from_context(&context(&[(MTLS_MODE, "disabled")])).unwrap(), MtlsMode::Disabled);
-        assert_eq!(MtlsMode::from_context(&context(&[(MTLS_MODE, "required")])).unwrap(), MtlsMode::Required);
-        assert_eq!(MtlsMode::from_context(&context(&[(MTLS_MODE, "optional")])).unwrap(), MtlsMode::Optional);
+        assert_eq!(
+            MtlsMode::from_context(&context(&[])).unwrap(),
+            MtlsMode::Disabled
+        );
+        assert_eq!(
+            MtlsMode::from_context(&context(&[(MTLS_MODE, "")])).unwrap(),
+            MtlsMode::Disabled
+        );
+        assert_eq!(
+            MtlsMode::from_context(&context(&[(MTLS_MODE, "disabled")])).unwrap(),
+            MtlsMode::Disabled
+        );
+        assert_eq!(
+            MtlsMode::from_context(&context(&[(MTLS_MODE, "required")])).unwrap(),
+            MtlsMode::Required
+        );
+        assert_eq!(
+            MtlsMode::from_context(&context(&[(MTLS_MODE, "optional")])).unwrap(),
+            MtlsMode::Optional
+        );
         let err = MtlsMode::from_context(&context(&[(MTLS_MODE, "Required")])).unwrap_err();
         assert_eq!(
             err,
-            Error::InvalidArgument("invalid mtls-mode value, must be one of: required, optional, disabled".into())
+            Error::InvalidArgument(
+                "invalid mtls-mode value, must be one of: required, optional, disabled".into()
+            )
         );
     }
 
     #[test]
     fn attempts_follow_the_mode() {
         let base = flags(&["vers=4.2"]);
-        assert_eq!(MtlsMode::Required.attempts(&base), vec![flags(&["vers=4.2", "xprtsec=mtls"])]);
+        assert_eq!(
+            MtlsMode::Required.attempts(&base),
+            vec![flags(&["vers=4.2", "xprtsec=mtls"])]
+        );
         assert_eq!(
             MtlsMode::Optional.attempts(&base),
             vec![flags(&["vers=4.2", "xprtsec=mtls"]), flags(&["vers=4.2"])]

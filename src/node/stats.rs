@@ -9,7 +9,10 @@ use crate::proto::csi::volume_usage::Unit;
 use crate::{Error, Result};
 
 impl NodePlugin {
-    pub(super) fn stats(&self, req: &csi::NodeGetVolumeStatsRequest) -> Result<csi::NodeGetVolumeStatsResponse> {
+    pub(super) fn stats(
+        &self,
+        req: &csi::NodeGetVolumeStatsRequest,
+    ) -> Result<csi::NodeGetVolumeStatsResponse> {
         required(&req.volume_id, "volume ID is not set")?;
         let path = absolute_path(&req.volume_path, "volume path is not set")?;
         let stats = self.mounter.statvfs(&path).map_err(|e| match e {
@@ -69,7 +72,10 @@ mod tests {
         };
         let u = usage(&s);
         assert_eq!(u[0].unit.enum_value_or_default(), Unit::BYTES);
-        assert_eq!((u[0].available, u[0].total, u[0].used), (30 * 4096, 100 * 4096, 60 * 4096));
+        assert_eq!(
+            (u[0].available, u[0].total, u[0].used),
+            (30 * 4096, 100 * 4096, 60 * 4096)
+        );
         assert_eq!(u[1].unit.enum_value_or_default(), Unit::INODES);
         assert_eq!((u[1].available, u[1].total, u[1].used), (900, 1000, 100));
 

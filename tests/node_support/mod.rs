@@ -79,7 +79,8 @@ impl NfsNode {
         std::fs::create_dir_all(dir.join("kubelet")).unwrap();
         let helper = dir.join("mount-helper");
         std::fs::write(&helper, HELPER).unwrap();
-        std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
         let driver = Driver::role("node")
             .prefix(&["unshare", "--mount", "--propagation", "private"])
             .env("NFS_MOUNT_HELPER", helper.to_string_lossy())
@@ -122,11 +123,15 @@ impl NfsNode {
     /// namespace. Parsed here independently of the driver's own parser; the
     /// fixture's paths contain no characters that mountinfo escapes.
     pub fn mounts(&self) -> Vec<(PathBuf, Vec<String>)> {
-        let text = std::fs::read_to_string(format!("/proc/{}/mountinfo", self.driver.pid())).unwrap();
+        let text =
+            std::fs::read_to_string(format!("/proc/{}/mountinfo", self.driver.pid())).unwrap();
         text.lines()
             .map(|line| {
                 let fields: Vec<&str> = line.split(' ').collect();
-                (PathBuf::from(fields[4]), fields[5].split(',').map(str::to_string).collect())
+                (
+                    PathBuf::from(fields[4]),
+                    fields[5].split(',').map(str::to_string).collect(),
+                )
             })
             .collect()
     }
@@ -138,21 +143,35 @@ impl NfsNode {
 
     /// The per-mount options of the topmost mount at `path`.
     pub fn mount_options(&self, path: &Path) -> Option<Vec<String>> {
-        self.mounts().into_iter().rev().find(|(p, _)| p == path).map(|(_, o)| o)
+        self.mounts()
+            .into_iter()
+            .rev()
+            .find(|(p, _)| p == path)
+            .map(|(_, o)| o)
     }
 
     /// Mounts of the driver's namespace at or below the kubelet directory.
     pub fn kubelet_mounts(&self) -> Vec<PathBuf> {
         let root = self.dir.join("kubelet");
-        self.mounts().into_iter().map(|(p, _)| p).filter(|p| p.starts_with(&root)).collect()
+        self.mounts()
+            .into_iter()
+            .map(|(p, _)| p)
+            .filter(|p| p.starts_with(&root))
+            .collect()
     }
 
     /// `path` as seen from inside the driver's mount namespace.
     pub fn inside(&self, path: &Path) -> PathBuf {
-        PathBuf::from(format!("/proc/{}/root", self.driver.pid())).join(path.strip_prefix("/").unwrap())
+        PathBuf::from(format!("/proc/{}/root", self.driver.pid()))
+            .join(path.strip_prefix("/").unwrap())
     }
 
-    pub fn stage(&self, volume_id: &str, staging: &Path, context: &[(&str, &str)]) -> grpcio::Result<()> {
+    pub fn stage(
+        &self,
+        volume_id: &str,
+        staging: &Path,
+        context: &[(&str, &str)],
+    ) -> grpcio::Result<()> {
         self.stage_with(volume_id, staging, context, &[])
     }
 
@@ -168,31 +187,50 @@ impl NfsNode {
         req.staging_target_path = staging.to_string_lossy().into_owned();
         req.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, flags)).into();
         req.volume_context = pairs(context);
-        self.driver.node().node_stage_volume_opt(&req, call()).map(|_| ())
+        self.driver
+            .node()
+            .node_stage_volume_opt(&req, call())
+            .map(|_| ())
     }
 
     pub fn unstage(&self, volume_id: &str, staging: &Path) -> grpcio::Result<()> {
         let mut req = csi::NodeUnstageVolumeRequest::new();
         req.volume_id = volume_id.into();
         req.staging_target_path = staging.to_string_lossy().into_owned();
-        self.driver.node().node_unstage_volume_opt(&req, call()).map(|_| ())
+        self.driver
+            .node()
+            .node_unstage_volume_opt(&req, call())
+            .map(|_| ())
     }
 
-    pub fn publish(&self, staging: &Path, target: &Path, readonly: bool, mode: Mode, flags: &[&str]) -> grpcio::Result<()> {
+    pub fn publish(
+        &self,
+        staging: &Path,
+        target: &Path,
+        readonly: bool,
+        mode: Mode,
+        flags: &[&str],
+    ) -> grpcio::Result<()> {
         let mut req = csi::NodePublishVolumeRequest::new();
         req.volume_id = "1/2".into();
         req.staging_target_path = staging.to_string_lossy().into_owned();
         req.target_path = target.to_string_lossy().into_owned();
         req.volume_capability = Some(capability(mode, flags)).into();
         req.readonly = readonly;
-        self.driver.node().node_publish_volume_opt(&req, call()).map(|_| ())
+        self.driver
+            .node()
+            .node_publish_volume_opt(&req, call())
+            .map(|_| ())
     }
 
     pub fn unpublish(&self, target: &Path) -> grpcio::Result<()> {
         let mut req = csi::NodeUnpublishVolumeRequest::new();
         req.volume_id = "1/2".into();
         req.target_path = target.to_string_lossy().into_owned();
-        self.driver.node().node_unpublish_volume_opt(&req, call()).map(|_| ())
+        self.driver
+            .node()
+            .node_unpublish_volume_opt(&req, call())
+            .map(|_| ())
     }
 
     pub fn stats(&self, path: &Path) -> grpcio::Result<csi::NodeGetVolumeStatsResponse> {
@@ -207,12 +245,20 @@ impl NfsNode {
 pub fn sanitise(source: &str) -> String {
     source
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
 pub fn pairs(list: &[(&str, &str)]) -> HashMap<String, String> {
-    list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    list.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 pub fn capability(mode: Mode, flags: &[&str]) -> csi::VolumeCapability {

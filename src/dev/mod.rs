@@ -1,0 +1,224 @@
+//! `dev` mode: the whole driver in one process on one machine. It starts the
+//! fake Linode, Kubernetes and metadata services on loopback, points the REAL
+//! clients at them, serves Identity + Controller + Node on one socket, and
+//! emulates NFS exports with bind mounts of directories under one state
+//! directory. It must not change how the controller or node behave: only
+//! what they are wired to.
+
+pub mod exports;
+
+use crate::client::DEV_SPACE_LABEL;
+use crate::config::{Config, LinodeConfig};
+use crate::fake::{FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, InstanceSeed, Seed, SpaceSeed};
+use crate::kube::KubeClient;
+use crate::metadata::MetadataClient;
+use crate::mount::LinuxMounter;
+use crate::node::{self, NodeDeps};
+use crate::roles::{self, Started};
+use crate::rpc::Rpc;
+use exports::{DevMounter, Exports};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const DEV_SPACE_ID: u64 = 1;
+pub const DEV_REGION: &str = "us-ord";
+pub const DEV_NODE: &str = "dev-node";
+pub const DEV_LINODE_ID: u64 = 424242;
+/// Marks a directory as a dev state dir, so cleanup never removes anything else.
+const MARKER: &str = ".linode-nfs-csi-dev";
+const KUBE_TOKEN: &str = "dev-kube-token";
+
+/// Everything dev mode runs beside the gRPC services; dropping it unmounts
+/// what the node mounted, stops the fakes and removes the state directory.
+struct DevResources {
+    mounter: Arc<DevMounter>,
+    state_dir: PathBuf,
+    _linode: FakeLinode,
+    _kube: FakeKube,
+    _metadata: FakeMetadata,
+}
+
+impl Drop for DevResources {
+    fn drop(&mut self) {
+        self.mounter.unmount_all();
+        if self.state_dir.join(MARKER).exists() {
+            if let Err(e) = std::fs::remove_dir_all(&self.state_dir) {
+                log::warn!("dev: remove {}: {e}", self.state_dir.display());
+            }
+        }
+    }
+}
+
+/// A state directory made absolute (the socket path and the mounts must not
+/// depend on where a client runs from).
+pub fn state_dir(config: &Config) -> Result<PathBuf, String> {
+    let dir = &config.dev.as_ref().ok_or("dev settings missing")?.state_dir;
+    if dir.is_absolute() {
+        Ok(dir.clone())
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(dir))
+            .map_err(|e| format!("DEV_STATE_DIR: {e}"))
+    }
+}
+
+fn seed(activation_delay: Duration) -> Seed {
+    let mut seed = Seed {
+        regions: vec![DEV_REGION.to_string()],
+        activation_delay_ms: activation_delay.as_millis() as u64,
+        ..Seed::default()
+    }
+    .with_space(SpaceSeed::new(DEV_SPACE_ID, DEV_SPACE_LABEL))
+    .with_instance(InstanceSeed {
+        id: DEV_LINODE_ID,
+        label: DEV_NODE.to_string(),
+        region: DEV_REGION.to_string(),
+        interface_generation: None,
+        ipv6: None,
+        vpcs: Vec::new(),
+    });
+    seed.token = "dev-linode-token".to_string();
+    seed
+}
+
+/// Mirrors the fake backend's objects onto the export directories.
+fn mirror(exports: &Exports, event: &FakeEvent) {
+    let done = match event {
+        FakeEvent::FilesystemActive { export, .. } => exports.create(export),
+        FakeEvent::CloneCreated { snapshot_id, export, .. } => exports.restore(*snapshot_id, export),
+        FakeEvent::SnapshotCreated {
+            snapshot_id,
+            source_export,
+            ..
+        } => exports.snapshot(source_export, *snapshot_id),
+        FakeEvent::FilesystemDeleted { export, .. } => exports.remove(export),
+        FakeEvent::SnapshotDeleted { snapshot_id } => {
+            exports.remove_snapshot(*snapshot_id);
+            Ok(())
+        }
+    };
+    if let Err(e) = done {
+        log::warn!("dev: mirroring {event:?}: {e}");
+    }
+}
+
+pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
+    let dev = config.dev.as_ref().ok_or("dev settings missing")?;
+    let state = state_dir(config)?;
+    let fail = |what: &str, e: crate::Error| format!("dev mode: {what}: {}", e.message());
+    std::fs::create_dir_all(&state).map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
+    std::fs::write(state.join(MARKER), "").map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
+    let exports = Arc::new(Exports::new(&state).map_err(|e| fail("exports", e))?);
+
+    let linode = FakeLinode::start_persistent(seed(dev.activation_delay), &state.join("linode.json"))
+        .map_err(|e| fail("fake Linode API", e))?;
+    if !dev.faults.is_empty() {
+        let profile = FaultProfile::parse(&dev.faults).map_err(|e| format!("DEV_FAULTS: {}", e.message()))?;
+        linode.set_fault_profile(Some(profile));
+    }
+    let observed = exports.clone();
+    linode.set_observer(Arc::new(move |event| mirror(&observed, event)));
+
+    let kube = FakeKube::start(KUBE_TOKEN).map_err(|e| fail("fake Kubernetes API", e))?;
+    kube.add_node(
+        FakeNode::new(DEV_NODE)
+            .label("topology.kubernetes.io/region", DEV_REGION)
+            .provider_id(&format!("linode://{DEV_LINODE_ID}")),
+    );
+    let metadata = FakeMetadata::start(DEV_LINODE_ID, DEV_REGION).map_err(|e| fail("fake metadata service", e))?;
+    let kubeconfig = write_kubeconfig(&state, &kube.url())?;
+    let kube_client = || KubeClient::from_env(Some(&kubeconfig)).map_err(|e| fail("Kubernetes client", e));
+
+    let linode_config = LinodeConfig {
+        url: linode.url(),
+        api_version: "v4beta".to_string(),
+        token: linode.token(),
+        ca_file: None,
+        request_timeout: Duration::from_secs(10),
+        wait_timeout: config.wait_timeout,
+    };
+    let controller = roles::controller_service(config, &linode_config, kube_client()?, rpc)?;
+
+    let mounter = Arc::new(DevMounter::new(
+        LinuxMounter::new(config.nfs_mount_helper.clone(), config.nfs_mount_timeout),
+        exports,
+    ));
+    let node = node::service(
+        NodeDeps {
+            mounter: mounter.clone(),
+            node_name: DEV_NODE.to_string(),
+            metadata: MetadataClient::new(&metadata.url(), Duration::from_secs(2)),
+            kube: Some(kube_client()?),
+        },
+        rpc.clone(),
+    );
+
+    let storage_class = write_storage_class(&state)?;
+    let banner = banner(config, &state, &storage_class);
+    Ok(Started {
+        services: vec![controller, node],
+        resources: Box::new(DevResources {
+            mounter,
+            state_dir: state,
+            _linode: linode,
+            _kube: kube,
+            _metadata: metadata,
+        }),
+        banner: Some(banner),
+    })
+}
+
+fn write_kubeconfig(state: &Path, server: &str) -> Result<PathBuf, String> {
+    let path = state.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: dev\nclusters:\n- name: dev\n  cluster:\n    server: {server}\n\
+         contexts:\n- name: dev\n  context:\n    cluster: dev\n    user: dev\nusers:\n- name: dev\n  user:\n    token: {KUBE_TOKEN}\n"
+    );
+    std::fs::write(&path, text).map_err(|e| format!("dev mode: write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+fn write_storage_class(state: &Path) -> Result<PathBuf, String> {
+    let path = state.join("storageclass.yaml");
+    let text = format!(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: linode-nfs-dev\n\
+         provisioner: linodenfs.csi.linode.com\nparameters:\n  linodenfs.csi.linode.com/space-label: {DEV_SPACE_LABEL}\n\
+         reclaimPolicy: Delete\nallowVolumeExpansion: false\n"
+    );
+    std::fs::write(&path, text).map_err(|e| format!("dev mode: write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+fn banner(config: &Config, state: &Path, storage_class: &Path) -> String {
+    let socket = match &config.endpoint {
+        crate::config::Endpoint::Unix(p) => format!("unix://{}", p.display()),
+        crate::config::Endpoint::Tcp(a) => format!("tcp://{a}"),
+    };
+    let me = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "linode-nfs-csi".into());
+    let mnt = state.join("mnt");
+    let mnt = mnt.display();
+    format!(
+        "\nlinode-nfs-csi dev mode is serving Identity + Controller + Node\n\
+         socket:        {socket}\n\
+         storage space: id {DEV_SPACE_ID}, label {DEV_SPACE_LABEL:?}, region {DEV_REGION}\n\
+         node:          {DEV_NODE} (Linode id {DEV_LINODE_ID})\n\
+         StorageClass:  {sc}\n\
+         state dir:     {state} (removed on exit; mounts live in this process's mount namespace: nsenter -t {pid} -m)\n\
+         \nTry it (another shell):\n\
+         \x20 export CSI_ENDPOINT={socket}\n\
+         \x20 {me} client create-volume pvc-demo --size 1Gi\n\
+         \x20 {me} client stage {DEV_SPACE_ID}/<fs-id> {mnt}/staging\n\
+         \x20 {me} client publish {DEV_SPACE_ID}/<fs-id> {mnt}/staging {mnt}/pod-a\n\
+         \x20 {me} client stats {DEV_SPACE_ID}/<fs-id> {mnt}/pod-a\n\
+         \x20 {me} client unpublish {DEV_SPACE_ID}/<fs-id> {mnt}/pod-a\n\
+         \x20 {me} client unstage {DEV_SPACE_ID}/<fs-id> {mnt}/staging\n\
+         \x20 {me} client delete-volume {DEV_SPACE_ID}/<fs-id>\n\
+         Stop with Ctrl-C (SIGINT) or SIGTERM: everything mounted is unmounted.\n",
+        sc = storage_class.display(),
+        state = state.display(),
+        pid = std::process::id(),
+    )
+}

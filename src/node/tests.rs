@@ -1,0 +1,481 @@
+//! Node domain logic against an in-memory `Mounter`: request validation with
+//! the reference's messages, mTLS attempt order, and what a failed publish
+//! may touch. Real mounts are covered by `tests/node_*.rs`.
+
+use super::*;
+use crate::mount::{FsStats, MountTable};
+use crate::proto::csi::volume_capability::access_mode::Mode;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Default)]
+struct FakeMounter {
+    state: Mutex<FakeState>,
+}
+
+#[derive(Default)]
+struct FakeState {
+    /// Mount point and whether it is read-only, in mount order.
+    mounted: Vec<(PathBuf, bool)>,
+    calls: Vec<String>,
+    /// Outcomes of the next `mount_nfs4` calls; success when empty.
+    nfs_results: VecDeque<Result<()>>,
+    fail_bind: bool,
+    /// A remount that "succeeds" without making anything read-only.
+    ignore_readonly: bool,
+}
+
+impl FakeMounter {
+    fn state(&self) -> std::sync::MutexGuard<'_, FakeState> {
+        self.state.lock().unwrap()
+    }
+    fn is_mounted(&self, path: &Path) -> bool {
+        self.state().mounted.iter().any(|(p, _)| p == path)
+    }
+    fn calls(&self) -> Vec<String> {
+        self.state().calls.clone()
+    }
+}
+
+impl Mounter for FakeMounter {
+    fn mount_nfs4(&self, source: &str, target: &Path, options: &[String]) -> Result<()> {
+        let mut s = self.state();
+        s.calls.push(format!(
+            "nfs {source} {} [{}]",
+            target.display(),
+            options.join(",")
+        ));
+        let result = s.nfs_results.pop_front().unwrap_or(Ok(()));
+        if result.is_ok() {
+            s.mounted.push((target.to_path_buf(), false));
+        }
+        result
+    }
+
+    fn bind(&self, source: &Path, target: &Path, flags: &[String]) -> Result<()> {
+        let mut s = self.state();
+        s.calls.push(format!(
+            "bind {} {} [{}]",
+            source.display(),
+            target.display(),
+            flags.join(",")
+        ));
+        if s.fail_bind {
+            return Err(Error::Internal("bind refused".into()));
+        }
+        s.mounted.push((target.to_path_buf(), false));
+        Ok(())
+    }
+
+    fn remount_readonly(&self, target: &Path) -> Result<()> {
+        let mut s = self.state();
+        s.calls.push(format!("ro {}", target.display()));
+        if !s.ignore_readonly {
+            if let Some(m) = s.mounted.iter_mut().rev().find(|(p, _)| p == target) {
+                m.1 = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn unmount(&self, target: &Path) -> Result<()> {
+        let mut s = self.state();
+        s.calls.push(format!("unmount {}", target.display()));
+        if let Some(i) = s.mounted.iter().rposition(|(p, _)| p == target) {
+            s.mounted.remove(i);
+        }
+        Ok(())
+    }
+
+    fn mount_table(&self) -> Result<MountTable> {
+        let text: String = self
+            .state()
+            .mounted
+            .iter()
+            .enumerate()
+            .map(|(i, (p, ro))| {
+                let mode = if *ro { "ro" } else { "rw" };
+                format!(
+                    "{} 1 0:{i} / {} {mode} - fake fake rw\n",
+                    i + 10,
+                    p.display()
+                )
+            })
+            .collect();
+        MountTable::parse(text.as_bytes())
+    }
+
+    fn statvfs(&self, path: &Path) -> Result<FsStats> {
+        if !path.exists() {
+            return Err(Error::NotFound(format!("statvfs {}: gone", path.display())));
+        }
+        Err(Error::Internal("EIO".into()))
+    }
+}
+
+struct Fixture {
+    mounter: Arc<FakeMounter>,
+    plugin: NodePlugin,
+    dir: PathBuf,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Fixture {
+        let dir = std::env::temp_dir().join(format!("node-unit-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mounter = Arc::new(FakeMounter::default());
+        let plugin = NodePlugin::new(NodeDeps {
+            mounter: mounter.clone(),
+            node_name: "n".into(),
+            metadata: crate::metadata::MetadataClient::new(
+                "http://127.0.0.1:9",
+                Duration::from_millis(200),
+            ),
+            kube: None,
+        });
+        Fixture {
+            mounter,
+            plugin,
+            dir,
+        }
+    }
+
+    fn path(&self, rel: &str) -> String {
+        self.dir.join(rel).to_string_lossy().into_owned()
+    }
+
+    fn stage_request(&self, context: &[(&str, &str)]) -> csi::NodeStageVolumeRequest {
+        let mut req = csi::NodeStageVolumeRequest::new();
+        req.volume_id = "1/2".into();
+        req.staging_target_path = self.path("staging");
+        req.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
+        req.volume_context = context
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        req
+    }
+
+    fn publish_request(&self) -> csi::NodePublishVolumeRequest {
+        let mut req = csi::NodePublishVolumeRequest::new();
+        req.volume_id = "1/2".into();
+        req.staging_target_path = self.path("staging");
+        req.target_path = self.path("target");
+        req.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
+        req
+    }
+
+    fn staged(&self) {
+        let req = self.stage_request(&[("mount-target", "fs:/e")]);
+        self.plugin.stage(&req).unwrap();
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn capability(mode: Mode) -> csi::VolumeCapability {
+    let mut cap = csi::VolumeCapability::new();
+    cap.set_mount(csi::volume_capability::MountVolume::new());
+    let mut access = csi::volume_capability::AccessMode::new();
+    access.mode = mode.into();
+    cap.access_mode = Some(access).into();
+    cap
+}
+
+fn invalid(message: &str) -> Error {
+    Error::InvalidArgument(message.to_string())
+}
+
+#[test]
+fn stage_validation_uses_the_reference_messages() {
+    let f = Fixture::new("stage-validation");
+    let ok = f.stage_request(&[("mount-target", "fs:/e")]);
+
+    let mut r = ok.clone();
+    r.volume_id.clear();
+    assert_eq!(
+        f.plugin.stage(&r).unwrap_err(),
+        invalid("volume ID is not set")
+    );
+    let mut r = ok.clone();
+    r.staging_target_path.clear();
+    assert_eq!(
+        f.plugin.stage(&r).unwrap_err(),
+        invalid("staging target path is not set")
+    );
+    let mut r = ok.clone();
+    r.volume_capability.clear();
+    assert_eq!(
+        f.plugin.stage(&r).unwrap_err(),
+        invalid("no volume capability set")
+    );
+    let mut r = ok.clone();
+    r.volume_capability
+        .as_mut()
+        .unwrap()
+        .set_block(Default::default());
+    assert_eq!(
+        f.plugin.stage(&r).unwrap_err(),
+        invalid("no mount volume capability set")
+    );
+    let mut r = ok.clone();
+    r.volume_context.clear();
+    assert_eq!(
+        f.plugin.stage(&r).unwrap_err(),
+        invalid("mount-target is required in volume context")
+    );
+    let mut r = ok.clone();
+    r.staging_target_path = "relative/staging".into();
+    assert!(matches!(
+        f.plugin.stage(&r).unwrap_err(),
+        Error::InvalidArgument(_)
+    ));
+    assert!(
+        f.mounter.calls().is_empty(),
+        "nothing mounted for invalid requests"
+    );
+}
+
+#[test]
+fn publish_unpublish_unstage_and_stats_validation() {
+    let f = Fixture::new("other-validation");
+    let ok = f.publish_request();
+    type Breaker = fn(&mut csi::NodePublishVolumeRequest);
+    let cases: [(Breaker, &str); 5] = [
+        (|r| r.volume_id.clear(), "volume ID is not set"),
+        (
+            |r| r.staging_target_path.clear(),
+            "staging target path is not set",
+        ),
+        (|r| r.target_path.clear(), "target path is not set"),
+        (|r| r.volume_capability.clear(), "no volume capability set"),
+        (
+            |r| {
+                r.volume_capability
+                    .as_mut()
+                    .unwrap()
+                    .set_block(Default::default())
+            },
+            "no mount volume capability set",
+        ),
+    ];
+    for (break_it, message) in cases {
+        let mut r = ok.clone();
+        break_it(&mut r);
+        assert_eq!(f.plugin.publish(&r).unwrap_err(), invalid(message));
+    }
+    let mut same = ok.clone();
+    same.target_path = same.staging_target_path.clone();
+    assert!(matches!(
+        f.plugin.publish(&same).unwrap_err(),
+        Error::InvalidArgument(_)
+    ));
+
+    let mut r = csi::NodeUnpublishVolumeRequest::new();
+    r.target_path = f.path("target");
+    assert_eq!(
+        f.plugin.unpublish(&r).unwrap_err(),
+        invalid("volume ID is not set")
+    );
+    r.volume_id = "1/2".into();
+    r.target_path.clear();
+    assert_eq!(
+        f.plugin.unpublish(&r).unwrap_err(),
+        invalid("target path is not set")
+    );
+
+    let mut r = csi::NodeUnstageVolumeRequest::new();
+    r.staging_target_path = f.path("staging");
+    assert_eq!(
+        f.plugin.unstage(&r).unwrap_err(),
+        invalid("volume ID is not set")
+    );
+    r.volume_id = "1/2".into();
+    r.staging_target_path.clear();
+    assert_eq!(
+        f.plugin.unstage(&r).unwrap_err(),
+        invalid("staging target path is not set")
+    );
+
+    let mut r = csi::NodeGetVolumeStatsRequest::new();
+    r.volume_path = f.path("target");
+    assert_eq!(
+        f.plugin.stats(&r).unwrap_err(),
+        invalid("volume ID is not set")
+    );
+    r.volume_id = "1/2".into();
+    r.volume_path.clear();
+    assert_eq!(
+        f.plugin.stats(&r).unwrap_err(),
+        invalid("volume path is not set")
+    );
+    assert!(f.mounter.calls().is_empty());
+}
+
+#[test]
+fn stats_errors_map_to_not_found_and_internal() {
+    let f = Fixture::new("stats");
+    let mut r = csi::NodeGetVolumeStatsRequest::new();
+    r.volume_id = "1/2".into();
+    r.volume_path = f.path("missing");
+    let err = f.plugin.stats(&r).unwrap_err();
+    assert!(
+        matches!(&err, Error::NotFound(m) if m.starts_with("volume path not found: ")),
+        "{err:?}"
+    );
+    r.volume_path = f.path("");
+    let err = f.plugin.stats(&r).unwrap_err();
+    assert!(
+        matches!(&err, Error::Internal(m) if m.starts_with("failed to get stats: ")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn optional_mtls_retries_plain_after_a_failure_but_not_after_a_timeout() {
+    let f = Fixture::new("optional");
+    let req = f.stage_request(&[("mount-target", "fs:/e"), ("mtls-mode", "optional")]);
+    f.mounter
+        .state()
+        .nfs_results
+        .push_back(Err(Error::Internal("tls failed".into())));
+    f.plugin.stage(&req).unwrap();
+    let staging = f.path("staging");
+    assert_eq!(
+        f.mounter.calls(),
+        [
+            format!("nfs fs:/e {staging} [xprtsec=mtls]"),
+            format!("nfs fs:/e {staging} []")
+        ]
+    );
+
+    let f = Fixture::new("optional-timeout");
+    let req = f.stage_request(&[("mount-target", "fs:/e"), ("mtls-mode", "optional")]);
+    f.mounter
+        .state()
+        .nfs_results
+        .push_back(Err(Error::DeadlineExceeded("killed".into())));
+    let err = f.plugin.stage(&req).unwrap_err();
+    assert!(matches!(err, Error::DeadlineExceeded(_)), "{err:?}");
+    assert_eq!(f.mounter.calls().len(), 1);
+}
+
+#[test]
+fn when_both_optional_attempts_fail_both_errors_are_reported() {
+    let f = Fixture::new("optional-both");
+    let req = f.stage_request(&[("mount-target", "fs:/e"), ("mtls-mode", "optional")]);
+    f.mounter.state().nfs_results.extend([
+        Err(Error::Internal("tls failed".into())),
+        Err(Error::Internal("access denied".into())),
+    ]);
+    let err = f.plugin.stage(&req).unwrap_err();
+    let message = err.message();
+    assert!(matches!(err, Error::Internal(_)));
+    assert!(
+        message.starts_with("NodeStageVolume failed to stage volume 1/2 at path "),
+        "{message}"
+    );
+    assert!(
+        message.contains("tls failed") && message.contains("access denied"),
+        "{message}"
+    );
+}
+
+#[test]
+fn stage_of_a_staged_volume_mounts_nothing() {
+    let f = Fixture::new("restage");
+    f.staged();
+    f.staged();
+    assert_eq!(f.mounter.calls().len(), 1);
+}
+
+#[test]
+fn a_failed_bind_cleans_the_target_and_never_the_staging_path() {
+    let f = Fixture::new("bind-fails");
+    f.staged();
+    f.mounter.state().fail_bind = true;
+    let err = f.plugin.publish(&f.publish_request()).unwrap_err();
+    assert!(
+        matches!(&err, Error::Internal(m) if m.starts_with("NodePublishVolume could not mount ")),
+        "{err:?}"
+    );
+    let staging = f.path("staging");
+    assert!(f.mounter.is_mounted(Path::new(&staging)));
+    assert!(
+        !f.mounter
+            .calls()
+            .iter()
+            .any(|c| c == &format!("unmount {staging}")),
+        "{:?}",
+        f.mounter.calls()
+    );
+    assert!(!Path::new(&f.path("target")).exists());
+}
+
+#[test]
+fn a_remount_that_stays_writable_is_refused_and_undone() {
+    let f = Fixture::new("not-ro");
+    f.staged();
+    f.mounter.state().ignore_readonly = true;
+    let mut req = f.publish_request();
+    req.readonly = true;
+    let err = f.plugin.publish(&req).unwrap_err();
+    assert!(err.message().contains("not read-only"), "{err:?}");
+    assert!(!f.mounter.is_mounted(Path::new(&f.path("target"))));
+    assert!(f.mounter.is_mounted(Path::new(&f.path("staging"))));
+}
+
+#[test]
+fn reader_only_modes_and_the_readonly_flag_make_the_bind_read_only() {
+    for (mode, readonly, want_ro) in [
+        (Mode::SINGLE_NODE_READER_ONLY, false, true),
+        (Mode::MULTI_NODE_READER_ONLY, false, true),
+        (Mode::MULTI_NODE_MULTI_WRITER, true, true),
+        (Mode::SINGLE_NODE_WRITER, false, false),
+        (Mode::MULTI_NODE_SINGLE_WRITER, false, false),
+    ] {
+        let f = Fixture::new("modes");
+        f.staged();
+        let mut req = f.publish_request();
+        req.readonly = readonly;
+        req.volume_capability = Some(capability(mode)).into();
+        f.plugin.publish(&req).unwrap();
+        let target = f.path("target");
+        let remounted = f.mounter.calls().contains(&format!("ro {target}"));
+        assert_eq!(remounted, want_ro, "{mode:?} readonly={readonly}");
+    }
+}
+
+#[test]
+fn a_held_target_or_volume_is_aborted() {
+    let f = Fixture::new("locks");
+    f.staged();
+    let req = f.publish_request();
+    let guard = f.plugin.targets.try_lock(&req.target_path).unwrap();
+    assert!(matches!(f.plugin.publish(&req), Err(Error::Aborted(_))));
+    let mut unpublish = csi::NodeUnpublishVolumeRequest::new();
+    unpublish.volume_id = "1/2".into();
+    unpublish.target_path = req.target_path.clone();
+    assert!(matches!(
+        f.plugin.unpublish(&unpublish),
+        Err(Error::Aborted(_))
+    ));
+    drop(guard);
+    f.plugin.publish(&req).unwrap();
+
+    let _volume = f.plugin.volumes.try_lock("1/2").unwrap();
+    let mut unstage = csi::NodeUnstageVolumeRequest::new();
+    unstage.volume_id = "1/2".into();
+    unstage.staging_target_path = f.path("staging");
+    assert!(matches!(f.plugin.unstage(&unstage), Err(Error::Aborted(_))));
+    // publish of another target is not held up by the volume lock
+    let mut other = f.publish_request();
+    other.target_path = f.path("target-2");
+    f.plugin.publish(&other).unwrap();
+}
