@@ -138,7 +138,13 @@ impl Clients {
             "info" => {
                 let info = rpc(self.identity.get_plugin_info(&Default::default()))?;
                 let caps = rpc(self.identity.get_plugin_capabilities(&Default::default()))?;
-                Ok(format!("{} {}\nplugin capabilities: {:?}\n", info.name, info.vendor_version, caps.capabilities))
+                let services: Vec<String> = caps
+                    .capabilities
+                    .iter()
+                    .filter(|c| c.has_service())
+                    .map(|c| format!("{:?}", c.service().type_.enum_value_or_default()))
+                    .collect();
+                Ok(format!("{} {}\nplugin services: {}\n", info.name, info.vendor_version, services.join(", ")))
             }
             "create-volume" => {
                 let size = take_flag(&mut args, "--size")?;

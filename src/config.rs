@@ -241,14 +241,7 @@ impl Config {
             // dev mode keeps everything, its socket included, in its state dir.
             (Role::Dev, None) => {
                 let dir = PathBuf::from(or_default("DEV_STATE_DIR"));
-                let dir = if dir.is_absolute() {
-                    dir
-                } else {
-                    std::env::current_dir()
-                        .map_err(|e| ConfigError::new(format!("DEV_STATE_DIR: {e}")))?
-                        .join(dir)
-                };
-                Endpoint::Unix(dir.join("csi.sock"))
+                Endpoint::Unix(absolute(&dir)?.join("csi.sock"))
             }
             (_, raw) => parse_endpoint(raw.as_deref().unwrap_or("unix:///csi/csi.sock"))
                 .map_err(|e| ConfigError::new(format!("CSI_ENDPOINT: {e}")))?,
@@ -295,7 +288,7 @@ impl Config {
             .map_err(|e| ConfigError::new(format!("DEFAULT_CAPACITY: {e}")))?;
         let dev = match role {
             Role::Dev => Some(DevConfig {
-                state_dir: PathBuf::from(or_default("DEV_STATE_DIR")),
+                state_dir: absolute(&PathBuf::from(or_default("DEV_STATE_DIR")))?,
                 activation_delay: duration("DEV_ACTIVATION_DELAY")?,
                 faults: get("DEV_FAULTS").unwrap_or_default(),
             }),
@@ -318,6 +311,19 @@ impl Config {
             dev,
         })
     }
+}
+
+/// `dir` against the working directory, `.` components dropped, so paths
+/// printed and handed to clients work from anywhere.
+fn absolute(dir: &std::path::Path) -> Result<PathBuf, ConfigError> {
+    let full = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| ConfigError::new(format!("DEV_STATE_DIR: {e}")))?
+            .join(dir)
+    };
+    Ok(full.components().collect())
 }
 
 /// `500ms`, `10s`, `5m`, `1h`; a bare number is rejected so units are never guessed.

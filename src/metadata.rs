@@ -32,6 +32,10 @@ impl MetadataClient {
             .timeout_global(Some(timeout))
             .timeout_connect(Some(timeout))
             .max_redirects(0)
+            // Asked once or twice per process: a fresh connection each time
+            // makes a vanished service show as "refused" at once, instead of
+            // a request lost on a stale pooled connection until the timeout.
+            .max_idle_connections(0)
             .build()
             .new_agent();
         MetadataClient {

@@ -94,9 +94,11 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
     if let Err(e) = futures_executor::block_on(shutdown) {
         log::warn!("gRPC shutdown: {e}");
     }
+    // gRPC core usually unlinks the socket itself on shutdown.
     if let Endpoint::Unix(path) = &config.endpoint {
-        if let Err(e) = std::fs::remove_file(path) {
-            log::warn!("remove socket {}: {e}", path.display());
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => log::warn!("remove socket {}: {e}", path.display()),
+            _ => {}
         }
     }
     drop(role.resources);

@@ -50,19 +50,6 @@ impl Drop for DevResources {
     }
 }
 
-/// A state directory made absolute (the socket path and the mounts must not
-/// depend on where a client runs from).
-pub fn state_dir(config: &Config) -> Result<PathBuf, String> {
-    let dir = &config.dev.as_ref().ok_or("dev settings missing")?.state_dir;
-    if dir.is_absolute() {
-        Ok(dir.clone())
-    } else {
-        std::env::current_dir()
-            .map(|cwd| cwd.join(dir))
-            .map_err(|e| format!("DEV_STATE_DIR: {e}"))
-    }
-}
-
 fn seed(activation_delay: Duration) -> Seed {
     let mut seed = Seed {
         regions: vec![DEV_REGION.to_string()],
@@ -105,7 +92,7 @@ fn mirror(exports: &Exports, event: &FakeEvent) {
 
 pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     let dev = config.dev.as_ref().ok_or("dev settings missing")?;
-    let state = state_dir(config)?;
+    let state = dev.state_dir.clone();
     let fail = |what: &str, e: crate::Error| format!("dev mode: {what}: {}", e.message());
     std::fs::create_dir_all(&state).map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
     std::fs::write(state.join(MARKER), "").map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
