@@ -383,8 +383,8 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
     (bits < 6).then_some(out)
 }
 
-/// Percent-encoding for a query value (RFC 3986 unreserved kept).
-fn encode_query(s: &str) -> String {
+/// Percent-encoding for a path segment or query value (RFC 3986 unreserved kept).
+fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -431,10 +431,7 @@ impl KubeClient {
     pub fn in_cluster(server: &str, sa_dir: &Path, refresh: Duration) -> crate::Result<KubeClient> {
         let ca_path = sa_dir.join("ca.crt");
         let ca_pem = std::fs::read(&ca_path).map_err(|e| {
-            crate::Error::InvalidArgument(format!(
-                "service account CA {}: {e}",
-                ca_path.display()
-            ))
+            crate::Error::InvalidArgument(format!("service account CA {}: {e}", ca_path.display()))
         })?;
         let bearer = Bearer::from_file(sa_dir.join("token"), refresh)?;
         let target = Target {
@@ -468,7 +465,10 @@ impl KubeClient {
             tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
         }
         if target.insecure {
-            log::warn!("kubeconfig asks to skip TLS verification of {}", target.server);
+            log::warn!(
+                "kubeconfig asks to skip TLS verification of {}",
+                target.server
+            );
             tls = tls.disable_verification(true);
         }
         if let Some((cert_pem, key_pem)) = &target.client_cert {
@@ -493,7 +493,7 @@ impl KubeClient {
 
     pub fn get_node(&self, name: &str) -> crate::Result<Node> {
         let body = self.get(
-            &format!("/api/v1/nodes/{}", encode_query(name)),
+            &format!("/api/v1/nodes/{}", percent_encode(name)),
             &format!("get node {name:?}"),
         )?;
         let node: NodeObject = serde_json::from_str(&body)
@@ -509,7 +509,7 @@ impl KubeClient {
             query.push(format!("limit={limit}"));
         }
         if !label_selector.is_empty() {
-            query.push(format!("labelSelector={}", encode_query(label_selector)));
+            query.push(format!("labelSelector={}", percent_encode(label_selector)));
         }
         let path = if query.is_empty() {
             "/api/v1/nodes".to_string()
@@ -638,14 +638,35 @@ users:
     fn unsupported_and_broken_configs_fail_clearly() {
         let table = [
             (with_user("    exec: {command: aws}\n"), "exec"),
-            (with_user("    auth-provider: {name: gcp}\n"), "auth-provider"),
+            (
+                with_user("    auth-provider: {name: gcp}\n"),
+                "auth-provider",
+            ),
             (with_user("    username: a\n    password: b\n"), "basic"),
-            (with_user("    client-certificate-data: Q0VSVA==\n"), "without a key"),
-            (with_user("    client-key-data: '%%%'\n    client-certificate-data: Q0VSVA==\n"), "base64"),
-            (BASE.replace("current-context: blue", "current-context: nope"), "\"nope\" not found"),
-            (BASE.replace("current-context: blue\n", ""), "no current-context"),
-            (BASE.replace("cluster: c1,", "cluster: gone,").replace("{cluster: c1", "{cluster: gone"), "\"gone\" not found"),
-            (format!("{BASE}- name: someone-else\n  user: {{token: x}}\n"), "user \"u1\" not found"),
+            (
+                with_user("    client-certificate-data: Q0VSVA==\n"),
+                "without a key",
+            ),
+            (
+                with_user("    client-key-data: '%%%'\n    client-certificate-data: Q0VSVA==\n"),
+                "base64",
+            ),
+            (
+                BASE.replace("current-context: blue", "current-context: nope"),
+                "\"nope\" not found",
+            ),
+            (
+                BASE.replace("current-context: blue\n", ""),
+                "no current-context",
+            ),
+            (
+                BASE.replace("cluster: c1,", "cluster: gone,"),
+                "\"gone\" not found",
+            ),
+            (
+                format!("{BASE}- name: someone-else\n  user: {{token: x}}\n"),
+                "user \"u1\" not found",
+            ),
             ("[not, a, mapping".to_string(), "cannot parse"),
         ];
         for (yaml, needle) in table {
@@ -667,9 +688,9 @@ users:
     }
 
     #[test]
-    fn query_encoding() {
+    fn percent_encoding() {
         assert_eq!(
-            encode_query("!node-role.kubernetes.io/control-plane,a=b"),
+            percent_encode("!node-role.kubernetes.io/control-plane,a=b"),
             "%21node-role.kubernetes.io%2Fcontrol-plane%2Ca%3Db"
         );
     }

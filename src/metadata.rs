@@ -101,10 +101,7 @@ impl MetadataClient {
         };
         let mut response = sent.map_err(unavailable)?;
         let status = response.status().as_u16();
-        let body = response
-            .body_mut()
-            .read_to_string()
-            .map_err(unavailable)?;
+        let body = response.body_mut().read_to_string().map_err(unavailable)?;
         let message = || format!("metadata service: {what}: HTTP {status}");
         match status {
             200..=299 => Ok(body),

@@ -21,7 +21,13 @@ fn fake() -> FakeLinode {
 }
 
 /// `(status, content-type, JSON body)` of one raw request.
-fn raw(fake: &FakeLinode, method: &str, path: &str, headers: &[(&str, &str)], body: Option<Value>) -> (u16, String, Value) {
+fn raw(
+    fake: &FakeLinode,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> (u16, String, Value) {
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -44,7 +50,11 @@ fn raw(fake: &FakeLinode, method: &str, path: &str, headers: &[(&str, &str)], bo
         .map(|v| v.to_str().unwrap().to_string())
         .unwrap_or_default();
     let text = resp.body_mut().read_to_string().unwrap();
-    (resp.status().as_u16(), ctype, serde_json::from_str(&text).unwrap_or(Value::Null))
+    (
+        resp.status().as_u16(),
+        ctype,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+    )
 }
 
 fn create_fs(fake: &FakeLinode, label: &str) -> u64 {
@@ -91,10 +101,19 @@ fn auth_envelopes_and_routing() {
     assert_eq!(raw(&fake, "GET", "v3/nfs/spaces", &[], None).0, 404);
     assert_eq!(raw(&fake, "PATCH", "v4beta/nfs/spaces/7", &[], None).0, 405);
     let (status, _, body) = raw(&fake, "DELETE", "v4/nfs/spaces/7/filesystems/9", &[], None);
-    assert_eq!((status, body), (404, json!({"errors": [{"reason": "Not found"}]})));
+    assert_eq!(
+        (status, body),
+        (404, json!({"errors": [{"reason": "Not found"}]}))
+    );
 
     let id = create_fs(&fake, "a");
-    let (status, _, body) = raw(&fake, "DELETE", &format!("v4beta/nfs/spaces/7/filesystems/{id}"), &[], None);
+    let (status, _, body) = raw(
+        &fake,
+        "DELETE",
+        &format!("v4beta/nfs/spaces/7/filesystems/{id}"),
+        &[],
+        None,
+    );
     assert_eq!((status, body), (200, json!({})));
 }
 
@@ -104,22 +123,65 @@ fn paging_and_filter_validation() {
     for n in 0..30 {
         create_fs(&fake, &format!("fs-{n}"));
     }
-    let (_, _, first) = raw(&fake, "GET", "v4beta/nfs/spaces/7/filesystems?page_size=25", &[], None);
-    assert_eq!((first["page"].as_u64(), first["pages"].as_u64(), first["results"].as_u64()), (Some(1), Some(2), Some(30)));
+    let (_, _, first) = raw(
+        &fake,
+        "GET",
+        "v4beta/nfs/spaces/7/filesystems?page_size=25",
+        &[],
+        None,
+    );
+    assert_eq!(
+        (
+            first["page"].as_u64(),
+            first["pages"].as_u64(),
+            first["results"].as_u64()
+        ),
+        (Some(1), Some(2), Some(30))
+    );
     assert_eq!(first["data"].as_array().unwrap().len(), 25);
-    let (_, _, second) = raw(&fake, "GET", "v4beta/nfs/spaces/7/filesystems?page_size=25&page=2", &[], None);
+    let (_, _, second) = raw(
+        &fake,
+        "GET",
+        "v4beta/nfs/spaces/7/filesystems?page_size=25&page=2",
+        &[],
+        None,
+    );
     assert_eq!(second["data"].as_array().unwrap().len(), 5);
 
-    let (status, _, body) = raw(&fake, "GET", "v4beta/nfs/spaces/7/filesystems?page_size=5", &[], None);
-    assert_eq!((status, &body["errors"][0]["field"]), (400, &json!("page_size")));
+    let (status, _, body) = raw(
+        &fake,
+        "GET",
+        "v4beta/nfs/spaces/7/filesystems?page_size=5",
+        &[],
+        None,
+    );
+    assert_eq!(
+        (status, &body["errors"][0]["field"]),
+        (400, &json!("page_size"))
+    );
 
     let filter = [("X-Filter", r#"{"size": 5}"#)];
-    let (status, _, body) = raw(&fake, "GET", "v4beta/nfs/spaces/7/filesystems", &filter, None);
+    let (status, _, body) = raw(
+        &fake,
+        "GET",
+        "v4beta/nfs/spaces/7/filesystems",
+        &filter,
+        None,
+    );
     assert_eq!(status, 400);
-    assert_eq!(body, json!({"errors": [{"reason": "Cannot filter on size", "field": "X-Filter"}]}));
+    assert_eq!(
+        body,
+        json!({"errors": [{"reason": "Cannot filter on size", "field": "X-Filter"}]})
+    );
 
     let filter = [("X-Filter", r#"{"label": "fs-3", "region": "us-ord"}"#)];
-    let (_, _, body) = raw(&fake, "GET", "v4beta/nfs/spaces/7/filesystems", &filter, None);
+    let (_, _, body) = raw(
+        &fake,
+        "GET",
+        "v4beta/nfs/spaces/7/filesystems",
+        &filter,
+        None,
+    );
     assert_eq!(body["results"], json!(1));
 }
 
@@ -131,7 +193,13 @@ fn policy_put_is_full_replace_unless_told_to_merge() {
     let full = json!({"label": "p", "enabled": true, "linode_ids": [11], "squash_policy": "none", "protocols": ["nfsv4"]});
     assert_eq!(raw(&fake, "PUT", &path, &[], Some(full.clone())).0, 200);
 
-    let (_, _, partial) = raw(&fake, "PUT", &path, &[], Some(json!({"squash_policy": "all_squash"})));
+    let (_, _, partial) = raw(
+        &fake,
+        "PUT",
+        &path,
+        &[],
+        Some(json!({"squash_policy": "all_squash"})),
+    );
     assert_eq!(partial["enabled"], json!(false), "omitted fields reset");
     assert_eq!(partial["linode_acl"], json!([]));
     assert_eq!(partial["squash_policy"], json!("all_squash"));
@@ -139,13 +207,32 @@ fn policy_put_is_full_replace_unless_told_to_merge() {
 
     fake.set_policy_put(PolicyPut::Merge);
     raw(&fake, "PUT", &path, &[], Some(full));
-    let (_, _, merged) = raw(&fake, "PUT", &path, &[], Some(json!({"squash_policy": "all_squash"})));
+    let (_, _, merged) = raw(
+        &fake,
+        "PUT",
+        &path,
+        &[],
+        Some(json!({"squash_policy": "all_squash"})),
+    );
     assert_eq!(merged["enabled"], json!(true), "merge keeps omitted fields");
-    assert_eq!(merged["linode_acl"][0]["url"], json!("/v4/linode/instances/11"));
+    assert_eq!(
+        merged["linode_acl"][0]["url"],
+        json!("/v4/linode/instances/11")
+    );
 
-    let (status, _, body) = raw(&fake, "PUT", &path, &[], Some(json!({"squash_policy": "some", "protocols": ["nfsv3"]})));
+    let (status, _, body) = raw(
+        &fake,
+        "PUT",
+        &path,
+        &[],
+        Some(json!({"squash_policy": "some", "protocols": ["nfsv3"]})),
+    );
     assert_eq!(status, 400);
-    assert_eq!(body["errors"].as_array().unwrap().len(), 2, "every invalid field reported: {body}");
+    assert_eq!(
+        body["errors"].as_array().unwrap().len(),
+        2,
+        "every invalid field reported: {body}"
+    );
 }
 
 #[test]
@@ -161,7 +248,11 @@ fn state_persists_across_restarts() {
     drop(first);
 
     let second = FakeLinode::start_persistent(seed, &file).unwrap();
-    let labels: Vec<_> = second.filesystems().into_iter().map(|f| (f.id, f.label)).collect();
+    let labels: Vec<_> = second
+        .filesystems()
+        .into_iter()
+        .map(|f| (f.id, f.label))
+        .collect();
     assert_eq!(labels, [(a, "kept".to_string())]);
     assert_eq!(create_fs(&second, "next"), a + 1, "ids keep counting");
     drop(second);
@@ -173,13 +264,33 @@ fn observer_sees_exports_appear_snapshot_clone_and_go() {
     let fake = fake();
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&events);
-    fake.set_observer(Arc::new(move |e: &FakeEvent| sink.lock().unwrap().push(e.clone())));
+    fake.set_observer(Arc::new(move |e: &FakeEvent| {
+        sink.lock().unwrap().push(e.clone())
+    }));
 
     let id = create_fs(&fake, "data");
-    raw(&fake, "GET", &format!("v4beta/nfs/spaces/7/filesystems/{id}"), &[], None);
-    let (_, _, snap) = raw(&fake, "POST", &format!("v4beta/nfs/spaces/7/filesystems/{id}/snapshots"), &[], Some(json!({"label": "s1"})));
+    raw(
+        &fake,
+        "GET",
+        &format!("v4beta/nfs/spaces/7/filesystems/{id}"),
+        &[],
+        None,
+    );
+    let (_, _, snap) = raw(
+        &fake,
+        "POST",
+        &format!("v4beta/nfs/spaces/7/filesystems/{id}/snapshots"),
+        &[],
+        Some(json!({"label": "s1"})),
+    );
     let snap_id = snap["id"].as_u64().unwrap();
-    raw(&fake, "GET", &format!("v4beta/nfs/spaces/7/filesystems/{id}/snapshots/{snap_id}"), &[], None);
+    raw(
+        &fake,
+        "GET",
+        &format!("v4beta/nfs/spaces/7/filesystems/{id}/snapshots/{snap_id}"),
+        &[],
+        None,
+    );
     let (_, _, clone) = raw(
         &fake,
         "POST",
@@ -188,19 +299,55 @@ fn observer_sees_exports_appear_snapshot_clone_and_go() {
         Some(json!({"label": "copy", "region": "us-ord"})),
     );
     let clone_id = clone["id"].as_u64().unwrap();
-    raw(&fake, "GET", &format!("v4beta/nfs/spaces/7/filesystems/{clone_id}"), &[], None);
-    raw(&fake, "DELETE", &format!("v4beta/nfs/spaces/7/filesystems/{id}"), &[], None);
+    raw(
+        &fake,
+        "GET",
+        &format!("v4beta/nfs/spaces/7/filesystems/{clone_id}"),
+        &[],
+        None,
+    );
+    raw(
+        &fake,
+        "DELETE",
+        &format!("v4beta/nfs/spaces/7/filesystems/{id}"),
+        &[],
+        None,
+    );
 
     let export = format!("/data-{id:x}");
     let clone_export = format!("/copy-{clone_id:x}");
     assert_eq!(
         *events.lock().unwrap(),
         [
-            FakeEvent::FilesystemActive { space_id: 7, filesystem_id: id, export: export.clone(), source_snapshot_id: None },
-            FakeEvent::SnapshotCreated { space_id: 7, filesystem_id: id, snapshot_id: snap_id, source_export: export.clone() },
-            FakeEvent::CloneCreated { snapshot_id: snap_id, space_id: 7, filesystem_id: clone_id, export: clone_export.clone() },
-            FakeEvent::FilesystemActive { space_id: 7, filesystem_id: clone_id, export: clone_export, source_snapshot_id: Some(snap_id) },
-            FakeEvent::FilesystemDeleted { space_id: 7, filesystem_id: id, export },
+            FakeEvent::FilesystemActive {
+                space_id: 7,
+                filesystem_id: id,
+                export: export.clone(),
+                source_snapshot_id: None
+            },
+            FakeEvent::SnapshotCreated {
+                space_id: 7,
+                filesystem_id: id,
+                snapshot_id: snap_id,
+                source_export: export.clone()
+            },
+            FakeEvent::CloneCreated {
+                snapshot_id: snap_id,
+                space_id: 7,
+                filesystem_id: clone_id,
+                export: clone_export.clone()
+            },
+            FakeEvent::FilesystemActive {
+                space_id: 7,
+                filesystem_id: clone_id,
+                export: clone_export,
+                source_snapshot_id: Some(snap_id)
+            },
+            FakeEvent::FilesystemDeleted {
+                space_id: 7,
+                filesystem_id: id,
+                export
+            },
         ]
     );
 }

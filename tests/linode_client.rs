@@ -142,7 +142,10 @@ fn spaces_by_id_and_label_and_the_headers_sent() {
     let err = cloud.get_space(999).unwrap_err();
     assert!(matches!(err, Error::NotFound(_)), "{err:?}");
     assert!(err.message().contains("[404] Not found"), "{err}");
-    assert!(err.message().contains("999"), "the operation is named: {err}");
+    assert!(
+        err.message().contains("999"),
+        "the operation is named: {err}"
+    );
 }
 
 #[test]
@@ -159,7 +162,9 @@ fn lists_follow_every_page() {
     assert_eq!(queries, ["page=1", "page=2", "page=3"]);
 
     for n in 0..9 {
-        cloud.create_filesystem(7, &new_fs(&format!("pvc-{n}"))).unwrap();
+        cloud
+            .create_filesystem(7, &new_fs(&format!("pvc-{n}")))
+            .unwrap();
     }
     cloud.create_filesystem(7, &new_fs("pvc-3")).unwrap();
     fake.set_page_size(Some(2));
@@ -177,7 +182,9 @@ fn snapshot_lists_ask_for_500_per_page_and_aggregate() {
     let (fake, cloud) = setup();
     let fs = cloud.create_filesystem(7, &new_fs("pvc-snaps")).unwrap();
     for n in 0..5 {
-        cloud.create_snapshot(7, fs.id, &format!("snap-{n}")).unwrap();
+        cloud
+            .create_snapshot(7, fs.id, &format!("snap-{n}"))
+            .unwrap();
     }
     fake.set_page_size(Some(2));
     fake.clear_requests();
@@ -186,7 +193,11 @@ fn snapshot_lists_ask_for_500_per_page_and_aggregate() {
     let queries: Vec<_> = fake.requests().into_iter().map(|r| r.query).collect();
     assert_eq!(
         queries,
-        ["page=1&page_size=500", "page=2&page_size=500", "page=3&page_size=500"]
+        [
+            "page=1&page_size=500",
+            "page=2&page_size=500",
+            "page=3&page_size=500"
+        ]
     );
 }
 
@@ -239,7 +250,10 @@ fn filesystem_create_wait_find_delete() {
         ..new_fs("pvc-tagged")
     };
     let fs2 = cloud.create_filesystem(7, &tagged).unwrap();
-    assert_eq!(last(&fake, "POST").json()["tags"], serde_json::json!(["cluster-blue"]));
+    assert_eq!(
+        last(&fake, "POST").json()["tags"],
+        serde_json::json!(["cluster-blue"])
+    );
     assert_eq!(fs2.tags, ["cluster-blue"]);
 
     let found = cloud.find_filesystems(7, "pvc-0a1b", "us-ord").unwrap();
@@ -249,17 +263,35 @@ fn filesystem_create_wait_find_delete() {
         serde_json::from_str::<serde_json::Value>(&filter).unwrap(),
         serde_json::json!({"label": "pvc-0a1b", "region": "us-ord"})
     );
-    assert!(cloud.find_filesystems(7, "pvc-0a1b", "us-sea").unwrap().is_empty());
-    assert!(cloud.get_filesystem(8, created.id).unwrap_err().is_not_found(), "wrong space");
+    assert!(cloud
+        .find_filesystems(7, "pvc-0a1b", "us-sea")
+        .unwrap()
+        .is_empty());
+    assert!(
+        cloud
+            .get_filesystem(8, created.id)
+            .unwrap_err()
+            .is_not_found(),
+        "wrong space"
+    );
 
     cloud.delete_filesystem(7, created.id).unwrap();
-    assert_eq!(cloud.get_filesystem(7, created.id).unwrap().status, Status::Deleting);
+    assert_eq!(
+        cloud.get_filesystem(7, created.id).unwrap().status,
+        Status::Deleting
+    );
     fake.set_deletion_delay(Duration::ZERO);
     // A delete accepted earlier completes on its own clock: gone after 60 s.
-    assert_eq!(cloud.get_filesystem(7, created.id).unwrap().status, Status::Deleting);
+    assert_eq!(
+        cloud.get_filesystem(7, created.id).unwrap().status,
+        Status::Deleting
+    );
     cloud.delete_filesystem(7, fs2.id).unwrap();
     assert!(cloud.get_filesystem(7, fs2.id).unwrap_err().is_not_found());
-    assert!(cloud.delete_filesystem(7, fs2.id).unwrap_err().is_not_found());
+    assert!(cloud
+        .delete_filesystem(7, fs2.id)
+        .unwrap_err()
+        .is_not_found());
 }
 
 #[test]
@@ -278,7 +310,10 @@ fn validation_errors_are_invalid_argument_with_the_field() {
         ..new_fs("ok")
     };
     let err = cloud.create_filesystem(7, &bad_region).unwrap_err();
-    assert!(err.message().contains("[region] region is not valid"), "{err}");
+    assert!(
+        err.message().contains("[region] region is not valid"),
+        "{err}"
+    );
 
     let zero = NewFilesystem {
         max_capacity_bytes: 0,
@@ -288,7 +323,10 @@ fn validation_errors_are_invalid_argument_with_the_field() {
         cloud.create_filesystem(7, &zero).unwrap_err(),
         Error::InvalidArgument(_)
     ));
-    assert!(cloud.create_filesystem(999, &new_fs("ok")).unwrap_err().is_not_found());
+    assert!(cloud
+        .create_filesystem(999, &new_fs("ok"))
+        .unwrap_err()
+        .is_not_found());
 }
 
 #[test]
@@ -309,7 +347,9 @@ fn filesystem_access_policy_full_replace_and_wait() {
         squash_policy: SquashPolicy::None,
         protocols: vec!["nfsv4".into()],
     };
-    let put = cloud.put_filesystem_access_policy(7, fs.id, &update).unwrap();
+    let put = cloud
+        .put_filesystem_access_policy(7, fs.id, &update)
+        .unwrap();
     assert_eq!(put.status, Status::Updating);
     assert_eq!(
         last(&fake, "PUT").json(),
@@ -330,7 +370,9 @@ fn filesystem_access_policy_full_replace_and_wait() {
         linode_ids: vec![42],
         ..update
     };
-    let err = cloud.put_filesystem_access_policy(7, fs.id, &unknown).unwrap_err();
+    let err = cloud
+        .put_filesystem_access_policy(7, fs.id, &unknown)
+        .unwrap_err();
     assert!(err.message().contains("[linode_ids]"), "{err}");
     assert!(matches!(err, Error::InvalidArgument(_)));
 }
@@ -341,7 +383,10 @@ fn snapshots_create_duplicate_lock_delete() {
     let fs = cloud.create_filesystem(7, &new_fs("pvc-src")).unwrap();
     let snap = cloud.create_snapshot(7, fs.id, "snap-1").unwrap();
     assert_eq!(snap.status, Status::Creating);
-    assert_eq!(last(&fake, "POST").json(), serde_json::json!({"label": "snap-1"}));
+    assert_eq!(
+        last(&fake, "POST").json(),
+        serde_json::json!({"label": "snap-1"})
+    );
     assert!(snap.created.is_some());
 
     let dup = cloud.create_snapshot(7, fs.id, "snap-1").unwrap_err();
@@ -352,14 +397,20 @@ fn snapshots_create_duplicate_lock_delete() {
     })
     .unwrap();
     assert_eq!(active.size_bytes, Some(4_194_304));
-    assert!(cloud.get_snapshot(7, fs.id + 1, snap.id).unwrap_err().is_not_found());
+    assert!(cloud
+        .get_snapshot(7, fs.id + 1, snap.id)
+        .unwrap_err()
+        .is_not_found());
 
     assert!(fake.set_snapshot_locked(snap.id, true));
     let locked = cloud.delete_snapshot(7, fs.id, snap.id).unwrap_err();
     assert!(matches!(locked, Error::FailedPrecondition(_)), "{locked:?}");
     fake.set_snapshot_locked(snap.id, false);
     cloud.delete_snapshot(7, fs.id, snap.id).unwrap();
-    assert!(cloud.delete_snapshot(7, fs.id, snap.id).unwrap_err().is_not_found());
+    assert!(cloud
+        .delete_snapshot(7, fs.id, snap.id)
+        .unwrap_err()
+        .is_not_found());
     assert!(cloud.list_snapshots(7, fs.id).unwrap().is_empty());
 }
 
@@ -377,7 +428,9 @@ fn clone_creates_a_filesystem_in_the_target_space() {
     // `creating` snapshot: the fake refuses, as the API is expected to.
     fake.set_snapshot_lifecycle("snap-never", Lifecycle::NeverActive);
     let pending = cloud.create_snapshot(7, fs.id, "snap-never").unwrap();
-    let err = cloud.clone_snapshot(7, fs.id, pending.id, &clone).unwrap_err();
+    let err = cloud
+        .clone_snapshot(7, fs.id, pending.id, &clone)
+        .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
 
     let restored = cloud.clone_snapshot(7, fs.id, snap.id, &clone).unwrap();
@@ -395,15 +448,24 @@ fn clone_creates_a_filesystem_in_the_target_space() {
         space_id: Some(4040),
         ..clone
     };
-    assert!(cloud.clone_snapshot(7, fs.id, snap.id, &nowhere).unwrap_err().is_not_found());
-    assert!(cloud.clone_snapshot(7, fs.id, 1, &nowhere).unwrap_err().is_not_found());
+    assert!(cloud
+        .clone_snapshot(7, fs.id, snap.id, &nowhere)
+        .unwrap_err()
+        .is_not_found());
+    assert!(cloud
+        .clone_snapshot(7, fs.id, 1, &nowhere)
+        .unwrap_err()
+        .is_not_found());
 }
 
 #[test]
 fn instances_configs_and_both_interface_envelopes() {
     let (fake, cloud) = setup();
     let a = cloud.get_instance(61234567).unwrap();
-    assert_eq!(a.interface_generation, Some(InterfaceGeneration::LegacyConfig));
+    assert_eq!(
+        a.interface_generation,
+        Some(InterfaceGeneration::LegacyConfig)
+    );
     assert_eq!(a.region.as_deref(), Some("us-ord"));
     let configs = cloud.list_instance_configs(61234567).unwrap();
     let vpc: Vec<_> = configs[0]
@@ -422,7 +484,10 @@ fn instances_configs_and_both_interface_envelopes() {
     fake.set_interfaces_paginated(true);
     assert_eq!(cloud.list_instance_interfaces(61234568).unwrap(), plain);
 
-    assert_eq!(cloud.get_instance(61234569).unwrap().interface_generation, None);
+    assert_eq!(
+        cloud.get_instance(61234569).unwrap().interface_generation,
+        None
+    );
     assert!(cloud.get_instance(1).unwrap_err().is_not_found());
     assert!(cloud.list_instance_configs(1).unwrap_err().is_not_found());
 }
@@ -430,7 +495,8 @@ fn instances_configs_and_both_interface_envelopes() {
 #[test]
 fn each_http_error_class_maps_to_its_outcome() {
     let (fake, cloud) = setup();
-    let table: [(u16, fn(&Error) -> bool); 6] = [
+    type Check = fn(&Error) -> bool;
+    let table: [(u16, Check); 6] = [
         (403, |e| matches!(e, Error::PermissionDenied(_))),
         (409, |e| matches!(e, Error::FailedPrecondition(_))),
         (422, |e| matches!(e, Error::InvalidArgument(_))),
@@ -444,7 +510,11 @@ fn each_http_error_class_maps_to_its_outcome() {
         let err = cloud.get_space(7).unwrap_err();
         assert!(check(&err), "{status}: {err:?}");
         assert!(err.message().contains(&format!("[{status}]")), "{err}");
-        assert_eq!(fake.calls("GET", "nfs/spaces/7"), 1, "{status} is not retried");
+        assert_eq!(
+            fake.calls("GET", "nfs/spaces/7"),
+            1,
+            "{status} is not retried"
+        );
     }
 
     for status in [429, 502, 503, 504] {
@@ -452,17 +522,32 @@ fn each_http_error_class_maps_to_its_outcome() {
         fake.inject(FaultRule::status("GET", "nfs/spaces/7", status));
         let err = cloud.get_space(7).unwrap_err();
         assert!(matches!(err, Error::Unavailable(_)), "{status}: {err:?}");
-        assert_eq!(fake.calls("GET", "nfs/spaces/7"), 4, "{status}: retried up to the bound");
+        assert_eq!(
+            fake.calls("GET", "nfs/spaces/7"),
+            4,
+            "{status}: retried up to the bound"
+        );
         fake.clear_faults();
     }
 
-    fake.inject(FaultRule::status("GET", "nfs/spaces/7", 502).html().times(4));
+    fake.inject(
+        FaultRule::status("GET", "nfs/spaces/7", 502)
+            .html()
+            .times(4),
+    );
     let err = cloud.get_space(7).unwrap_err();
     assert!(err.message().contains("[502] Bad Gateway"), "{err}");
 
-    fake.inject(FaultRule::status("GET", "nfs/spaces/7", 200).html().times(1));
+    fake.inject(
+        FaultRule::status("GET", "nfs/spaces/7", 200)
+            .html()
+            .times(1),
+    );
     let err = cloud.get_space(7).unwrap_err();
-    assert!(matches!(err, Error::Internal(_)), "undecodable 200: {err:?}");
+    assert!(
+        matches!(err, Error::Internal(_)),
+        "undecodable 200: {err:?}"
+    );
 
     let wrong = LinodeCloud::new(LinodeSettings {
         token: "not-the-token".into(),
@@ -513,7 +598,10 @@ fn retry_after_is_honoured_and_capped() {
     fake.inject(FaultRule::rate_limited("GET", "nfs/spaces/*", 1).times(1));
     let started = Instant::now();
     assert_eq!(patient.get_space(7).unwrap().id, 7);
-    assert!(started.elapsed() >= Duration::from_secs(1), "waited Retry-After");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "waited Retry-After"
+    );
     assert_eq!(fake.calls("GET", "nfs/spaces/7"), 2);
 
     // A huge Retry-After is cut to the cap (50 ms here), and attempts are bounded.
@@ -539,7 +627,9 @@ fn put_and_delete_are_retried_but_post_never_is() {
         protocols: vec!["nfsv4".into()],
     };
     fake.inject(FaultRule::status("PUT", "**", 503).times(2));
-    cloud.put_filesystem_access_policy(7, fs.id, &update).unwrap();
+    cloud
+        .put_filesystem_access_policy(7, fs.id, &update)
+        .unwrap();
     assert_eq!(fake.calls("PUT", "**"), 3);
 
     fake.inject(FaultRule::busy("DELETE", "**").times(1));
@@ -559,7 +649,10 @@ fn put_and_delete_are_retried_but_post_never_is() {
 
     fake.clear_requests();
     fake.inject(FaultRule::maintenance("GET", "**").times(1));
-    assert!(matches!(cloud.get_space(7).unwrap_err(), Error::Unavailable(_)));
+    assert!(matches!(
+        cloud.get_space(7).unwrap_err(),
+        Error::Unavailable(_)
+    ));
     assert_eq!(fake.calls("GET", "**"), 1, "maintenance is not retried");
 }
 
@@ -578,27 +671,33 @@ fn waits_succeed_time_out_or_fail_early() {
     let (fake, cloud) = setup();
     fake.set_activation_delay(Duration::from_millis(40));
     let fs = cloud.create_filesystem(7, &new_fs("pvc-slow")).unwrap();
-    let got = wait_until_active("NFS filesystem 7/x", &fast_wait(Duration::from_secs(5)), || {
-        cloud.get_filesystem(7, fs.id)
-    })
+    let got = wait_until_active(
+        "NFS filesystem 7/x",
+        &fast_wait(Duration::from_secs(5)),
+        || cloud.get_filesystem(7, fs.id),
+    )
     .unwrap();
     assert_eq!(got.status, Status::Active);
     assert!(fake.calls("GET", "nfs/spaces/7/filesystems/*") >= 2);
 
     fake.set_filesystem_lifecycle("pvc-never", Lifecycle::NeverActive);
     let never = cloud.create_filesystem(7, &new_fs("pvc-never")).unwrap();
-    let err = wait_until_active("NFS filesystem 7/never", &fast_wait(Duration::from_millis(150)), || {
-        cloud.get_filesystem(7, never.id)
-    })
+    let err = wait_until_active(
+        "NFS filesystem 7/never",
+        &fast_wait(Duration::from_millis(150)),
+        || cloud.get_filesystem(7, never.id),
+    )
     .unwrap_err();
     assert!(matches!(err, Error::DeadlineExceeded(_)), "{err:?}");
     assert!(err.message().contains("NFS filesystem 7/never"));
 
     fake.set_filesystem_lifecycle("pvc-broken", Lifecycle::StickInError);
     let broken = cloud.create_filesystem(7, &new_fs("pvc-broken")).unwrap();
-    let err = wait_until_active("NFS filesystem 7/broken", &fast_wait(Duration::from_secs(60)), || {
-        cloud.get_filesystem(7, broken.id)
-    })
+    let err = wait_until_active(
+        "NFS filesystem 7/broken",
+        &fast_wait(Duration::from_secs(60)),
+        || cloud.get_filesystem(7, broken.id),
+    )
     .unwrap_err();
     assert!(matches!(err, Error::FailedPrecondition(_)), "{err:?}");
     assert!(err.message().contains("NFS filesystem 7/broken"));
@@ -611,10 +710,14 @@ fn waits_succeed_time_out_or_fail_early() {
         squash_policy: SquashPolicy::None,
         protocols: vec!["nfsv4".into()],
     };
-    cloud.put_filesystem_access_policy(7, got.id, &update).unwrap();
-    let err = wait_until_active("policy of 7/slow", &fast_wait(Duration::from_secs(60)), || {
-        cloud.get_filesystem_access_policy(7, got.id)
-    })
+    cloud
+        .put_filesystem_access_policy(7, got.id, &update)
+        .unwrap();
+    let err = wait_until_active(
+        "policy of 7/slow",
+        &fast_wait(Duration::from_secs(60)),
+        || cloud.get_filesystem_access_policy(7, got.id),
+    )
     .unwrap_err();
     assert!(matches!(err, Error::FailedPrecondition(_)), "{err:?}");
 }
@@ -638,7 +741,10 @@ fn active_filesystems_can_lack_a_mount_target() {
 fn random_fault_profile_drives_retries() {
     let (fake, cloud) = setup();
     fake.set_fault_profile(Some(FaultProfile::parse("503:1.0").unwrap()));
-    assert!(matches!(cloud.get_space(7).unwrap_err(), Error::Unavailable(_)));
+    assert!(matches!(
+        cloud.get_space(7).unwrap_err(),
+        Error::Unavailable(_)
+    ));
     assert_eq!(fake.calls("GET", "**"), 4);
     fake.set_fault_profile(None);
     assert_eq!(cloud.get_space(7).unwrap().id, 7);
@@ -688,7 +794,11 @@ fn the_token_never_appears_in_errors_or_logs() {
     let mut errors = Vec::new();
 
     // A backend (or proxy) that echoes the credential in its error body.
-    fake.inject(FaultRule::status("GET", "nfs/spaces/7", 400).reason(&format!("bad Bearer {TOKEN}")).times(1));
+    fake.inject(
+        FaultRule::status("GET", "nfs/spaces/7", 400)
+            .reason(&format!("bad Bearer {TOKEN}"))
+            .times(1),
+    );
     errors.push(cloud.get_space(7).unwrap_err());
     fake.inject(FaultRule::rate_limited("GET", "nfs/spaces/7", 0).times(2));
     cloud.get_space(7).unwrap();
@@ -710,7 +820,11 @@ fn the_token_never_appears_in_errors_or_logs() {
     .unwrap();
     errors.push(gone.get_space(7).unwrap_err());
 
-    assert!(errors[0].message().contains("bad Bearer ***"), "{}", errors[0]);
+    assert!(
+        errors[0].message().contains("bad Bearer ***"),
+        "{}",
+        errors[0]
+    );
     for e in &errors {
         assert!(!e.message().contains(TOKEN), "error leaks the token: {e}");
         assert!(!format!("{e:?}").contains(TOKEN));

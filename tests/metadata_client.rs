@@ -32,10 +32,14 @@ fn the_fake_enforces_the_token_protocol() {
         .http_status_as_error(false)
         .build()
         .new_agent();
-    let status = |r: Result<ureq::http::Response<ureq::Body>, ureq::Error>| r.unwrap().status().as_u16();
+    let status =
+        |r: Result<ureq::http::Response<ureq::Body>, ureq::Error>| r.unwrap().status().as_u16();
     let url = fake.url();
     assert_eq!(status(agent.get(format!("{url}/v1/instance")).call()), 401);
-    assert_eq!(status(agent.put(format!("{url}/v1/token")).send_empty()), 400);
+    assert_eq!(
+        status(agent.put(format!("{url}/v1/token")).send_empty()),
+        400
+    );
     assert_eq!(
         status(
             agent
@@ -52,7 +56,12 @@ fn the_fake_enforces_the_token_protocol() {
         .unwrap();
     let token = resp.body_mut().read_to_string().unwrap();
     assert_eq!(token.len(), 64, "text/plain gives the raw token");
-    let with = |t: &str| agent.get(format!("{url}/v1/network")).header("Metadata-Token", t).call();
+    let with = |t: &str| {
+        agent
+            .get(format!("{url}/v1/network"))
+            .header("Metadata-Token", t)
+            .call()
+    };
     assert_eq!(status(with(&token)), 200);
     assert_eq!(status(with("forged")), 401);
     fake.expire_tokens();
@@ -69,7 +78,10 @@ fn unreachable_slow_or_stopped_is_unavailable() {
     fake.set_delay(Duration::from_millis(500));
     let impatient = MetadataClient::new(&fake.url(), Duration::from_millis(100));
     let started = Instant::now();
-    assert!(matches!(impatient.instance().unwrap_err(), Error::Unavailable(_)));
+    assert!(matches!(
+        impatient.instance().unwrap_err(),
+        Error::Unavailable(_)
+    ));
     assert!(started.elapsed() < Duration::from_millis(450));
 
     fake.set_delay(Duration::ZERO);
@@ -79,5 +91,8 @@ fn unreachable_slow_or_stopped_is_unavailable() {
     let started = Instant::now();
     let err = client.instance().unwrap_err();
     assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(1), "refused, not timed out");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refused, not timed out"
+    );
 }

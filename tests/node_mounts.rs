@@ -313,6 +313,12 @@ fn a_failed_publish_cleans_up_the_target_and_leaves_staging_mounted() {
         .publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
         .unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::INTERNAL, "{err:?}");
+    let message = format!("{err:?}");
+    assert!(
+        message.contains("NodePublishVolume could not mount")
+            && message.contains("Invalid argument"),
+        "the bind itself failed: {message}"
+    );
     assert_gone(&node, &target);
     assert_eq!(
         node.mount_count(&staging),

@@ -4,18 +4,25 @@
 //! errors are `Status` objects. Nodes can change at runtime.
 
 use super::{percent_decode, HttpRequest, HttpResponse, HttpServer};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// A Node as the fake stores it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A Node as the fake stores it; also readable from a scenario's JSON
+/// (`{"name": "n1", "labels": {...}, "provider_id": "linode://1",
+/// "addresses": [["InternalIP", "10.0.0.5"]]}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FakeNode {
     pub name: String,
+    #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    #[serde(default)]
     pub provider_id: Option<String>,
     /// `(type, address)`, e.g. `("InternalIP", "10.0.0.5")`.
+    #[serde(default)]
     pub addresses: Vec<(String, String)>,
 }
 
@@ -139,7 +146,10 @@ fn parse_selector(s: &str) -> Result<Vec<Requirement>, String> {
 impl Shared {
     fn handle(&self, req: HttpRequest) -> HttpResponse {
         self.requests.fetch_add(1, Ordering::SeqCst);
-        let want = format!("Bearer {}", self.token.lock().unwrap_or_else(|p| p.into_inner()));
+        let want = format!(
+            "Bearer {}",
+            self.token.lock().unwrap_or_else(|p| p.into_inner())
+        );
         if req.header("Authorization") != Some(want.as_str()) {
             return status(401, "Unauthorized", "Unauthorized");
         }
@@ -155,7 +165,11 @@ impl Shared {
             }
         }
         if req.method != "GET" {
-            return status(405, "MethodNotAllowed", "the server does not allow this method");
+            return status(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method",
+            );
         }
         let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
         if req.path == "/api/v1/nodes" {
@@ -169,7 +183,11 @@ impl Shared {
                     None => status(404, "NotFound", &format!("nodes \"{name}\" not found")),
                 }
             }
-            None => status(404, "NotFound", "the server could not find the requested resource"),
+            None => status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ),
         }
     }
 
@@ -239,7 +257,11 @@ impl FakeKube {
     }
 
     pub fn token(&self) -> String {
-        self.shared.token.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.shared
+            .token
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Rotate the accepted token; the old one is rejected from now on.
@@ -266,8 +288,11 @@ impl FakeKube {
 
     /// The next `times` authorised requests answer `status` (a Status body).
     pub fn fail_next(&self, status: u16, times: u32) {
-        *self.shared.failures.lock().unwrap_or_else(|p| p.into_inner()) =
-            (times > 0).then_some((status, times));
+        *self
+            .shared
+            .failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = (times > 0).then_some((status, times));
     }
 
     /// Requests received so far, authorised or not.
@@ -311,5 +336,21 @@ mod tests {
         }
         assert!(parse_selector("a in (x,y)").is_err());
         assert!(parse_selector("=x").is_err());
+    }
+
+    #[test]
+    fn nodes_read_from_scenario_json() {
+        let n: FakeNode = serde_json::from_str(
+            r#"{"name": "n1", "labels": {"a": "b"}, "provider_id": "linode://1",
+                "addresses": [["InternalIP", "10.0.0.5"]]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            n,
+            FakeNode::new("n1")
+                .label("a", "b")
+                .provider_id("linode://1")
+                .address("InternalIP", "10.0.0.5")
+        );
     }
 }

@@ -459,9 +459,7 @@ impl Hang {
         let (guard, _) = self
             .gates
             .changed
-            .wait_timeout_while(guard, limit, |g| {
-                g.get(&self.id).map_or(0, |g| g.hits) < n
-            })
+            .wait_timeout_while(guard, limit, |g| g.get(&self.id).map_or(0, |g| g.hits) < n)
             .unwrap_or_else(|p| p.into_inner());
         guard.get(&self.id).map_or(0, |g| g.hits) >= n
     }
@@ -850,7 +848,10 @@ impl State {
         let (fqdn, ips) = if f.mount_targets {
             let fqdn = format!("{space_label}.nfs.{}.example:{export}", f.region);
             let ip = format!("[2001:db8::{:x}]:{export}", f.id);
-            ((!f.hide_fqdn).then_some(fqdn), if f.hide_ips { vec![] } else { vec![ip] })
+            (
+                (!f.hide_fqdn).then_some(fqdn),
+                if f.hide_ips { vec![] } else { vec![ip] },
+            )
         } else {
             (None, vec![])
         };
@@ -1018,7 +1019,11 @@ fn paginate(items: Vec<Value>, req: &HttpRequest, forced: Option<usize>) -> ApiR
 
 /// Applies an `X-Filter` header: equality on `allowed` keys, `+and`/`+or`,
 /// simple operators, `+order_by`/`+order`. Anything else is 400 like the API.
-fn apply_filter(items: Vec<Value>, header: Option<&str>, allowed: &[&str]) -> Result<Vec<Value>, ApiError> {
+fn apply_filter(
+    items: Vec<Value>,
+    header: Option<&str>,
+    allowed: &[&str],
+) -> Result<Vec<Value>, ApiError> {
     let Some(raw) = header else {
         return Ok(items);
     };
@@ -1030,7 +1035,10 @@ fn apply_filter(items: Vec<Value>, header: Option<&str>, allowed: &[&str]) -> Re
     };
     // Validate once (an unmatched item must not hide an invalid key).
     check_filter(obj, allowed).map_err(bad)?;
-    let mut out: Vec<Value> = items.into_iter().filter(|i| filter_matches(obj, i)).collect();
+    let mut out: Vec<Value> = items
+        .into_iter()
+        .filter(|i| filter_matches(obj, i))
+        .collect();
     if let Some(key) = obj.get("+order_by").and_then(Value::as_str) {
         let desc = obj.get("+order").and_then(Value::as_str) == Some("desc");
         out.sort_by(|a, b| {
@@ -1095,12 +1103,16 @@ fn compare(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
 fn filter_matches(obj: &serde_json::Map<String, Value>, item: &Value) -> bool {
     use std::cmp::Ordering::*;
     obj.iter().all(|(key, want)| match key.as_str() {
-        "+and" => want
-            .as_array()
-            .is_some_and(|l| l.iter().filter_map(Value::as_object).all(|s| filter_matches(s, item))),
-        "+or" => want
-            .as_array()
-            .is_some_and(|l| l.iter().filter_map(Value::as_object).any(|s| filter_matches(s, item))),
+        "+and" => want.as_array().is_some_and(|l| {
+            l.iter()
+                .filter_map(Value::as_object)
+                .all(|s| filter_matches(s, item))
+        }),
+        "+or" => want.as_array().is_some_and(|l| {
+            l.iter()
+                .filter_map(Value::as_object)
+                .any(|s| filter_matches(s, item))
+        }),
         "+order_by" | "+order" => true,
         field => {
             let got = &item[field];
@@ -1337,7 +1349,11 @@ fn route(state: &mut State, req: &HttpRequest, path: &str, events: &mut Vec<Fake
     let body = || -> Result<serde_json::Map<String, Value>, ApiError> {
         match serde_json::from_str::<Value>(&req.body) {
             Ok(Value::Object(m)) => Ok(m),
-            _ => Err(ApiError::new(400, None, "Request body must be a JSON object")),
+            _ => Err(ApiError::new(
+                400,
+                None,
+                "Request body must be a JSON object",
+            )),
         }
     };
     let x_filter = req.header("X-Filter");
@@ -1378,7 +1394,11 @@ fn route(state: &mut State, req: &HttpRequest, path: &str, events: &mut Vec<Fake
                         .filter(|f| f.space_id == sid)
                         .map(|f| state.fs_json(f))
                         .collect();
-                    apply_filter(items, x_filter, &["id", "label", "region", "status", "tags"])
+                    apply_filter(
+                        items,
+                        x_filter,
+                        &["id", "label", "region", "status", "tags"],
+                    )
                 })
                 .and_then(|i| paginate(i, req, forced)),
         ),
@@ -1409,7 +1429,11 @@ fn route(state: &mut State, req: &HttpRequest, path: &str, events: &mut Vec<Fake
         ("GET", ["nfs", "spaces", sid, "filesystems", fid, "access-policy"]) => read(
             ids(&[sid, fid])
                 .ok_or_else(ApiError::not_found)
-                .and_then(|v| state.filesystem(v[0], v[1]).map(|f| state.fs_policy_json(f))),
+                .and_then(|v| {
+                    state
+                        .filesystem(v[0], v[1])
+                        .map(|f| state.fs_policy_json(f))
+                }),
         ),
         ("PUT", ["nfs", "spaces", sid, "filesystems", fid, "access-policy"]) => {
             let result = ids(&[sid, fid])
@@ -1514,16 +1538,26 @@ fn known_path(seg: &[&str]) -> bool {
     )
 }
 
-fn validate_region(state: &State, value: Option<&Value>, errors: &mut Vec<(Option<String>, String)>) {
+fn validate_region(
+    state: &State,
+    value: Option<&Value>,
+    errors: &mut Vec<(Option<String>, String)>,
+) {
     match value.and_then(Value::as_str) {
         Some(r) if state.regions.iter().any(|x| x == r) => {}
-        _ => errors.push((Some("region".to_string()), "region is not valid".to_string())),
+        _ => errors.push((
+            Some("region".to_string()),
+            "region is not valid".to_string(),
+        )),
     }
 }
 
 fn validate_tags(value: Option<&Value>, errors: &mut Vec<(Option<String>, String)>) -> Vec<String> {
     string_list(value).unwrap_or_else(|| {
-        errors.push((Some("tags".to_string()), "Must be a list of strings".to_string()));
+        errors.push((
+            Some("tags".to_string()),
+            "Must be a list of strings".to_string(),
+        ));
         Vec::new()
     })
 }
@@ -1586,18 +1620,25 @@ fn check_unique_label(state: &State, space_id: u64, label: &str) -> Result<(), A
             .values()
             .any(|f| f.space_id == space_id && f.label == label)
     {
-        return Err(ApiError::bad("label", "Label must be unique among filesystems in the space"));
+        return Err(ApiError::bad(
+            "label",
+            "Label must be unique among filesystems in the space",
+        ));
     }
     Ok(())
 }
 
-fn create_filesystem(state: &mut State, space_id: u64, b: &serde_json::Map<String, Value>) -> ApiResult {
+fn create_filesystem(
+    state: &mut State,
+    space_id: u64,
+    b: &serde_json::Map<String, Value>,
+) -> ApiResult {
     state.space(space_id)?;
     let mut errors = Vec::new();
     validate_label(b.get("label"), &mut errors);
     validate_region(state, b.get("region"), &mut errors);
     let capacity = b.get("max_capacity_bytes").and_then(Value::as_i64);
-    if !capacity.is_some_and(|c| c > 0) {
+    if capacity.is_none_or(|c| c <= 0) {
         errors.push((
             Some("max_capacity_bytes".to_string()),
             "Must be a positive integer".to_string(),
@@ -1613,12 +1654,23 @@ fn create_filesystem(state: &mut State, space_id: u64, b: &serde_json::Map<Strin
     }
     let tags = validate_tags(b.get("tags"), &mut errors);
     if !errors.is_empty() {
-        return Err(ApiError { status: 400, errors });
+        return Err(ApiError {
+            status: 400,
+            errors,
+        });
     }
     let label = b["label"].as_str().unwrap_or_default();
     check_unique_label(state, space_id, label)?;
     let region = b["region"].as_str().unwrap_or_default();
-    let id = insert_filesystem(state, space_id, label, region, capacity.unwrap_or(0), tags, None);
+    let id = insert_filesystem(
+        state,
+        space_id,
+        label,
+        region,
+        capacity.unwrap_or(0),
+        tags,
+        None,
+    );
     Ok(state.fs_json(&state.filesystems[&id]))
 }
 
@@ -1630,7 +1682,10 @@ fn delete_filesystem(
 ) -> ApiResult {
     state.filesystem(space_id, fs_id)?;
     let delay = state.deletion_delay_ms;
-    let fs = state.filesystems.get_mut(&fs_id).ok_or_else(ApiError::not_found)?;
+    let fs = state
+        .filesystems
+        .get_mut(&fs_id)
+        .ok_or_else(ApiError::not_found)?;
     if fs.phase != Phase::Deleting {
         fs.phase = Phase::Deleting;
         fs.transition_at = now_ms() + delay;
@@ -1670,16 +1725,25 @@ fn put_policy(
                 .and_then(|a| a.iter().map(Value::as_u64).collect());
             match list {
                 None => {
-                    errors.push((Some("linode_ids".to_string()), "Must be a list of IDs".to_string()));
+                    errors.push((
+                        Some("linode_ids".to_string()),
+                        "Must be a list of IDs".to_string(),
+                    ));
                     None
                 }
                 Some(list) => {
                     let mut seen = std::collections::BTreeSet::new();
                     for id in &list {
                         if !seen.insert(*id) {
-                            errors.push((Some("linode_ids".to_string()), format!("Duplicate ID {id}")));
+                            errors.push((
+                                Some("linode_ids".to_string()),
+                                format!("Duplicate ID {id}"),
+                            ));
                         } else if !state.instances.contains_key(id) {
-                            errors.push((Some("linode_ids".to_string()), format!("Linode {id} not found")));
+                            errors.push((
+                                Some("linode_ids".to_string()),
+                                format!("Linode {id} not found"),
+                            ));
                         }
                     }
                     Some(list)
@@ -1706,17 +1770,26 @@ fn put_policy(
             Some(vec!["nfsv4".to_string()])
         }
         Some(_) => {
-            errors.push((Some("protocols".to_string()), "Must be [\"nfsv4\"]".to_string()));
+            errors.push((
+                Some("protocols".to_string()),
+                "Must be [\"nfsv4\"]".to_string(),
+            ));
             None
         }
     };
     if !errors.is_empty() {
-        return Err(ApiError { status: 400, errors });
+        return Err(ApiError {
+            status: 400,
+            errors,
+        });
     }
     let merge = state.policy_put == PolicyPut::Merge;
     let default_squash = state.default_squash_policy.clone();
     let until = now_ms() + state.activation_delay_ms;
-    let fs = state.filesystems.get_mut(&fs_id).ok_or_else(ApiError::not_found)?;
+    let fs = state
+        .filesystems
+        .get_mut(&fs_id)
+        .ok_or_else(ApiError::not_found)?;
     let old = fs.policy.clone();
     let fresh = new_policy(&fs.label, &default_squash, old.created);
     let base = if merge { &old } else { &fresh };
@@ -1753,7 +1826,10 @@ fn create_snapshot(
     let mut errors = Vec::new();
     validate_label(b.get("label"), &mut errors);
     if !errors.is_empty() {
-        return Err(ApiError { status: 400, errors });
+        return Err(ApiError {
+            status: 400,
+            errors,
+        });
     }
     let label = b["label"].as_str().unwrap_or_default().to_string();
     if state
@@ -1808,11 +1884,16 @@ fn delete_snapshot(
         ));
     }
     let delay = state.deletion_delay_ms;
-    let snap = state.snapshots.get_mut(&snap_id).ok_or_else(ApiError::not_found)?;
+    let snap = state
+        .snapshots
+        .get_mut(&snap_id)
+        .ok_or_else(ApiError::not_found)?;
     if snap.phase != Phase::Deleting {
         snap.phase = Phase::Deleting;
         snap.transition_at = now_ms() + delay;
-        events.push(FakeEvent::SnapshotDeleted { snapshot_id: snap_id });
+        events.push(FakeEvent::SnapshotDeleted {
+            snapshot_id: snap_id,
+        });
     }
     Ok(json!({}))
 }
@@ -1846,12 +1927,23 @@ fn clone_snapshot(
     validate_region(state, b.get("region"), &mut errors);
     let tags = validate_tags(b.get("tags"), &mut errors);
     if !errors.is_empty() {
-        return Err(ApiError { status: 400, errors });
+        return Err(ApiError {
+            status: 400,
+            errors,
+        });
     }
     let label = b["label"].as_str().unwrap_or_default();
     check_unique_label(state, target_space, label)?;
     let region = b["region"].as_str().unwrap_or_default();
-    let id = insert_filesystem(state, target_space, label, region, capacity, tags, Some(snap_id));
+    let id = insert_filesystem(
+        state,
+        target_space,
+        label,
+        region,
+        capacity,
+        tags,
+        Some(snap_id),
+    );
     events.push(FakeEvent::CloneCreated {
         snapshot_id: snap_id,
         space_id: target_space,
@@ -2012,7 +2104,10 @@ impl FakeLinode {
 
     pub fn add_space(&self, space: SpaceSeed) {
         let created = now_secs();
-        self.mutate(|s| s.spaces.insert(space.id, SpaceRec::from_seed(&space, created)));
+        self.mutate(|s| {
+            s.spaces
+                .insert(space.id, SpaceRec::from_seed(&space, created))
+        });
     }
 
     pub fn add_instance(&self, instance: InstanceSeed) {
@@ -2050,7 +2145,10 @@ impl FakeLinode {
 
     /// The request log, oldest first (the newest 10 000 entries).
     pub fn requests(&self) -> Vec<RequestRecord> {
-        lock(&self.shared.log).iter().map(|(_, r)| r.clone()).collect()
+        lock(&self.shared.log)
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect()
     }
 
     /// Requests seen for `method` (`*` = any) and a path pattern (see [`FaultRule`]).
@@ -2111,8 +2209,14 @@ mod tests {
 
     #[test]
     fn path_patterns() {
-        assert!(path_matches("nfs/spaces/*/filesystems", "nfs/spaces/7/filesystems"));
-        assert!(!path_matches("nfs/spaces/*/filesystems", "nfs/spaces/7/filesystems/1"));
+        assert!(path_matches(
+            "nfs/spaces/*/filesystems",
+            "nfs/spaces/7/filesystems"
+        ));
+        assert!(!path_matches(
+            "nfs/spaces/*/filesystems",
+            "nfs/spaces/7/filesystems/1"
+        ));
         assert!(path_matches("nfs/**", "nfs/spaces/7/filesystems/1"));
         assert!(path_matches("**", "linode/instances/1"));
         assert!(!path_matches("nfs/spaces", "nfs/spaces/7"));
@@ -2139,12 +2243,21 @@ mod tests {
         ];
         let allowed = ["id", "label", "region", "tags"];
         let run = |f: &str| {
-            apply_filter(items.clone(), Some(f), &allowed)
-                .map(|v| v.iter().map(|i| i["id"].as_u64().unwrap()).collect::<Vec<_>>())
+            apply_filter(items.clone(), Some(f), &allowed).map(|v| {
+                v.iter()
+                    .map(|i| i["id"].as_u64().unwrap())
+                    .collect::<Vec<_>>()
+            })
         };
         assert_eq!(run(r#"{"label":"a"}"#).ok(), Some(vec![1, 3]));
-        assert_eq!(run(r#"{"label":"a","region":"us-sea"}"#).ok(), Some(vec![3]));
-        assert_eq!(run(r#"{"+or":[{"label":"b"},{"region":"us-sea"}]}"#).ok(), Some(vec![2, 3]));
+        assert_eq!(
+            run(r#"{"label":"a","region":"us-sea"}"#).ok(),
+            Some(vec![3])
+        );
+        assert_eq!(
+            run(r#"{"+or":[{"label":"b"},{"region":"us-sea"}]}"#).ok(),
+            Some(vec![2, 3])
+        );
         assert_eq!(run(r#"{"id":{"+gt":1}}"#).ok(), Some(vec![2, 3]));
         assert_eq!(run(r#"{"tags":"x"}"#).ok(), Some(vec![1]));
         assert_eq!(
@@ -2157,7 +2270,10 @@ mod tests {
             assert_eq!(err.status, 400, "{bad}");
             assert_eq!(err.errors[0].0.as_deref(), Some("X-Filter"));
         }
-        assert_eq!(run(r#"{"size":1}"#).unwrap_err().errors[0].1, "Cannot filter on size");
+        assert_eq!(
+            run(r#"{"size":1}"#).unwrap_err().errors[0].1,
+            "Cannot filter on size"
+        );
     }
 
     #[test]

@@ -47,7 +47,9 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// Wait before retry number `retry` (1-based).
     fn backoff(&self, retry: u32) -> Duration {
-        let factor = 1u32.checked_shl(retry.saturating_sub(1)).unwrap_or(u32::MAX);
+        let factor = 1u32
+            .checked_shl(retry.saturating_sub(1))
+            .unwrap_or(u32::MAX);
         self.base_delay.saturating_mul(factor).min(self.max_delay)
     }
 }
@@ -364,10 +366,7 @@ impl LinodeCloud {
             if reply.is_success() {
                 return Ok(reply.body);
             }
-            if method != Method::Post
-                && reply.is_retryable()
-                && attempt < self.retry.max_attempts
-            {
+            if method != Method::Post && reply.is_retryable() && attempt < self.retry.max_attempts {
                 let wait = match reply.retry_after {
                     Some(secs) if reply.status == 429 => {
                         Duration::from_secs(secs).min(self.retry.retry_after_cap)
@@ -444,7 +443,9 @@ impl LinodeCloud {
     ) -> Result<Vec<T>, Error> {
         let pages = first.pages;
         if pages > MAX_PAGES {
-            return Err(Error::Decode(format!("{path}: implausible page count {pages}")));
+            return Err(Error::Decode(format!(
+                "{path}: implausible page count {pages}"
+            )));
         }
         let mut out = first.data;
         for n in 2..=pages {
@@ -536,7 +537,11 @@ impl Cloud for LinodeCloud {
     ) -> crate::Result<Vec<Filesystem>> {
         let filter = serde_json::json!({ "label": label, "region": region });
         ctx(
-            self.list(&format!("nfs/spaces/{space_id}/filesystems"), None, Some(&filter)),
+            self.list(
+                &format!("nfs/spaces/{space_id}/filesystems"),
+                None,
+                Some(&filter),
+            ),
             || format!("find filesystem {label:?} in {region} in NFS space {space_id}"),
         )
     }
@@ -550,7 +555,11 @@ impl Cloud for LinodeCloud {
             tags: &fs.tags,
         };
         ctx(
-            self.send(Method::Post, &format!("nfs/spaces/{space_id}/filesystems"), &body),
+            self.send(
+                Method::Post,
+                &format!("nfs/spaces/{space_id}/filesystems"),
+                &body,
+            ),
             || format!("create filesystem {:?} in NFS space {space_id}", fs.label),
         )
     }
@@ -675,12 +684,12 @@ impl Cloud for LinodeCloud {
 
     fn list_instance_interfaces(&self, linode_id: u64) -> crate::Result<Vec<InstanceInterface>> {
         let path = format!("linode/instances/{linode_id}/interfaces");
-        let all = self
-            .page::<InterfacesReply>(&path, 1, None, None)
-            .and_then(|reply| match reply {
-                InterfacesReply::Plain { interfaces } => Ok(interfaces),
-                InterfacesReply::Paged(first) => self.rest_of_pages(&path, first, None, None),
-            });
+        let all =
+            self.page::<InterfacesReply>(&path, 1, None, None)
+                .and_then(|reply| match reply {
+                    InterfacesReply::Plain { interfaces } => Ok(interfaces),
+                    InterfacesReply::Paged(first) => self.rest_of_pages(&path, first, None, None),
+                });
         ctx(all, || {
             format!("list interfaces of Linode instance {linode_id}")
         })

@@ -97,7 +97,8 @@ mod tests {
     #[test]
     fn http_status_table_matches_behaviour_contract() {
         use crate::Error as E;
-        let table: [(u16, fn(String) -> E); 13] = [
+        type Outcome = fn(String) -> E;
+        let table: [(u16, Outcome); 13] = [
             (404, E::NotFound),
             (400, E::InvalidArgument),
             (422, E::InvalidArgument),
@@ -139,7 +140,10 @@ mod tests {
         let e = Error::Status {
             status: 400,
             reasons: vec![
-                (Some("label".into()), "Length must be 1-63 characters".into()),
+                (
+                    Some("label".into()),
+                    "Length must be 1-63 characters".into(),
+                ),
                 (None, "Linode busy.".into()),
             ],
         };

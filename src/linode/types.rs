@@ -350,7 +350,13 @@ pub struct Snapshot {
     pub tags: Vec<String>,
 }
 
-has_status!(Space, SpaceAccessPolicy, Filesystem, FilesystemAccessPolicy, Snapshot);
+has_status!(
+    Space,
+    SpaceAccessPolicy,
+    Filesystem,
+    FilesystemAccessPolicy,
+    Snapshot
+);
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Instance {
@@ -476,8 +482,7 @@ pub fn naive_to_unix(ts: &str) -> Option<i64> {
     };
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59
-    {
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59 {
         return None;
     }
     Some(days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s)
@@ -529,7 +534,15 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
 }
 
 #[cfg(test)]
@@ -574,7 +587,10 @@ mod tests {
         assert_eq!(serde_json::to_string(&s).unwrap(), "\"resizing\"");
         let m: MtlsMode = serde_json::from_str("\"required\"").unwrap();
         assert_eq!(m, MtlsMode::Required);
-        assert_eq!(Status::from("failed").readiness(), Readiness::Failed("failed".into()));
+        assert_eq!(
+            Status::from("failed").readiness(),
+            Readiness::Failed("failed".into())
+        );
         assert_eq!(Status::from("active").readiness(), Readiness::Ready);
     }
 

@@ -100,7 +100,13 @@ mod tests {
                 polls += 1;
                 Ok(polls)
             },
-            |n| if *n >= 3 { Readiness::Ready } else { Readiness::Pending },
+            |n| {
+                if *n >= 3 {
+                    Readiness::Ready
+                } else {
+                    Readiness::Pending
+                }
+            },
         );
         assert_eq!(got, Ok(3));
     }
@@ -114,7 +120,10 @@ mod tests {
             Status::readiness,
         )
         .unwrap_err();
-        assert!(matches!(err, crate::Error::FailedPrecondition(_)), "{err:?}");
+        assert!(
+            matches!(err, crate::Error::FailedPrecondition(_)),
+            "{err:?}"
+        );
         assert!(err.message().contains("snapshot 7/301/9001"), "{err}");
     }
 

@@ -3,6 +3,8 @@
 //! `unshare`), and generated gRPC clients connected to it.
 #![allow(dead_code)]
 
+pub mod controller;
+
 use grpcio::{ChannelBuilder, Environment};
 use linode_nfs_csi::proto::{csi, csi_grpc};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,297 @@
+//! Shared setup of the controller integration tests: the fake Linode and
+//! Kubernetes servers run in the test process, the real binary runs in the
+//! controller role against them over loopback HTTP, and small builders make
+//! the CSI requests.
+
+use super::{write_kubeconfig, Driver};
+use linode_nfs_csi::fake::{FakeKube, FakeLinode, FakeNode, Seed, SpaceSeed};
+use linode_nfs_csi::linode::{Filesystem, Status};
+use linode_nfs_csi::proto::{csi, csi_grpc};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+pub use csi::volume_capability::access_mode::Mode;
+
+pub const SPACE: u64 = 7;
+pub const SPACE_LABEL: &str = "shared";
+pub const REGION: &str = "us-ord";
+pub const KUBE_TOKEN: &str = "kube-secret-token";
+
+pub const P_SPACE_ID: &str = "linodenfs.csi.linode.com/space-id";
+pub const P_SPACE_LABEL: &str = "linodenfs.csi.linode.com/space-label";
+pub const P_TAGS: &str = "linodenfs.csi.linode.com/tags";
+pub const P_SQUASH: &str = "linodenfs.csi.linode.com/filesystem-root-squash";
+
+pub const FS_LIST: &str = "nfs/spaces/*/filesystems";
+pub const FS_ONE: &str = "nfs/spaces/*/filesystems/*";
+pub const FS_POLICY: &str = "nfs/spaces/*/filesystems/*/access-policy";
+
+/// A workload node in `region` (the label Kubernetes sets today).
+pub fn worker(name: &str, region: &str) -> FakeNode {
+    FakeNode::new(name).label("topology.kubernetes.io/region", region)
+}
+
+/// How to start one test's world.
+pub struct Setup {
+    seed: Seed,
+    nodes: Vec<FakeNode>,
+    envs: Vec<(String, String)>,
+    spy: bool,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup::new()
+    }
+}
+
+impl Setup {
+    /// Space 7 "shared" and one worker node in us-ord.
+    pub fn new() -> Setup {
+        Setup {
+            seed: Seed::default().with_space(SpaceSeed::new(SPACE, SPACE_LABEL)),
+            nodes: vec![worker("worker-1", REGION)],
+            envs: Vec::new(),
+            spy: false,
+        }
+    }
+
+    pub fn seed(mut self, f: impl FnOnce(Seed) -> Seed) -> Setup {
+        self.seed = f(self.seed);
+        self
+    }
+
+    /// Replaces the default node list.
+    pub fn nodes(mut self, nodes: Vec<FakeNode>) -> Setup {
+        self.nodes = nodes;
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: &str) -> Setup {
+        self.envs.push((k.to_string(), v.to_string()));
+        self
+    }
+
+    pub fn node_mode(self) -> Setup {
+        self.env("NFS_ACCESS_POLICY_MODE", "node")
+    }
+
+    pub fn wait_timeout(self, t: &str) -> Setup {
+        self.env("LINODE_WAIT_TIMEOUT", t)
+    }
+
+    /// Puts a recording proxy between the driver and the fake API server,
+    /// because the fake only counts requests and the query matters here.
+    pub fn spy_kube(mut self) -> Setup {
+        self.spy = true;
+        self
+    }
+
+    pub fn start(self) -> Env {
+        let linode = FakeLinode::start(self.seed).expect("start fake Linode");
+        let kube = FakeKube::start(KUBE_TOKEN).expect("start fake Kubernetes");
+        for n in self.nodes {
+            kube.add_node(n);
+        }
+        let spy = self.spy.then(|| KubeSpy::start(&kube.url()));
+        let kube_url = spy.as_ref().map_or_else(|| kube.url(), |s| s.url.clone());
+        let mut b = Driver::builder();
+        let kubeconfig = write_kubeconfig(b.dir(), &kube_url, KUBE_TOKEN);
+        b = b
+            .env("DRIVER_ROLE", "controller")
+            .env("LINODE_URL", linode.url())
+            .env("LINODE_TOKEN", linode.token())
+            .env("KUBECONFIG", kubeconfig.display().to_string())
+            .env("NFS_ACCESS_POLICY_MODE", "space");
+        for (k, v) in &self.envs {
+            b = b.env(k, v.as_str());
+        }
+        let driver = b.start();
+        let client = driver.controller();
+        Env {
+            client,
+            driver,
+            spy,
+            kube,
+            linode,
+        }
+    }
+}
+
+/// One running controller and its fakes. Field order is drop order: the
+/// driver goes first so no request is in flight when the fakes stop.
+pub struct Env {
+    pub client: csi_grpc::ControllerClient,
+    pub driver: Driver,
+    pub spy: Option<KubeSpy>,
+    pub kube: FakeKube,
+    pub linode: FakeLinode,
+}
+
+impl Env {
+    pub fn create(&self, req: &csi::CreateVolumeRequest) -> grpcio::Result<csi::CreateVolumeResponse> {
+        self.client.create_volume(req)
+    }
+
+    /// Creates `name` in the default space and returns its volume.
+    pub fn create_ok(&self, name: &str) -> csi::Volume {
+        let resp = self
+            .create(&volume_req(name, &by_id()))
+            .unwrap_or_else(|e| panic!("CreateVolume {name}: {e:?}\n{}", self.driver.logs()));
+        resp.volume.unwrap()
+    }
+
+    pub fn delete(&self, volume_id: &str) -> grpcio::Result<csi::DeleteVolumeResponse> {
+        let mut req = csi::DeleteVolumeRequest::new();
+        req.volume_id = volume_id.to_string();
+        self.client.delete_volume(&req)
+    }
+
+    /// Filesystems the backend holds that are not on their way out.
+    pub fn live_filesystems(&self) -> Vec<Filesystem> {
+        self.linode
+            .filesystems()
+            .into_iter()
+            .filter(|f| f.status != Status::Deleting)
+            .collect()
+    }
+
+    pub fn filesystem(&self, label: &str) -> Filesystem {
+        let mut found: Vec<Filesystem> = self.live_filesystems().into_iter().filter(|f| f.label == label).collect();
+        assert_eq!(found.len(), 1, "filesystems labelled {label}: {found:?}");
+        found.remove(0)
+    }
+
+    /// Linode requests seen since `before` (a `requests().len()` snapshot).
+    pub fn requests_since(&self, before: usize) -> Vec<String> {
+        self.linode.requests()[before..]
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect()
+    }
+}
+
+pub fn mount_cap(mode: Mode) -> csi::VolumeCapability {
+    let mut cap = csi::VolumeCapability::new();
+    cap.set_mount(csi::volume_capability::MountVolume::new());
+    let mut access = csi::volume_capability::AccessMode::new();
+    access.mode = mode.into();
+    cap.access_mode = Some(access).into();
+    cap
+}
+
+pub fn block_cap() -> csi::VolumeCapability {
+    let mut cap = mount_cap(Mode::MULTI_NODE_MULTI_WRITER);
+    cap.set_block(csi::volume_capability::BlockVolume::new());
+    cap
+}
+
+/// The StorageClass parameters naming the default space by id.
+pub fn by_id() -> Vec<(&'static str, String)> {
+    vec![(P_SPACE_ID, SPACE.to_string())]
+}
+
+pub fn params<'a>(pairs: impl IntoIterator<Item = (&'a str, String)>) -> HashMap<String, String> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+pub fn volume_req(name: &str, p: &[(&str, String)]) -> csi::CreateVolumeRequest {
+    let mut req = csi::CreateVolumeRequest::new();
+    req.name = name.to_string();
+    req.volume_capabilities = vec![mount_cap(Mode::MULTI_NODE_MULTI_WRITER)];
+    req.parameters = params(p.iter().map(|(k, v)| (*k, v.clone())));
+    req
+}
+
+pub fn with_capacity(mut req: csi::CreateVolumeRequest, required: i64, limit: i64) -> csi::CreateVolumeRequest {
+    let mut range = csi::CapacityRange::new();
+    range.required_bytes = required;
+    range.limit_bytes = limit;
+    req.capacity_range = Some(range).into();
+    req
+}
+
+pub fn from_snapshot(mut req: csi::CreateVolumeRequest, snapshot_id: &str) -> csi::CreateVolumeRequest {
+    let mut snap = csi::volume_content_source::SnapshotSource::new();
+    snap.snapshot_id = snapshot_id.to_string();
+    let mut src = csi::VolumeContentSource::new();
+    src.set_snapshot(snap);
+    req.volume_content_source = Some(src).into();
+    req
+}
+
+pub fn snapshot_req(name: &str, source: &str) -> csi::CreateSnapshotRequest {
+    let mut req = csi::CreateSnapshotRequest::new();
+    req.name = name.to_string();
+    req.source_volume_id = source.to_string();
+    req
+}
+
+/// `(space, filesystem)` of a volume id.
+pub fn ids_of(volume_id: &str) -> (u64, u64) {
+    let (s, f) = volume_id.split_once('/').expect("volume id");
+    (s.parse().unwrap(), f.parse().unwrap())
+}
+
+/// A forwarding proxy in front of the fake Kubernetes API that records every
+/// request line (path and query).
+pub struct KubeSpy {
+    pub url: String,
+    server: Arc<tiny_http::Server>,
+    thread: Option<JoinHandle<()>>,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl KubeSpy {
+    fn start(upstream: &str) -> KubeSpy {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("spy listen"));
+        let url = format!("http://{}", server.server_addr().to_ip().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (srv, log, upstream) = (server.clone(), seen.clone(), upstream.to_string());
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let thread = std::thread::spawn(move || {
+            while let Ok(req) = srv.recv() {
+                log.lock().unwrap().push(req.url().to_string());
+                let mut fwd = agent.get(format!("{upstream}{}", req.url()));
+                if let Some(h) = req.headers().iter().find(|h| h.field.equiv("Authorization")) {
+                    fwd = fwd.header("Authorization", h.value.as_str());
+                }
+                let (status, body) = match fwd.call() {
+                    Ok(mut resp) => (resp.status().as_u16(), resp.body_mut().read_to_string().unwrap_or_default()),
+                    Err(_) => (502, String::new()),
+                };
+                let header = tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
+                let _ = req.respond(tiny_http::Response::from_string(body).with_status_code(status).with_header(header));
+            }
+        });
+        KubeSpy {
+            url,
+            server,
+            thread: Some(thread),
+            seen,
+        }
+    }
+
+    /// Request lines (`/api/v1/nodes?...`) seen so far.
+    pub fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for KubeSpy {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The code of a call that must fail.
+pub fn err_code<T: std::fmt::Debug>(r: grpcio::Result<T>) -> grpcio::RpcStatusCode {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => super::code_of(&e),
+    }
+}
