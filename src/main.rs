@@ -2,7 +2,7 @@
 //! map startup errors to an exit code with one clear line.
 
 use linode_nfs_csi::config::{self, Command};
-use linode_nfs_csi::{client, identity, server};
+use linode_nfs_csi::{client, dev, identity, server};
 
 fn main() {
     // Before any thread exists, so every thread inherits the blocked mask.
@@ -33,6 +33,12 @@ fn main() {
             std::process::exit(e.exit_code);
         }
     };
+    if config.role == config::Role::Dev {
+        if let Err(e) = dev::ensure_mount_privileges() {
+            eprintln!("linode-nfs-csi: {e}");
+            std::process::exit(1);
+        }
+    }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format_timestamp_millis()
         .init();

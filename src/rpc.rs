@@ -280,15 +280,11 @@ fn redact(msg: &mut dyn MessageDyn) {
                     map.insert(k, ReflectValueBox::String("***".to_string()));
                 }
             }
-            RuntimeFieldType::Singular(_) if secret => {
-                if field.has_field(&*msg) {
-                    field.set_singular_field(msg, ReflectValueBox::String("***".to_string()));
-                }
+            RuntimeFieldType::Singular(_) if secret && field.has_field(&*msg) => {
+                field.set_singular_field(msg, ReflectValueBox::String("***".to_string()));
             }
-            RuntimeFieldType::Singular(protobuf::reflect::RuntimeType::Message(_)) => {
-                if field.has_field(&*msg) {
-                    redact(field.mut_message(msg));
-                }
+            RuntimeFieldType::Singular(protobuf::reflect::RuntimeType::Message(_)) if field.has_field(&*msg) => {
+                redact(field.mut_message(msg));
             }
             _ => {}
         }

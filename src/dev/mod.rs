@@ -28,6 +28,39 @@ pub const DEV_LINODE_ID: u64 = 424242;
 /// Marks a directory as a dev state dir, so cleanup never removes anything else.
 const MARKER: &str = ".linode-nfs-csi-dev";
 const KUBE_TOKEN: &str = "dev-kube-token";
+/// Set on the re-executed process so it does not try again.
+const REEXEC_MARK: &str = "LINODE_NFS_CSI_DEV_USERNS";
+
+/// Bind mounts need root. Without it, dev mode re-executes itself as root
+/// of a new user + mount namespace (util-linux `unshare`); when the kernel
+/// or the system forbids that, it says what to do instead. Call before any
+/// thread exists: on success this does not return.
+pub fn ensure_mount_privileges() -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 || std::env::var_os(REEXEC_MARK).is_some() {
+        return Ok(());
+    }
+    let usable = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "true"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !usable {
+        return Err("dev mode mounts (bind mounts emulate NFS) and needs root, or unprivileged user \
+             namespaces with util-linux `unshare`; neither is available: run it as root (sudo)"
+            .to_string());
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("dev mode: cannot find own executable: {e}"))?;
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "--propagation", "private", "--"])
+        .arg(exe)
+        .args(std::env::args_os().skip(1))
+        .env(REEXEC_MARK, "1")
+        .exec();
+    Err(format!("dev mode: re-executing under unshare: {err}"))
+}
 
 /// Everything dev mode runs beside the gRPC services; dropping it unmounts
 /// what the node mounted, stops the fakes and removes the state directory.
@@ -193,7 +226,8 @@ fn banner(config: &Config, state: &Path, storage_class: &Path) -> String {
          storage space: id {DEV_SPACE_ID}, label {DEV_SPACE_LABEL:?}, region {DEV_REGION}\n\
          node:          {DEV_NODE} (Linode id {DEV_LINODE_ID})\n\
          StorageClass:  {sc}\n\
-         state dir:     {state} (removed on exit; mounts live in this process's mount namespace: nsenter -t {pid} -m)\n\
+         state dir:     {state} (removed on exit)\n\
+         mounts:        {mounts}\n\
          \nTry it (another shell):\n\
          \x20 export CSI_ENDPOINT={socket}\n\
          \x20 {me} client create-volume pvc-demo --size 1Gi\n\
@@ -206,6 +240,10 @@ fn banner(config: &Config, state: &Path, storage_class: &Path) -> String {
          Stop with Ctrl-C (SIGINT) or SIGTERM: everything mounted is unmounted.\n",
         sc = storage_class.display(),
         state = state.display(),
-        pid = std::process::id(),
+        mounts = if std::env::var_os(REEXEC_MARK).is_some() {
+            format!("in this process's user+mount namespace (see them: nsenter -U -m -t {})", std::process::id())
+        } else {
+            "in the host mount namespace, all unmounted on exit".to_string()
+        },
     )
 }
