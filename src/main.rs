@@ -40,6 +40,10 @@ fn main() {
         }
     }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        // ureq documents that its trace output is not redacted: whatever
+        // RUST_LOG says, it never logs the Authorization header.
+        .filter_module("ureq", log::LevelFilter::Debug)
+        .filter_module("ureq_proto", log::LevelFilter::Debug)
         .format_timestamp_millis()
         .init();
     grpcio::redirect_log();

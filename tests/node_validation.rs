@@ -11,6 +11,9 @@ use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
 use node_support::{call, capability, pairs, NfsNode};
 
+/// Turns a valid request into one with a single defect.
+type Breaker<R> = fn(&mut R);
+
 fn assert_invalid<T: std::fmt::Debug>(what: &str, result: grpcio::Result<T>) {
     let err = result.expect_err(what);
     assert_eq!(
@@ -32,39 +35,25 @@ fn malformed_requests_are_invalid_arguments() {
     stage.staging_target_path = staging.clone();
     stage.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
     stage.volume_context = pairs(&[("mount-target", "fs:/e")]);
-    let stage_cases: Vec<(&str, Box<dyn Fn(&mut csi::NodeStageVolumeRequest)>)> = vec![
-        ("stage: empty volume id", Box::new(|r| r.volume_id.clear())),
-        (
-            "stage: empty staging path",
-            Box::new(|r| r.staging_target_path.clear()),
-        ),
-        (
-            "stage: relative staging path",
-            Box::new(|r| r.staging_target_path = "rel/dir".into()),
-        ),
-        (
-            "stage: no capability",
-            Box::new(|r| r.volume_capability.clear()),
-        ),
-        (
-            "stage: block capability",
-            Box::new(|r| {
-                r.volume_capability
-                    .as_mut()
-                    .unwrap()
-                    .set_block(Default::default())
-            }),
-        ),
-        (
-            "stage: no mount source",
-            Box::new(|r| r.volume_context.clear()),
-        ),
-        (
-            "stage: bad mtls mode",
-            Box::new(|r| {
-                r.volume_context.insert("mtls-mode".into(), "maybe".into());
-            }),
-        ),
+    let stage_cases: Vec<(&str, Breaker<csi::NodeStageVolumeRequest>)> = vec![
+        ("stage: empty volume id", |r| r.volume_id.clear()),
+        ("stage: empty staging path", |r| {
+            r.staging_target_path.clear()
+        }),
+        ("stage: relative staging path", |r| {
+            r.staging_target_path = "rel/dir".into()
+        }),
+        ("stage: no capability", |r| r.volume_capability.clear()),
+        ("stage: block capability", |r| {
+            r.volume_capability
+                .as_mut()
+                .unwrap()
+                .set_block(Default::default())
+        }),
+        ("stage: no mount source", |r| r.volume_context.clear()),
+        ("stage: bad mtls mode", |r| {
+            r.volume_context.insert("mtls-mode".into(), "maybe".into());
+        }),
     ];
     for (what, break_it) in stage_cases {
         let mut r = stage.clone();
@@ -77,36 +66,22 @@ fn malformed_requests_are_invalid_arguments() {
     publish.staging_target_path = staging.clone();
     publish.target_path = target.clone();
     publish.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
-    let publish_cases: Vec<(&str, Box<dyn Fn(&mut csi::NodePublishVolumeRequest)>)> = vec![
-        (
-            "publish: empty volume id",
-            Box::new(|r| r.volume_id.clear()),
-        ),
-        (
-            "publish: empty staging path",
-            Box::new(|r| r.staging_target_path.clear()),
-        ),
-        (
-            "publish: empty target path",
-            Box::new(|r| r.target_path.clear()),
-        ),
-        (
-            "publish: no capability",
-            Box::new(|r| r.volume_capability.clear()),
-        ),
-        (
-            "publish: block capability",
-            Box::new(|r| {
-                r.volume_capability
-                    .as_mut()
-                    .unwrap()
-                    .set_block(Default::default())
-            }),
-        ),
-        (
-            "publish: target is the staging path",
-            Box::new(|r| r.target_path = r.staging_target_path.clone()),
-        ),
+    let publish_cases: Vec<(&str, Breaker<csi::NodePublishVolumeRequest>)> = vec![
+        ("publish: empty volume id", |r| r.volume_id.clear()),
+        ("publish: empty staging path", |r| {
+            r.staging_target_path.clear()
+        }),
+        ("publish: empty target path", |r| r.target_path.clear()),
+        ("publish: no capability", |r| r.volume_capability.clear()),
+        ("publish: block capability", |r| {
+            r.volume_capability
+                .as_mut()
+                .unwrap()
+                .set_block(Default::default())
+        }),
+        ("publish: target is the staging path", |r| {
+            r.target_path = r.staging_target_path.clone()
+        }),
     ];
     for (what, break_it) in publish_cases {
         let mut r = publish.clone();

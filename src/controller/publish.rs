@@ -209,9 +209,14 @@ pub fn publish(c: &Controller, req: csi::ControllerPublishVolumeRequest) -> Resu
         .get_filesystem_access_policy(vol.space, vol.filesystem)
         .map_err(|e| e.context("get NFS filesystem access policy"))?;
     if !(policy.enabled && policy.linode_ids().contains(&node)) {
-        c.cloud
-            .get_instance(node)
-            .map_err(|e| e.context(format!("node {node}")))?;
+        // CSI wants NotFound for a node that does not exist; a token without
+        // read access to instances must not block attaching, though: the
+        // policy PUT rejects unknown ids anyway.
+        match c.cloud.get_instance(node) {
+            Err(e @ Error::NotFound(_)) => return Err(e.context(format!("node {node}"))),
+            Err(e) => log::warn!("ControllerPublishVolume: cannot check Linode {node}: {e}"),
+            Ok(_) => {}
+        }
         c.acl.apply(c, vol, Change::Allow(node))?;
     }
     Ok(csi::ControllerPublishVolumeResponse::new())

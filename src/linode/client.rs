@@ -251,10 +251,14 @@ impl LinodeCloud {
             let what = format!("LINODE_CA {}", path.display());
             let pem = std::fs::read(path)
                 .map_err(|e| crate::Error::InvalidArgument(format!("{what}: {e}")))?;
-            // ureq's public TLS API takes either its bundled WebPKI roots or a
-            // specific list, not both; an explicit CA is for a private endpoint,
-            // so it becomes the only trust root.
-            let roots = ureq::tls::RootCerts::new_with_certs(&pem_certificates(&pem, &what)?);
+            // LINODE_CA is an extra root: the public roots stay trusted, so a
+            // CA for a private proxy does not break the public endpoint.
+            let mut certs: Vec<ureq::tls::Certificate<'static>> = webpki_root_certs::TLS_SERVER_ROOT_CERTS
+                .iter()
+                .map(|der| ureq::tls::Certificate::from_der(der.as_ref()))
+                .collect();
+            certs.extend(pem_certificates(&pem, &what)?);
+            let roots = ureq::tls::RootCerts::new_with_certs(&certs);
             config = config.tls_config(ureq::tls::TlsConfig::builder().root_certs(roots).build());
         }
         let api_root = format!(

@@ -135,6 +135,11 @@ impl StageRequest {
 }
 
 impl NodePlugin {
+    /// A mount helper killed at `NFS_MOUNT_TIMEOUT` fails the RPC with
+    /// DeadlineExceeded rather than Internal: kubelet then treats the stage
+    /// as possibly in progress (uncertain), keeps retrying, and still calls
+    /// NodeUnstageVolume on teardown, while the mounter has already undone
+    /// any mount the killed helper managed to make.
     pub(super) fn stage(
         &self,
         req: &csi::NodeStageVolumeRequest,

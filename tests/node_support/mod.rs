@@ -1,6 +1,7 @@
 //! Node-test fixture: the driver in the node role inside its own mount
-//! namespace (`unshare --mount --propagation private`, so nothing touches
-//! the host's mount table and every mount vanishes with the process), with
+//! namespace (`unshare --mount --propagation private`, plus `--user
+//! --map-root-user` when not root, so nothing touches the host's mount table
+//! and every mount vanishes with the process), with
 //! `NFS_MOUNT_HELPER` pointing at a shell stand-in for `mount -t nfs4`.
 //!
 //! The stand-in "mounts" `<source>` by bind-mounting `exports/<source with
@@ -81,8 +82,23 @@ impl NfsNode {
         std::fs::write(&helper, HELPER).unwrap();
         std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
+        // SAFETY: geteuid(2) has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let prefix: &[&str] = if root {
+            &["unshare", "--mount", "--propagation", "private"]
+        } else {
+            // Without root, a user namespace grants the mount namespace.
+            &[
+                "unshare",
+                "--user",
+                "--map-root-user",
+                "--mount",
+                "--propagation",
+                "private",
+            ]
+        };
         let driver = Driver::role("node")
-            .prefix(&["unshare", "--mount", "--propagation", "private"])
+            .prefix(prefix)
             .env("NFS_MOUNT_HELPER", helper.to_string_lossy())
             .env("NFS_MOUNT_TIMEOUT", timeout)
             .start();

@@ -1,0 +1,243 @@
+//! ControllerPublishVolume / ControllerUnpublishVolume and the capabilities
+//! per access-policy mode, through the real binary against the fake Linode:
+//! in node mode a publish is an entry in the filesystem's Linode ACL.
+
+mod common;
+
+use common::controller::*;
+use grpcio::RpcStatusCode as Code;
+use linode_nfs_csi::fake::{InstanceSeed, Seed};
+use linode_nfs_csi::proto::csi;
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+use csi::controller_service_capability::rpc::Type as Rpc;
+
+const NODES: std::ops::RangeInclusive<u64> = 1001..=1010;
+
+fn with_instances(seed: Seed) -> Seed {
+    NODES.fold(seed, |s, id| {
+        s.with_instance(InstanceSeed {
+            id,
+            label: format!("node-{id}"),
+            region: REGION.into(),
+            interface_generation: None,
+            ipv6: Some(format!("2001:db8:1::{id:x}/128")),
+            vpcs: vec![],
+        })
+    })
+}
+
+fn node_env() -> Env {
+    Setup::new().node_mode().seed(with_instances).start()
+}
+
+fn publish_req(volume_id: &str, node_id: &str) -> csi::ControllerPublishVolumeRequest {
+    let mut r = csi::ControllerPublishVolumeRequest::new();
+    r.volume_id = volume_id.into();
+    r.node_id = node_id.into();
+    r.volume_capability = Some(mount_cap(Mode::MULTI_NODE_MULTI_WRITER)).into();
+    r
+}
+
+fn unpublish_req(volume_id: &str, node_id: &str) -> csi::ControllerUnpublishVolumeRequest {
+    let mut r = csi::ControllerUnpublishVolumeRequest::new();
+    r.volume_id = volume_id.into();
+    r.node_id = node_id.into();
+    r
+}
+
+fn acl(env: &Env, volume_id: &str) -> (BTreeSet<u64>, bool) {
+    let policy = env.linode.filesystem_policy(ids_of(volume_id).1).unwrap();
+    (policy.linode_ids().into_iter().collect(), policy.enabled)
+}
+
+fn published_ids(env: &Env, volume_id: &str) -> Vec<String> {
+    let mut r = csi::ControllerGetVolumeRequest::new();
+    r.volume_id = volume_id.into();
+    let mut ids = env.client.controller_get_volume(&r).unwrap().status.unwrap().published_node_ids;
+    ids.sort();
+    ids
+}
+
+fn advertised(env: &Env) -> HashSet<Rpc> {
+    env.client
+        .controller_get_capabilities(&csi::ControllerGetCapabilitiesRequest::new())
+        .unwrap()
+        .capabilities
+        .iter()
+        .map(|c| c.rpc().type_.enum_value().unwrap())
+        .collect()
+}
+
+#[test]
+fn capabilities_follow_the_access_policy_mode() {
+    let space = Setup::new().start();
+    let node = node_env();
+    let common: HashSet<Rpc> =
+        [Rpc::CREATE_DELETE_VOLUME, Rpc::GET_VOLUME, Rpc::CREATE_DELETE_SNAPSHOT, Rpc::LIST_SNAPSHOTS, Rpc::VOLUME_CONDITION]
+            .into();
+    assert_eq!(advertised(&space), common);
+    let mut with_publish = common.clone();
+    with_publish.insert(Rpc::PUBLISH_UNPUBLISH_VOLUME);
+    assert_eq!(advertised(&node), with_publish);
+}
+
+#[test]
+fn space_mode_has_no_publish() {
+    let env = Setup::new().seed(with_instances).start();
+    let v = env.create_ok("space-vol");
+    let before = env.linode.requests().len();
+    assert_eq!(err_code(env.client.controller_publish_volume(&publish_req(&v.volume_id, "1001"))), Code::UNIMPLEMENTED);
+    assert_eq!(err_code(env.client.controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001"))), Code::UNIMPLEMENTED);
+    assert_eq!(env.linode.requests().len(), before);
+}
+
+#[test]
+fn publish_adds_the_node_enables_the_policy_and_repeats_write_nothing() {
+    let env = node_env();
+    let v = env
+        .create(&volume_req("shared-data", &[(P_SPACE_ID, "7".into()), (P_SQUASH, "all_squash".into())]))
+        .unwrap()
+        .volume
+        .unwrap();
+    assert!(published_ids(&env, &v.volume_id).is_empty(), "a disabled, empty policy publishes nothing");
+    let puts = env.linode.calls("PUT", FS_POLICY);
+
+    let resp = env.client.controller_publish_volume(&publish_req(&v.volume_id, "1001")).unwrap();
+    assert!(resp.publish_context.is_empty());
+    assert_eq!(acl(&env, &v.volume_id), ([1001].into(), true));
+    assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
+    let put = env.linode.requests().into_iter().rfind(|r| r.method == "PUT").unwrap().json();
+    assert_eq!(put["linode_ids"], serde_json::json!([1001]));
+    assert_eq!(put["enabled"], true);
+    assert_eq!(put["squash_policy"], "all_squash", "a publish must keep the squash policy");
+    assert_eq!(put["protocols"], serde_json::json!(["nfsv4"]));
+    assert_eq!(put["label"], "shared-data");
+    let policy = env.linode.filesystem_policy(ids_of(&v.volume_id).1).unwrap();
+    assert_eq!(policy.status.as_str(), "active");
+    assert_eq!(policy.squash_policy.unwrap().as_str(), "all_squash");
+
+    env.client.controller_publish_volume(&publish_req(&v.volume_id, "1001")).unwrap();
+    assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1, "already allowed: no write");
+
+    env.client.controller_publish_volume(&publish_req(&v.volume_id, "1002")).unwrap();
+    assert_eq!(acl(&env, &v.volume_id), ([1001, 1002].into(), true));
+    assert_eq!(published_ids(&env, &v.volume_id), ["1001", "1002"]);
+}
+
+#[test]
+fn publish_rejects_bad_requests_and_unknown_objects() {
+    let env = node_env();
+    let v = env.create_ok("guarded");
+    let no_cap = {
+        let mut r = publish_req(&v.volume_id, "1001");
+        r.volume_capability = None.into();
+        r
+    };
+    let block = {
+        let mut r = publish_req(&v.volume_id, "1001");
+        r.volume_capability = Some(block_cap()).into();
+        r
+    };
+    let cases = [
+        ("empty volume", publish_req("", "1001"), Code::INVALID_ARGUMENT),
+        ("empty node", publish_req(&v.volume_id, ""), Code::INVALID_ARGUMENT),
+        ("no capability", no_cap, Code::INVALID_ARGUMENT),
+        ("block", block, Code::INVALID_ARGUMENT),
+        ("unknown volume", publish_req("7/99999", "1001"), Code::NOT_FOUND),
+        ("malformed volume", publish_req("not-a-volume", "1001"), Code::NOT_FOUND),
+        ("unknown node", publish_req(&v.volume_id, "424242"), Code::NOT_FOUND),
+        ("node that is no Linode id", publish_req(&v.volume_id, "worker-1"), Code::NOT_FOUND),
+    ];
+    for (what, req, want) in cases {
+        assert_eq!(err_code(env.client.controller_publish_volume(&req)), want, "{what}");
+    }
+    assert_eq!(env.linode.calls("PUT", FS_POLICY), 0);
+    assert_eq!(acl(&env, &v.volume_id), (BTreeSet::new(), false));
+}
+
+#[test]
+fn concurrent_publishes_from_ten_nodes_lose_nothing_and_share_writes() {
+    let env = node_env();
+    let v = env.create_ok("rwx");
+    // Policy PUTs stay `updating` for a while, so publishes pile up behind them.
+    env.linode.set_activation_delay(Duration::from_millis(300));
+    let calls: Vec<_> = NODES
+        .map(|node| {
+            let client = env.client.clone();
+            let req = publish_req(&v.volume_id, &node.to_string());
+            std::thread::spawn(move || client.controller_publish_volume(&req))
+        })
+        .collect();
+    for call in calls {
+        call.join().unwrap().unwrap();
+    }
+    assert_eq!(acl(&env, &v.volume_id), (NODES.collect(), true));
+    let puts = env.linode.calls("PUT", FS_POLICY);
+    println!("10 concurrent publishes: {puts} policy PUTs");
+    assert!(puts < 10, "{puts} PUTs for 10 publishes");
+    assert_eq!(published_ids(&env, &v.volume_id).len(), 10);
+}
+
+#[test]
+fn unpublish_removes_only_its_node_and_keeps_the_policy_enabled() {
+    let env = node_env();
+    let v = env.create_ok("detach");
+    for node in ["1001", "1002"] {
+        env.client.controller_publish_volume(&publish_req(&v.volume_id, node)).unwrap();
+    }
+    let puts = env.linode.calls("PUT", FS_POLICY);
+
+    env.client.controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001")).unwrap();
+    assert_eq!(acl(&env, &v.volume_id), ([1002].into(), true));
+    assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
+    let put = env.linode.requests().into_iter().rfind(|r| r.method == "PUT").unwrap().json();
+    assert_eq!(put["enabled"], true);
+    assert_eq!(put["squash_policy"], "root_squash");
+
+    // Nothing to do: no write.
+    for (volume, node) in [
+        (v.volume_id.as_str(), "1001"),
+        (v.volume_id.as_str(), "1003"),
+        (v.volume_id.as_str(), ""),
+        ("7/99999", "1002"),
+        ("not-a-volume", "1002"),
+        (v.volume_id.as_str(), "not-a-node"),
+    ] {
+        env.client
+            .controller_unpublish_volume(&unpublish_req(volume, node))
+            .unwrap_or_else(|e| panic!("unpublish {volume:?} from {node:?}: {e:?}"));
+    }
+    assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
+    assert_eq!(err_code(env.client.controller_unpublish_volume(&unpublish_req("", "1002"))), Code::INVALID_ARGUMENT);
+
+    env.client.controller_unpublish_volume(&unpublish_req(&v.volume_id, "1002")).unwrap();
+    assert_eq!(acl(&env, &v.volume_id), (BTreeSet::new(), true), "unpublish never disables the policy");
+    assert!(published_ids(&env, &v.volume_id).is_empty());
+}
+
+#[test]
+fn publish_and_unpublish_of_different_nodes_at_once_keep_each_other() {
+    let env = node_env();
+    let v = env.create_ok("churn");
+    for node in [1001, 1002, 1003, 1004, 1005] {
+        env.client.controller_publish_volume(&publish_req(&v.volume_id, &node.to_string())).unwrap();
+    }
+    env.linode.set_activation_delay(Duration::from_millis(200));
+    let mut calls = Vec::new();
+    for node in [1001u64, 1002, 1003] {
+        let client = env.client.clone();
+        let req = unpublish_req(&v.volume_id, &node.to_string());
+        calls.push(std::thread::spawn(move || client.controller_unpublish_volume(&req).map(drop)));
+    }
+    for node in [1006u64, 1007, 1008] {
+        let client = env.client.clone();
+        let req = publish_req(&v.volume_id, &node.to_string());
+        calls.push(std::thread::spawn(move || client.controller_publish_volume(&req).map(drop)));
+    }
+    for call in calls {
+        call.join().unwrap().unwrap();
+    }
+    assert_eq!(acl(&env, &v.volume_id), ([1004, 1005, 1006, 1007, 1008].into(), true));
+}
