@@ -59,7 +59,8 @@ pub fn run(args: &[String]) -> Result<String, String> {
         node: csi_grpc::NodeClient::new(channel),
     };
     let command = args.remove(0);
-    c.dispatch(&command, args).map_err(|e| format!("{command}: {e}"))
+    c.dispatch(&command, args)
+        .map_err(|e| format!("{command}: {e}"))
 }
 
 struct Clients {
@@ -69,7 +70,10 @@ struct Clients {
 }
 
 fn take_flag(args: &mut Vec<String>, flag: &str) -> Result<Option<String>, String> {
-    let Some(i) = args.iter().position(|a| a == flag || a.starts_with(&format!("{flag}="))) else {
+    let Some(i) = args
+        .iter()
+        .position(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    else {
         return Ok(None);
     };
     let arg = args.remove(i);
@@ -118,7 +122,10 @@ fn mount_capability(mode: Mode) -> csi::VolumeCapability {
 fn describe_volume(v: &csi::Volume) -> String {
     let mut ctx: Vec<_> = v.volume_context.iter().collect();
     ctx.sort();
-    let mut out = format!("volume_id: {}\ncapacity_bytes: {}\n", v.volume_id, v.capacity_bytes);
+    let mut out = format!(
+        "volume_id: {}\ncapacity_bytes: {}\n",
+        v.volume_id, v.capacity_bytes
+    );
     for (k, val) in ctx {
         out.push_str(&format!("context {k}: {val}\n"));
     }
@@ -144,7 +151,12 @@ impl Clients {
                     .filter(|c| c.has_service())
                     .map(|c| format!("{:?}", c.service().type_.enum_value_or_default()))
                     .collect();
-                Ok(format!("{} {}\nplugin services: {}\n", info.name, info.vendor_version, services.join(", ")))
+                Ok(format!(
+                    "{} {}\nplugin services: {}\n",
+                    info.name,
+                    info.vendor_version,
+                    services.join(", ")
+                ))
             }
             "create-volume" => {
                 let size = take_flag(&mut args, "--size")?;
@@ -155,7 +167,10 @@ impl Clients {
                     params.insert(k.to_string(), v.to_string());
                 }
                 if params.is_empty() {
-                    params.insert("linodenfs.csi.linode.com/space-label".into(), DEV_SPACE_LABEL.into());
+                    params.insert(
+                        "linodenfs.csi.linode.com/space-label".into(),
+                        DEV_SPACE_LABEL.into(),
+                    );
                 }
                 let [name] = positional(args, ["NAME"])?;
                 let mut req = csi::CreateVolumeRequest::new();
@@ -186,8 +201,14 @@ impl Clients {
             }
             "get-volume" => {
                 let [id] = positional(args, ["VOLUME_ID"])?;
-                let resp = rpc(self.controller.controller_get_volume(&self.get_volume_req(&id)))?;
-                Ok(format!("{}status: {:?}\n", describe_volume(&resp.volume), resp.status))
+                let resp = rpc(self
+                    .controller
+                    .controller_get_volume(&self.get_volume_req(&id)))?;
+                Ok(format!(
+                    "{}status: {:?}\n",
+                    describe_volume(&resp.volume),
+                    resp.status
+                ))
             }
             "publish-controller" | "unpublish-controller" => {
                 let [id, node] = positional(args, ["VOLUME_ID", "NODE_ID"])?;
@@ -195,7 +216,8 @@ impl Clients {
                     let mut req = csi::ControllerPublishVolumeRequest::new();
                     req.volume_id = id;
                     req.node_id = node;
-                    req.volume_capability = Some(mount_capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
+                    req.volume_capability =
+                        Some(mount_capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
                     rpc(self.controller.controller_publish_volume(&req))?;
                 } else {
                     let mut req = csi::ControllerUnpublishVolumeRequest::new();
@@ -207,11 +229,14 @@ impl Clients {
             }
             "stage" => {
                 let [id, staging] = positional(args, ["VOLUME_ID", "STAGING_PATH"])?;
-                let volume = rpc(self.controller.controller_get_volume(&self.get_volume_req(&id)))?;
+                let volume = rpc(self
+                    .controller
+                    .controller_get_volume(&self.get_volume_req(&id)))?;
                 let mut req = csi::NodeStageVolumeRequest::new();
                 req.volume_id = id;
                 req.staging_target_path = staging;
-                req.volume_capability = Some(mount_capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
+                req.volume_capability =
+                    Some(mount_capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
                 req.volume_context = volume.volume.volume_context.clone();
                 rpc(self.node.node_stage_volume(&req))?;
                 Ok("staged\n".into())
@@ -226,13 +251,15 @@ impl Clients {
             }
             "publish" => {
                 let readonly = take_switch(&mut args, "--readonly");
-                let [id, staging, target] = positional(args, ["VOLUME_ID", "STAGING_PATH", "TARGET_PATH"])?;
+                let [id, staging, target] =
+                    positional(args, ["VOLUME_ID", "STAGING_PATH", "TARGET_PATH"])?;
                 let mut req = csi::NodePublishVolumeRequest::new();
                 req.volume_id = id;
                 req.staging_target_path = staging;
                 req.target_path = target;
                 req.readonly = readonly;
-                req.volume_capability = Some(mount_capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
+                req.volume_capability =
+                    Some(mount_capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
                 rpc(self.node.node_publish_volume(&req))?;
                 Ok("published\n".into())
             }
@@ -253,7 +280,12 @@ impl Clients {
                 Ok(resp
                     .usage
                     .iter()
-                    .map(|u| format!("{:?}: total {} used {} available {}\n", u.unit, u.total, u.used, u.available))
+                    .map(|u| {
+                        format!(
+                            "{:?}: total {} used {} available {}\n",
+                            u.unit, u.total, u.used, u.available
+                        )
+                    })
                     .collect())
             }
             "node-info" => {
@@ -281,7 +313,11 @@ impl Clients {
                 req.snapshot_id = take_flag(&mut args, "--snapshot")?.unwrap_or_default();
                 positional(args, [])?;
                 let resp = rpc(self.controller.list_snapshots(&req))?;
-                Ok(resp.entries.iter().map(|e| describe_snapshot(&e.snapshot)).collect())
+                Ok(resp
+                    .entries
+                    .iter()
+                    .map(|e| describe_snapshot(&e.snapshot))
+                    .collect())
             }
             other => Err(format!("unknown command {other:?}\n{USAGE}")),
         }

@@ -124,27 +124,111 @@ struct Setting {
 }
 
 const SETTINGS: &[Setting] = &[
-    Setting { var: "DRIVER_ROLE", default: "", help: "controller, node or dev (required; `dev` as first argument also selects it)" },
-    Setting { var: "CSI_ENDPOINT", default: "unix:///csi/csi.sock", help: "unix:///abs/path or tcp://host:port" },
-    Setting { var: "LINODE_TOKEN", default: "", help: "Linode API token (controller; required there, never read by the node)" },
-    Setting { var: "LINODE_URL", default: "https://api.linode.com", help: "Linode API base URL, without the version" },
-    Setting { var: "LINODE_API_VERSION", default: "v4beta", help: "Linode API version appended to LINODE_URL" },
-    Setting { var: "LINODE_CA", default: "", help: "extra root CA PEM file for the Linode API" },
-    Setting { var: "LINODE_REQUEST_TIMEOUT", default: "10s", help: "timeout of one Linode API request" },
-    Setting { var: "LINODE_WAIT_TIMEOUT", default: "5m", help: "bound on every wait for a Linode object to become active" },
-    Setting { var: "NFS_ACCESS_POLICY_MODE", default: "space", help: "space or node (node: ControllerPublish edits the filesystem ACL)" },
-    Setting { var: "DEFAULT_CAPACITY", default: "10Gi", help: "filesystem size when a request names none (bytes or Ki/Mi/Gi/Ti)" },
-    Setting { var: "NODE_NAME", default: "", help: "Kubernetes node name (node role; required there)" },
-    Setting { var: "KUBECONFIG", default: "", help: "kubeconfig file; unset means the in-cluster service account" },
-    Setting { var: "METADATA_URL", default: "http://169.254.169.254", help: "Linode metadata service base URL (node)" },
-    Setting { var: "WORKER_THREADS", default: "16", help: "size of the RPC worker pool" },
-    Setting { var: "NFS_MOUNT_HELPER", default: "mount", help: "program run as `<helper> -t nfs4 [-o opts] <source> <target>`" },
-    Setting { var: "NFS_MOUNT_TIMEOUT", default: "2m", help: "the NFS mount helper is killed after this long" },
-    Setting { var: "SHUTDOWN_GRACE", default: "30s", help: "on SIGTERM, how long in-flight RPCs may finish" },
-    Setting { var: "DEV_STATE_DIR", default: "./dev", help: "dev role: directory holding the socket, fake state and exports" },
-    Setting { var: "DEV_ACTIVATION_DELAY", default: "0s", help: "dev role: how long fake filesystems/snapshots stay `creating`" },
-    Setting { var: "DEV_FAULTS", default: "", help: "dev role: fault profile such as 429:0.1,503:0.05" },
-    Setting { var: "RUST_LOG", default: "info", help: "log filter (env_logger syntax)" },
+    Setting {
+        var: "DRIVER_ROLE",
+        default: "",
+        help: "controller, node or dev (required; `dev` as first argument also selects it)",
+    },
+    Setting {
+        var: "CSI_ENDPOINT",
+        default: "unix:///csi/csi.sock",
+        help: "unix:///abs/path or tcp://host:port",
+    },
+    Setting {
+        var: "LINODE_TOKEN",
+        default: "",
+        help: "Linode API token (controller; required there, never read by the node)",
+    },
+    Setting {
+        var: "LINODE_URL",
+        default: "https://api.linode.com",
+        help: "Linode API base URL, without the version",
+    },
+    Setting {
+        var: "LINODE_API_VERSION",
+        default: "v4beta",
+        help: "Linode API version appended to LINODE_URL",
+    },
+    Setting {
+        var: "LINODE_CA",
+        default: "",
+        help: "extra root CA PEM file for the Linode API",
+    },
+    Setting {
+        var: "LINODE_REQUEST_TIMEOUT",
+        default: "10s",
+        help: "timeout of one Linode API request",
+    },
+    Setting {
+        var: "LINODE_WAIT_TIMEOUT",
+        default: "5m",
+        help: "bound on every wait for a Linode object to become active",
+    },
+    Setting {
+        var: "NFS_ACCESS_POLICY_MODE",
+        default: "space",
+        help: "space or node (node: ControllerPublish edits the filesystem ACL)",
+    },
+    Setting {
+        var: "DEFAULT_CAPACITY",
+        default: "10Gi",
+        help: "filesystem size when a request names none (bytes or Ki/Mi/Gi/Ti)",
+    },
+    Setting {
+        var: "NODE_NAME",
+        default: "",
+        help: "Kubernetes node name (node role; required there)",
+    },
+    Setting {
+        var: "KUBECONFIG",
+        default: "",
+        help: "kubeconfig file; unset means the in-cluster service account",
+    },
+    Setting {
+        var: "METADATA_URL",
+        default: "http://169.254.169.254",
+        help: "Linode metadata service base URL (node)",
+    },
+    Setting {
+        var: "WORKER_THREADS",
+        default: "16",
+        help: "size of the RPC worker pool",
+    },
+    Setting {
+        var: "NFS_MOUNT_HELPER",
+        default: "mount",
+        help: "program run as `<helper> -t nfs4 [-o opts] <source> <target>`",
+    },
+    Setting {
+        var: "NFS_MOUNT_TIMEOUT",
+        default: "2m",
+        help: "the NFS mount helper is killed after this long",
+    },
+    Setting {
+        var: "SHUTDOWN_GRACE",
+        default: "30s",
+        help: "on SIGTERM, how long in-flight RPCs may finish",
+    },
+    Setting {
+        var: "DEV_STATE_DIR",
+        default: "./dev",
+        help: "dev role: directory holding the socket, fake state and exports",
+    },
+    Setting {
+        var: "DEV_ACTIVATION_DELAY",
+        default: "0s",
+        help: "dev role: how long fake filesystems/snapshots stay `creating`",
+    },
+    Setting {
+        var: "DEV_FAULTS",
+        default: "",
+        help: "dev role: fault profile such as 429:0.1,503:0.05",
+    },
+    Setting {
+        var: "RUST_LOG",
+        default: "info",
+        help: "log filter (env_logger syntax)",
+    },
 ];
 
 /// The `--help` text.
@@ -157,7 +241,10 @@ pub fn help_text() -> String {
     );
     for s in SETTINGS {
         let default = if s.default.is_empty() { "-" } else { s.default };
-        out.push_str(&format!("  {:<24} default {:<24} {}\n", s.var, default, s.help));
+        out.push_str(&format!(
+            "  {:<24} default {:<24} {}\n",
+            s.var, default, s.help
+        ));
     }
     out
 }
@@ -178,7 +265,9 @@ pub fn from_args_and_env(
             }
             other => {
                 let Some(flag) = other.strip_prefix("--") else {
-                    return Err(ConfigError::new(format!("unexpected argument {other:?} (see --help)")));
+                    return Err(ConfigError::new(format!(
+                        "unexpected argument {other:?} (see --help)"
+                    )));
                 };
                 let (name, inline) = match flag.split_once('=') {
                     Some((n, v)) => (n, Some(v.to_string())),
@@ -186,7 +275,9 @@ pub fn from_args_and_env(
                 };
                 let var = name.to_ascii_uppercase().replace('-', "_");
                 let Some(setting) = SETTINGS.iter().find(|s| s.var == var) else {
-                    return Err(ConfigError::new(format!("unknown flag --{name} (see --help)")));
+                    return Err(ConfigError::new(format!(
+                        "unknown flag --{name} (see --help)"
+                    )));
                 };
                 let value = match inline {
                     Some(v) => v,
@@ -260,11 +351,15 @@ impl Config {
         let linode = match role {
             Role::Controller => {
                 let token = get("LINODE_TOKEN").ok_or_else(|| {
-                    ConfigError::new("LINODE_TOKEN: a Linode API token is required for the controller role")
+                    ConfigError::new(
+                        "LINODE_TOKEN: a Linode API token is required for the controller role",
+                    )
                 })?;
                 Some(LinodeConfig {
                     url: or_default("LINODE_URL").trim_end_matches('/').to_string(),
-                    api_version: or_default("LINODE_API_VERSION").trim_matches('/').to_string(),
+                    api_version: or_default("LINODE_API_VERSION")
+                        .trim_matches('/')
+                        .to_string(),
                     token,
                     ca_file: get("LINODE_CA").map(PathBuf::from),
                     request_timeout,
@@ -283,7 +378,9 @@ impl Config {
             .parse::<usize>()
             .ok()
             .filter(|n| (1..=1024).contains(n))
-            .ok_or_else(|| ConfigError::new("WORKER_THREADS: must be an integer between 1 and 1024"))?;
+            .ok_or_else(|| {
+                ConfigError::new("WORKER_THREADS: must be an integer between 1 and 1024")
+            })?;
         let default_capacity_bytes = parse_quantity(&or_default("DEFAULT_CAPACITY"))
             .map_err(|e| ConfigError::new(format!("DEFAULT_CAPACITY: {e}")))?;
         let dev = match role {
@@ -341,7 +438,11 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
         "s" => n.checked_mul(1_000),
         "m" => n.checked_mul(60_000),
         "h" => n.checked_mul(3_600_000),
-        _ => return Err(format!("invalid duration {raw:?}: unit must be ms, s, m or h")),
+        _ => {
+            return Err(format!(
+                "invalid duration {raw:?}: unit must be ms, s, m or h"
+            ))
+        }
     };
     ms.map(Duration::from_millis)
         .ok_or_else(|| format!("invalid duration {raw:?}: too large"))
@@ -351,7 +452,9 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
 pub fn parse_endpoint(raw: &str) -> Result<Endpoint, String> {
     if let Some(path) = raw.strip_prefix("unix://") {
         if !path.starts_with('/') || path.len() < 2 || path.ends_with('/') {
-            return Err(format!("invalid endpoint {raw:?}: want unix:///absolute/path/to/socket"));
+            return Err(format!(
+                "invalid endpoint {raw:?}: want unix:///absolute/path/to/socket"
+            ));
         }
         return Ok(Endpoint::Unix(PathBuf::from(path)));
     }
@@ -365,22 +468,31 @@ pub fn parse_endpoint(raw: &str) -> Result<Endpoint, String> {
         }
         return Ok(Endpoint::Tcp(addr.to_string()));
     }
-    Err(format!("invalid endpoint {raw:?}: scheme must be unix:// or tcp://"))
+    Err(format!(
+        "invalid endpoint {raw:?}: scheme must be unix:// or tcp://"
+    ))
 }
 
 /// A size as bytes or with a binary suffix (`Ki`, `Mi`, `Gi`, `Ti`), as in Kubernetes quantities.
 pub fn parse_quantity(raw: &str) -> Result<i64, String> {
     let raw = raw.trim();
-    let (number, factor) = [("Ki", 1i64 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("Ti", 1 << 40)]
-        .iter()
-        .find_map(|(suffix, f)| raw.strip_suffix(suffix).map(|n| (n, *f)))
-        .unwrap_or((raw, 1));
+    let (number, factor) = [
+        ("Ki", 1i64 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+    ]
+    .iter()
+    .find_map(|(suffix, f)| raw.strip_suffix(suffix).map(|n| (n, *f)))
+    .unwrap_or((raw, 1));
     number
         .parse::<i64>()
         .ok()
         .filter(|n| *n > 0)
         .and_then(|n| n.checked_mul(factor))
-        .ok_or_else(|| format!("invalid size {raw:?}: want a positive number of bytes or e.g. 10Gi"))
+        .ok_or_else(|| {
+            format!("invalid size {raw:?}: want a positive number of bytes or e.g. 10Gi")
+        })
 }
 
 #[cfg(test)]
@@ -389,7 +501,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn parse(args: &[&str], env: &[(&str, &str)]) -> Result<Command, ConfigError> {
-        let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         from_args_and_env(&args, |k| env.get(k).cloned())
     }
@@ -407,17 +522,43 @@ mod tests {
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        for bad in ["", "10", "s", "1.5s", "-1s", "10 s", "3d", "99999999999999999999h"] {
+        for bad in [
+            "",
+            "10",
+            "s",
+            "1.5s",
+            "-1s",
+            "10 s",
+            "3d",
+            "99999999999999999999h",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
         }
     }
 
     #[test]
     fn endpoints() {
-        assert_eq!(parse_endpoint("unix:///csi/csi.sock"), Ok(Endpoint::Unix("/csi/csi.sock".into())));
-        assert_eq!(parse_endpoint("tcp://127.0.0.1:10000"), Ok(Endpoint::Tcp("127.0.0.1:10000".into())));
-        assert_eq!(parse_endpoint("tcp://[::1]:10000"), Ok(Endpoint::Tcp("[::1]:10000".into())));
-        for bad in ["unix://relative", "unix:///", "/csi/csi.sock", "http://x:1", "tcp://host", "tcp://:80", "tcp://h:99999"] {
+        assert_eq!(
+            parse_endpoint("unix:///csi/csi.sock"),
+            Ok(Endpoint::Unix("/csi/csi.sock".into()))
+        );
+        assert_eq!(
+            parse_endpoint("tcp://127.0.0.1:10000"),
+            Ok(Endpoint::Tcp("127.0.0.1:10000".into()))
+        );
+        assert_eq!(
+            parse_endpoint("tcp://[::1]:10000"),
+            Ok(Endpoint::Tcp("[::1]:10000".into()))
+        );
+        for bad in [
+            "unix://relative",
+            "unix:///",
+            "/csi/csi.sock",
+            "http://x:1",
+            "tcp://host",
+            "tcp://:80",
+            "tcp://h:99999",
+        ] {
             assert!(parse_endpoint(bad).is_err(), "{bad:?} should be rejected");
         }
     }
@@ -432,13 +573,28 @@ mod tests {
 
     #[test]
     fn roles() {
-        assert_eq!(config(&[], &[("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")]).role, Role::Controller);
-        assert_eq!(config(&[], &[("DRIVER_ROLE", "node"), ("NODE_NAME", "n1")]).role, Role::Node);
+        assert_eq!(
+            config(&[], &[("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")]).role,
+            Role::Controller
+        );
+        assert_eq!(
+            config(&[], &[("DRIVER_ROLE", "node"), ("NODE_NAME", "n1")]).role,
+            Role::Node
+        );
         let dev = config(&["dev"], &[("DEV_STATE_DIR", "/tmp/devstate")]);
         assert_eq!(dev.role, Role::Dev);
-        assert_eq!(dev.endpoint, Endpoint::Unix("/tmp/devstate/csi.sock".into()));
+        assert_eq!(
+            dev.endpoint,
+            Endpoint::Unix("/tmp/devstate/csi.sock".into())
+        );
         let err = parse(&[], &[("DRIVER_ROLE", "both")]).unwrap_err();
-        assert_eq!(err, ConfigError { message: "invalid driver role \"both\"".into(), exit_code: 2 });
+        assert_eq!(
+            err,
+            ConfigError {
+                message: "invalid driver role \"both\"".into(),
+                exit_code: 2
+            }
+        );
         assert_eq!(parse(&[], &[]).unwrap_err().exit_code, 2);
     }
 
@@ -448,26 +604,64 @@ mod tests {
         assert!(err.message.starts_with("LINODE_TOKEN"), "{}", err.message);
         let err = parse(&[], &[("DRIVER_ROLE", "node")]).unwrap_err();
         assert!(err.message.starts_with("NODE_NAME"), "{}", err.message);
-        let err = parse(&[], &[("DRIVER_ROLE", "node"), ("NODE_NAME", "n"), ("CSI_ENDPOINT", "csi.sock")]).unwrap_err();
+        let err = parse(
+            &[],
+            &[
+                ("DRIVER_ROLE", "node"),
+                ("NODE_NAME", "n"),
+                ("CSI_ENDPOINT", "csi.sock"),
+            ],
+        )
+        .unwrap_err();
         assert!(err.message.starts_with("CSI_ENDPOINT"), "{}", err.message);
-        let err = parse(&[], &[("DRIVER_ROLE", "node"), ("NODE_NAME", "n"), ("NFS_MOUNT_TIMEOUT", "2")]).unwrap_err();
-        assert!(err.message.starts_with("NFS_MOUNT_TIMEOUT"), "{}", err.message);
+        let err = parse(
+            &[],
+            &[
+                ("DRIVER_ROLE", "node"),
+                ("NODE_NAME", "n"),
+                ("NFS_MOUNT_TIMEOUT", "2"),
+            ],
+        )
+        .unwrap_err();
+        assert!(
+            err.message.starts_with("NFS_MOUNT_TIMEOUT"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
     fn the_node_never_holds_the_token() {
-        let c = config(&[], &[("DRIVER_ROLE", "node"), ("NODE_NAME", "n"), ("LINODE_TOKEN", "secret")]);
+        let c = config(
+            &[],
+            &[
+                ("DRIVER_ROLE", "node"),
+                ("NODE_NAME", "n"),
+                ("LINODE_TOKEN", "secret"),
+            ],
+        );
         assert!(c.linode.is_none());
     }
 
     #[test]
     fn flags_override_env_and_debug_hides_the_token() {
         let c = config(
-            &["--csi-endpoint=tcp://127.0.0.1:9", "--linode-wait-timeout", "1m"],
-            &[("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "s3cr3t"), ("CSI_ENDPOINT", "unix:///x/y")],
+            &[
+                "--csi-endpoint=tcp://127.0.0.1:9",
+                "--linode-wait-timeout",
+                "1m",
+            ],
+            &[
+                ("DRIVER_ROLE", "controller"),
+                ("LINODE_TOKEN", "s3cr3t"),
+                ("CSI_ENDPOINT", "unix:///x/y"),
+            ],
         );
         assert_eq!(c.endpoint, Endpoint::Tcp("127.0.0.1:9".into()));
-        assert_eq!(c.linode.as_ref().unwrap().wait_timeout, Duration::from_secs(60));
+        assert_eq!(
+            c.linode.as_ref().unwrap().wait_timeout,
+            Duration::from_secs(60)
+        );
         assert!(!format!("{c:?}").contains("s3cr3t"));
         assert!(parse(&["--no-such-flag=1"], &[]).is_err());
     }
@@ -477,7 +671,10 @@ mod tests {
         let c = config(&[], &[("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")]);
         assert_eq!(c.endpoint, Endpoint::Unix("/csi/csi.sock".into()));
         let l = c.linode.unwrap();
-        assert_eq!((l.url.as_str(), l.api_version.as_str()), ("https://api.linode.com", "v4beta"));
+        assert_eq!(
+            (l.url.as_str(), l.api_version.as_str()),
+            ("https://api.linode.com", "v4beta")
+        );
         assert_eq!(l.request_timeout, Duration::from_secs(10));
         assert_eq!(l.wait_timeout, Duration::from_secs(300));
         assert_eq!(c.access_policy_mode, AccessPolicyMode::Space);

@@ -119,18 +119,39 @@ mod tests {
     #[test]
     fn every_outcome_maps_to_its_grpc_code() {
         let table = [
-            (Error::InvalidArgument("x".into()), RpcStatusCode::INVALID_ARGUMENT),
+            (
+                Error::InvalidArgument("x".into()),
+                RpcStatusCode::INVALID_ARGUMENT,
+            ),
             (Error::NotFound("x".into()), RpcStatusCode::NOT_FOUND),
-            (Error::AlreadyExists("x".into()), RpcStatusCode::ALREADY_EXISTS),
-            (Error::FailedPrecondition("x".into()), RpcStatusCode::FAILED_PRECONDITION),
+            (
+                Error::AlreadyExists("x".into()),
+                RpcStatusCode::ALREADY_EXISTS,
+            ),
+            (
+                Error::FailedPrecondition("x".into()),
+                RpcStatusCode::FAILED_PRECONDITION,
+            ),
             (Error::Aborted("x".into()), RpcStatusCode::ABORTED),
             (Error::OutOfRange("x".into()), RpcStatusCode::OUT_OF_RANGE),
-            (Error::PermissionDenied("x".into()), RpcStatusCode::PERMISSION_DENIED),
-            (Error::ResourceExhausted("x".into()), RpcStatusCode::RESOURCE_EXHAUSTED),
+            (
+                Error::PermissionDenied("x".into()),
+                RpcStatusCode::PERMISSION_DENIED,
+            ),
+            (
+                Error::ResourceExhausted("x".into()),
+                RpcStatusCode::RESOURCE_EXHAUSTED,
+            ),
             (Error::Unavailable("x".into()), RpcStatusCode::UNAVAILABLE),
-            (Error::DeadlineExceeded("x".into()), RpcStatusCode::DEADLINE_EXCEEDED),
+            (
+                Error::DeadlineExceeded("x".into()),
+                RpcStatusCode::DEADLINE_EXCEEDED,
+            ),
             (Error::Canceled("x".into()), RpcStatusCode::CANCELLED),
-            (Error::Unimplemented("x".into()), RpcStatusCode::UNIMPLEMENTED),
+            (
+                Error::Unimplemented("x".into()),
+                RpcStatusCode::UNIMPLEMENTED,
+            ),
             (Error::Internal("x".into()), RpcStatusCode::INTERNAL),
         ];
         for (err, code) in table {

@@ -82,7 +82,9 @@ fn parse_ids(raw: &str, count: usize) -> Option<Vec<u64>> {
     let ids: Vec<u64> = raw
         .split('/')
         .map(|part| {
-            let canonical = !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && !part.starts_with('0');
+            let canonical = !part.is_empty()
+                && part.bytes().all(|b| b.is_ascii_digit())
+                && !part.starts_with('0');
             if canonical {
                 part.parse::<u64>().ok()
             } else {
@@ -111,10 +113,34 @@ mod tests {
 
     #[test]
     fn volume_ids() {
-        assert_eq!(VolumeId::parse("42/1337").unwrap(), VolumeId { space: 42, filesystem: 1337 });
+        assert_eq!(
+            VolumeId::parse("42/1337").unwrap(),
+            VolumeId {
+                space: 42,
+                filesystem: 1337
+            }
+        );
         assert_eq!(VolumeId::parse("42/1337").unwrap().to_string(), "42/1337");
-        for bad in ["", "42", "42/", "/1", "42/1337/9", "a/b", "0/1", "1/0", "-1/2", "01/2", " 1/2", "1/2 ", "1//2", "+1/2"] {
-            assert!(matches!(VolumeId::parse(bad), Err(Error::InvalidArgument(_))), "{bad:?}");
+        for bad in [
+            "",
+            "42",
+            "42/",
+            "/1",
+            "42/1337/9",
+            "a/b",
+            "0/1",
+            "1/0",
+            "-1/2",
+            "01/2",
+            " 1/2",
+            "1/2 ",
+            "1//2",
+            "+1/2",
+        ] {
+            assert!(
+                matches!(VolumeId::parse(bad), Err(Error::InvalidArgument(_))),
+                "{bad:?}"
+            );
         }
     }
 
@@ -122,7 +148,13 @@ mod tests {
     fn snapshot_ids() {
         let id = SnapshotId::parse("42/1337/9").unwrap();
         assert_eq!(id.to_string(), "42/1337/9");
-        assert_eq!(id.volume(), VolumeId { space: 42, filesystem: 1337 });
+        assert_eq!(
+            id.volume(),
+            VolumeId {
+                space: 42,
+                filesystem: 1337
+            }
+        );
         for bad in ["42/1337", "42/1337/9/1", "42/1337/x", "", "1/1/0"] {
             assert!(SnapshotId::parse(bad).is_err(), "{bad:?}");
         }

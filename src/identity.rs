@@ -56,14 +56,20 @@ impl csi_grpc::Identity for IdentityService {
         sink: UnarySink<csi::GetPluginCapabilitiesResponse>,
     ) {
         let role = self.role;
-        self.rpc.inline(&ctx, "GetPluginCapabilities", req, sink, move |_| {
-            let mut resp = csi::GetPluginCapabilitiesResponse::new();
-            resp.capabilities = capabilities::plugin(role);
-            Ok(resp)
-        });
+        self.rpc
+            .inline(&ctx, "GetPluginCapabilities", req, sink, move |_| {
+                let mut resp = csi::GetPluginCapabilitiesResponse::new();
+                resp.capabilities = capabilities::plugin(role);
+                Ok(resp)
+            });
     }
 
-    fn probe(&mut self, ctx: RpcContext, req: csi::ProbeRequest, sink: UnarySink<csi::ProbeResponse>) {
+    fn probe(
+        &mut self,
+        ctx: RpcContext,
+        req: csi::ProbeRequest,
+        sink: UnarySink<csi::ProbeResponse>,
+    ) {
         let ready = self.ready.load(Ordering::SeqCst);
         self.rpc.inline(&ctx, "Probe", req, sink, move |_| {
             let mut resp = csi::ProbeResponse::new();

@@ -1,14 +1,40 @@
 //! Rust types generated from `proto/csi.proto` by `build.rs`. Nothing here is
 //! written by hand.
 
-#[allow(clippy::all, dead_code, missing_docs, non_camel_case_types, non_snake_case)]
-#[allow(non_upper_case_globals, trivial_casts, unsafe_code, unused_imports, unused_results, unused_mut)]
+#[allow(
+    clippy::all,
+    dead_code,
+    missing_docs,
+    non_camel_case_types,
+    non_snake_case
+)]
+#[allow(
+    non_upper_case_globals,
+    trivial_casts,
+    unsafe_code,
+    unused_imports,
+    unused_results,
+    unused_mut
+)]
 pub mod csi {
     include!(concat!(env!("OUT_DIR"), "/csi.rs"));
 }
 
-#[allow(clippy::all, dead_code, missing_docs, non_camel_case_types, non_snake_case)]
-#[allow(non_upper_case_globals, trivial_casts, unsafe_code, unused_imports, unused_results, unused_mut)]
+#[allow(
+    clippy::all,
+    dead_code,
+    missing_docs,
+    non_camel_case_types,
+    non_snake_case
+)]
+#[allow(
+    non_upper_case_globals,
+    trivial_casts,
+    unsafe_code,
+    unused_imports,
+    unused_results,
+    unused_mut
+)]
 pub mod csi_grpc {
     include!(concat!(env!("OUT_DIR"), "/csi_grpc.rs"));
 }

@@ -55,12 +55,18 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
             let kube = match KubeClient::from_env(config.kubeconfig.as_deref()) {
                 Ok(k) => Some(k),
                 Err(e) => {
-                    log::warn!("no Kubernetes client ({}); NodeGetInfo relies on the metadata service", e.message());
+                    log::warn!(
+                        "no Kubernetes client ({}); NodeGetInfo relies on the metadata service",
+                        e.message()
+                    );
                     None
                 }
             };
             let deps = NodeDeps {
-                mounter: Arc::new(LinuxMounter::new(config.nfs_mount_helper.clone(), config.nfs_mount_timeout)),
+                mounter: Arc::new(LinuxMounter::new(
+                    config.nfs_mount_helper.clone(),
+                    config.nfs_mount_timeout,
+                )),
                 node_name,
                 metadata: MetadataClient::new(&config.metadata_url, METADATA_TIMEOUT),
                 kube,
@@ -76,14 +82,20 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
 }
 
 /// The Controller service over the real Linode client.
-pub fn controller_service(config: &Config, linode: &LinodeConfig, kube: KubeClient, rpc: &Rpc) -> Result<grpcio::Service, String> {
+pub fn controller_service(
+    config: &Config,
+    linode: &LinodeConfig,
+    kube: KubeClient,
+    rpc: &Rpc,
+) -> Result<grpcio::Service, String> {
     let mut settings = LinodeSettings::new(linode.token.clone());
     settings.base_url = linode.url.clone();
     settings.api_version = linode.api_version.clone();
     settings.ca_file = linode.ca_file.clone();
     settings.request_timeout = linode.request_timeout;
     settings.user_agent = format!("LinodeNfsCsi/{}", identity::version());
-    let cloud = LinodeCloud::new(settings).map_err(|e| format!("Linode client: {}", e.message()))?;
+    let cloud =
+        LinodeCloud::new(settings).map_err(|e| format!("Linode client: {}", e.message()))?;
     Ok(controller::service(
         ControllerDeps {
             cloud: Arc::new(cloud),

@@ -66,8 +66,14 @@ impl Rpc {
     }
 
     /// Runs `work` on the worker pool and answers through the reply helper.
-    pub fn spawn<Req, Resp, F>(&self, ctx: &RpcContext, method: &'static str, req: Req, sink: UnarySink<Resp>, work: F)
-    where
+    pub fn spawn<Req, Resp, F>(
+        &self,
+        ctx: &RpcContext,
+        method: &'static str,
+        req: Req,
+        sink: UnarySink<Resp>,
+        work: F,
+    ) where
         Req: MessageFull,
         Resp: MessageFull,
         F: FnOnce(Req) -> crate::Result<Resp> + Send + 'static,
@@ -90,8 +96,14 @@ impl Rpc {
     /// Answers on the calling completion-queue thread: only for RPCs that
     /// never block (Probe, GetPluginInfo, capabilities). The send completes
     /// on the call's own queue, which must not be waited on from here.
-    pub fn inline<Req, Resp, F>(&self, ctx: &RpcContext, method: &'static str, req: Req, sink: UnarySink<Resp>, work: F)
-    where
+    pub fn inline<Req, Resp, F>(
+        &self,
+        ctx: &RpcContext,
+        method: &'static str,
+        req: Req,
+        sink: UnarySink<Resp>,
+        work: F,
+    ) where
         Req: MessageFull,
         Resp: MessageFull,
         F: FnOnce(Req) -> crate::Result<Resp>,
@@ -156,7 +168,10 @@ impl Pool {
                     if let Some(job) = state.queue.pop_front() {
                         break job;
                     }
-                    state = self.work_ready.wait(state).unwrap_or_else(|p| p.into_inner());
+                    state = self
+                        .work_ready
+                        .wait(state)
+                        .unwrap_or_else(|p| p.into_inner());
                 }
             };
             job();
@@ -183,7 +198,10 @@ impl Pool {
 
 /// A panic in one RPC must not take the worker (or the process) down; the
 /// caller gets Internal and the next request is served.
-fn run_guarded<Resp>(method: &str, work: impl FnOnce() -> crate::Result<Resp>) -> crate::Result<Resp> {
+fn run_guarded<Resp>(
+    method: &str,
+    work: impl FnOnce() -> crate::Result<Resp>,
+) -> crate::Result<Resp> {
     catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|_| {
         log::error!("{method}: handler panicked");
         Err(Error::Internal(format!("{method}: internal error")))
@@ -234,7 +252,12 @@ fn reply<Resp: MessageFull>(
                 Error::Internal(_) | Error::DeadlineExceeded(_) => log::Level::Warn,
                 _ => level_for(method),
             };
-            log::log!(level, "{method} {:?} in {ms:.1}ms: {}", err.code(), err.message());
+            log::log!(
+                level,
+                "{method} {:?} in {ms:.1}ms: {}",
+                err.code(),
+                err.message()
+            );
             deliver(method, sink.fail(err.into()), mode)
         }
     }
@@ -274,7 +297,11 @@ fn redact(msg: &mut dyn MessageDyn) {
             .unwrap_or(false);
         match field.runtime_field_type() {
             RuntimeFieldType::Map(..) if secret => {
-                let keys: Vec<ReflectValueBox> = field.get_map(&*msg).into_iter().map(|(k, _)| k.to_box()).collect();
+                let keys: Vec<ReflectValueBox> = field
+                    .get_map(&*msg)
+                    .into_iter()
+                    .map(|(k, _)| k.to_box())
+                    .collect();
                 let mut map = field.mut_map(msg);
                 for k in keys {
                     map.insert(k, ReflectValueBox::String("***".to_string()));
@@ -283,7 +310,9 @@ fn redact(msg: &mut dyn MessageDyn) {
             RuntimeFieldType::Singular(_) if secret && field.has_field(&*msg) => {
                 field.set_singular_field(msg, ReflectValueBox::String("***".to_string()));
             }
-            RuntimeFieldType::Singular(protobuf::reflect::RuntimeType::Message(_)) if field.has_field(&*msg) => {
+            RuntimeFieldType::Singular(protobuf::reflect::RuntimeType::Message(_))
+                if field.has_field(&*msg) =>
+            {
                 redact(field.mut_message(msg));
             }
             _ => {}
@@ -301,7 +330,8 @@ mod tests {
         let mut req = csi::NodeStageVolumeRequest::new();
         req.volume_id = "1/2".into();
         req.secrets.insert("password".into(), "hunter2".into());
-        req.volume_context.insert("mount-target".into(), "fs.example:/x".into());
+        req.volume_context
+            .insert("mount-target".into(), "fs.example:/x".into());
         let text = redacted(&req);
         assert!(!text.contains("hunter2"), "{text}");
         assert!(text.contains("password"), "{text}");

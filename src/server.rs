@@ -53,11 +53,17 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
 
     // Two completion queues are plenty: handlers never block on them.
     let env = Arc::new(EnvBuilder::new().cq_count(2).name_prefix("grpc-cq").build());
-    let mut builder = ServerBuilder::new(env).register_service(identity::service(rpc.clone(), config.role, ready.clone()));
+    let mut builder = ServerBuilder::new(env).register_service(identity::service(
+        rpc.clone(),
+        config.role,
+        ready.clone(),
+    ));
     for service in std::mem::take(&mut role.services) {
         builder = builder.register_service(service);
     }
-    let mut server = builder.build().map_err(|e| format!("build gRPC server: {e}"))?;
+    let mut server = builder
+        .build()
+        .map_err(|e| format!("build gRPC server: {e}"))?;
 
     let address = match &config.endpoint {
         Endpoint::Unix(path) => {
@@ -83,12 +89,18 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
     }
 
     let sig = signals.wait();
-    log::info!("signal {sig} received: draining in-flight RPCs (up to {:?})", config.shutdown_grace);
+    log::info!(
+        "signal {sig} received: draining in-flight RPCs (up to {:?})",
+        config.shutdown_grace
+    );
     ready.store(false, Ordering::SeqCst);
     let shutdown = server.shutdown();
     let left = rpc.drain(config.shutdown_grace);
     if left > 0 {
-        log::warn!("{left} RPCs still running after {:?}; cancelling them", config.shutdown_grace);
+        log::warn!(
+            "{left} RPCs still running after {:?}; cancelling them",
+            config.shutdown_grace
+        );
         server.cancel_all_calls();
     }
     if let Err(e) = futures_executor::block_on(shutdown) {
@@ -97,7 +109,9 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
     // gRPC core usually unlinks the socket itself on shutdown.
     if let Endpoint::Unix(path) = &config.endpoint {
         match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => log::warn!("remove socket {}: {e}", path.display()),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                log::warn!("remove socket {}: {e}", path.display())
+            }
             _ => {}
         }
     }
@@ -119,9 +133,13 @@ fn prepare_socket_path(path: &Path) -> Result<(), String> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
             log::info!("removing stale socket {}", path.display());
-            std::fs::remove_file(path).map_err(|e| format!("CSI_ENDPOINT: remove stale socket {}: {e}", path.display()))
+            std::fs::remove_file(path)
+                .map_err(|e| format!("CSI_ENDPOINT: remove stale socket {}: {e}", path.display()))
         }
-        Ok(_) => Err(format!("CSI_ENDPOINT: {} exists and is not a socket", path.display())),
+        Ok(_) => Err(format!(
+            "CSI_ENDPOINT: {} exists and is not a socket",
+            path.display()
+        )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(format!("CSI_ENDPOINT: {}: {e}", path.display())),
     }

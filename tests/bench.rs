@@ -36,7 +36,11 @@ fn rss_kib(pid: u32) -> u64 {
 #[ignore = "benchmark: bash .ci/bench"]
 fn bench_binary_startup_and_idle_memory() {
     let size = std::fs::metadata(common::binary()).unwrap().len();
-    println!("BENCH binary {} size {:.2} MiB", common::binary(), size as f64 / (1 << 20) as f64);
+    println!(
+        "BENCH binary {} size {:.2} MiB",
+        common::binary(),
+        size as f64 / (1 << 20) as f64
+    );
 
     let mut ready = Vec::new();
     let mut rss = Vec::new();
@@ -56,7 +60,11 @@ fn bench_binary_startup_and_idle_memory() {
         ms(percentile(&ready, 0.5)),
         ms(*ready.last().unwrap())
     );
-    println!("BENCH node role idle RSS: median {} KiB, max {} KiB", rss[rss.len() / 2], rss.last().unwrap());
+    println!(
+        "BENCH node role idle RSS: median {} KiB, max {} KiB",
+        rss[rss.len() / 2],
+        rss.last().unwrap()
+    );
 }
 
 /// A controller binary against fresh fakes; returns (linode, kube, driver).
@@ -86,7 +94,10 @@ fn controller(activation: Duration, workers: usize) -> (FakeLinode, FakeKube, Dr
 fn create_request(name: &str) -> csi::CreateVolumeRequest {
     let mut req = csi::CreateVolumeRequest::new();
     req.name = name.into();
-    req.parameters = HashMap::from([("linodenfs.csi.linode.com/space-id".to_string(), "7".to_string())]);
+    req.parameters = HashMap::from([(
+        "linodenfs.csi.linode.com/space-id".to_string(),
+        "7".to_string(),
+    )]);
     req.volume_capabilities = vec![capability(Mode::MULTI_NODE_MULTI_WRITER, &[])];
     req
 }
@@ -98,9 +109,14 @@ fn bench_create_volume_requests_and_concurrency() {
     let client = driver.controller();
     client.create_volume(&create_request("pvc-warmup")).unwrap();
     linode.clear_requests();
-    client.create_volume(&create_request("pvc-counted")).unwrap();
+    client
+        .create_volume(&create_request("pvc-counted"))
+        .unwrap();
     let requests = linode.requests();
-    println!("BENCH Linode requests per fresh CreateVolume (space by id, warm region cache): {}", requests.len());
+    println!(
+        "BENCH Linode requests per fresh CreateVolume (space by id, warm region cache): {}",
+        requests.len()
+    );
     for r in &requests {
         println!("BENCH   {} {}", r.method, r.path);
     }
@@ -113,7 +129,11 @@ fn bench_create_volume_requests_and_concurrency() {
         let one = one.elapsed();
         let started = Instant::now();
         let calls: Vec<_> = (0..50)
-            .map(|i| client.create_volume_async(&create_request(&format!("pvc-many-{i}"))).unwrap())
+            .map(|i| {
+                client
+                    .create_volume_async(&create_request(&format!("pvc-many-{i}")))
+                    .unwrap()
+            })
             .collect();
         for call in calls {
             futures_executor::block_on(call).unwrap();
@@ -133,7 +153,8 @@ fn bench_publish_unpublish_cycle() {
     let source = "bench.nfs.example:/export";
     node.export(source);
     let staging = node.kubelet_path("staging");
-    node.stage("1/2", &staging, &[("mount-target", source)]).unwrap();
+    node.stage("1/2", &staging, &[("mount-target", source)])
+        .unwrap();
     let client = node.driver.node();
     let target = node.kubelet_path("pods/p/volumes/v/mount");
     let mut publish = csi::NodePublishVolumeRequest::new();
@@ -153,7 +174,9 @@ fn bench_publish_unpublish_cycle() {
         client.node_unpublish_volume(&unpublish).unwrap();
         cycles.push(started.elapsed());
     }
-    wait_for("target removed", Duration::from_secs(5), || !node.inside(&target).exists());
+    wait_for("target removed", Duration::from_secs(5), || {
+        !node.inside(&target).exists()
+    });
     cycles.sort();
     println!(
         "BENCH NodePublishVolume+NodeUnpublishVolume (bind mount) over gRPC, 1000 cycles: median {:.3} ms, p99 {:.3} ms, max {:.3} ms",

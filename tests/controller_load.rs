@@ -41,7 +41,11 @@ fn slow_backend_calls_run_in_parallel_and_probe_stays_fast() {
     let controller = csi_grpc::ControllerClient::new(channel.clone());
     let identity = csi_grpc::IdentityClient::new(channel);
     env.create_ok("warm-region");
-    env.linode.inject(FaultRule::latency("GET", "nfs/spaces/*", Duration::from_secs(1)));
+    env.linode.inject(FaultRule::latency(
+        "GET",
+        "nfs/spaces/*",
+        Duration::from_secs(1),
+    ));
 
     let single = timed_create(&controller, "single");
     assert!(single >= Duration::from_secs(1), "{single:?}");
@@ -55,19 +59,35 @@ fn slow_backend_calls_run_in_parallel_and_probe_stays_fast() {
     };
     let client = controller.clone();
     let burst = std::thread::spawn(move || concurrent_creates(&client, "burst", 8));
-    common::wait_for("8 slow space lookups in flight", Duration::from_secs(10), || space_gets_in_flight() == 8);
+    common::wait_for(
+        "8 slow space lookups in flight",
+        Duration::from_secs(10),
+        || space_gets_in_flight() == 8,
+    );
     let started = Instant::now();
     let probe = identity.probe(&csi::ProbeRequest::new()).unwrap();
     let probe_time = started.elapsed();
     assert!(probe.ready.unwrap().value);
-    assert!(probe_time < Duration::from_millis(200), "Probe took {probe_time:?} under load");
+    assert!(
+        probe_time < Duration::from_millis(200),
+        "Probe took {probe_time:?} under load"
+    );
     let caps = Instant::now();
-    controller.controller_get_capabilities(&csi::ControllerGetCapabilitiesRequest::new()).unwrap();
-    assert!(caps.elapsed() < Duration::from_millis(200), "capabilities took {:?} under load", caps.elapsed());
+    controller
+        .controller_get_capabilities(&csi::ControllerGetCapabilitiesRequest::new())
+        .unwrap();
+    assert!(
+        caps.elapsed() < Duration::from_millis(200),
+        "capabilities took {:?} under load",
+        caps.elapsed()
+    );
 
     let all = burst.join().unwrap();
     println!("one slow CreateVolume {single:?}; 8 concurrent on one channel {all:?}; Probe meanwhile {probe_time:?}");
-    assert!(all < single * 3, "8 concurrent creates took {all:?}, one took {single:?}");
+    assert!(
+        all < single * 3,
+        "8 concurrent creates took {all:?}, one took {single:?}"
+    );
     assert_eq!(env.live_filesystems().len(), 10);
 }
 

@@ -55,7 +55,13 @@ fn acl(env: &Env, volume_id: &str) -> (BTreeSet<u64>, bool) {
 fn published_ids(env: &Env, volume_id: &str) -> Vec<String> {
     let mut r = csi::ControllerGetVolumeRequest::new();
     r.volume_id = volume_id.into();
-    let mut ids = env.client.controller_get_volume(&r).unwrap().status.unwrap().published_node_ids;
+    let mut ids = env
+        .client
+        .controller_get_volume(&r)
+        .unwrap()
+        .status
+        .unwrap()
+        .published_node_ids;
     ids.sort();
     ids
 }
@@ -74,9 +80,14 @@ fn advertised(env: &Env) -> HashSet<Rpc> {
 fn capabilities_follow_the_access_policy_mode() {
     let space = Setup::new().start();
     let node = node_env();
-    let common: HashSet<Rpc> =
-        [Rpc::CREATE_DELETE_VOLUME, Rpc::GET_VOLUME, Rpc::CREATE_DELETE_SNAPSHOT, Rpc::LIST_SNAPSHOTS, Rpc::VOLUME_CONDITION]
-            .into();
+    let common: HashSet<Rpc> = [
+        Rpc::CREATE_DELETE_VOLUME,
+        Rpc::GET_VOLUME,
+        Rpc::CREATE_DELETE_SNAPSHOT,
+        Rpc::LIST_SNAPSHOTS,
+        Rpc::VOLUME_CONDITION,
+    ]
+    .into();
     assert_eq!(advertised(&space), common);
     let mut with_publish = common.clone();
     with_publish.insert(Rpc::PUBLISH_UNPUBLISH_VOLUME);
@@ -88,8 +99,20 @@ fn space_mode_has_no_publish() {
     let env = Setup::new().seed(with_instances).start();
     let v = env.create_ok("space-vol");
     let before = env.linode.requests().len();
-    assert_eq!(err_code(env.client.controller_publish_volume(&publish_req(&v.volume_id, "1001"))), Code::UNIMPLEMENTED);
-    assert_eq!(err_code(env.client.controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001"))), Code::UNIMPLEMENTED);
+    assert_eq!(
+        err_code(
+            env.client
+                .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
+        ),
+        Code::UNIMPLEMENTED
+    );
+    assert_eq!(
+        err_code(
+            env.client
+                .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001"))
+        ),
+        Code::UNIMPLEMENTED
+    );
     assert_eq!(env.linode.requests().len(), before);
 }
 
@@ -97,31 +120,60 @@ fn space_mode_has_no_publish() {
 fn publish_adds_the_node_enables_the_policy_and_repeats_write_nothing() {
     let env = node_env();
     let v = env
-        .create(&volume_req("shared-data", &[(P_SPACE_ID, "7".into()), (P_SQUASH, "all_squash".into())]))
+        .create(&volume_req(
+            "shared-data",
+            &[(P_SPACE_ID, "7".into()), (P_SQUASH, "all_squash".into())],
+        ))
         .unwrap()
         .volume
         .unwrap();
-    assert!(published_ids(&env, &v.volume_id).is_empty(), "a disabled, empty policy publishes nothing");
+    assert!(
+        published_ids(&env, &v.volume_id).is_empty(),
+        "a disabled, empty policy publishes nothing"
+    );
     let puts = env.linode.calls("PUT", FS_POLICY);
 
-    let resp = env.client.controller_publish_volume(&publish_req(&v.volume_id, "1001")).unwrap();
+    let resp = env
+        .client
+        .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
+        .unwrap();
     assert!(resp.publish_context.is_empty());
     assert_eq!(acl(&env, &v.volume_id), ([1001].into(), true));
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
-    let put = env.linode.requests().into_iter().rfind(|r| r.method == "PUT").unwrap().json();
+    let put = env
+        .linode
+        .requests()
+        .into_iter()
+        .rfind(|r| r.method == "PUT")
+        .unwrap()
+        .json();
     assert_eq!(put["linode_ids"], serde_json::json!([1001]));
     assert_eq!(put["enabled"], true);
-    assert_eq!(put["squash_policy"], "all_squash", "a publish must keep the squash policy");
+    assert_eq!(
+        put["squash_policy"], "all_squash",
+        "a publish must keep the squash policy"
+    );
     assert_eq!(put["protocols"], serde_json::json!(["nfsv4"]));
     assert_eq!(put["label"], "shared-data");
-    let policy = env.linode.filesystem_policy(ids_of(&v.volume_id).1).unwrap();
+    let policy = env
+        .linode
+        .filesystem_policy(ids_of(&v.volume_id).1)
+        .unwrap();
     assert_eq!(policy.status.as_str(), "active");
     assert_eq!(policy.squash_policy.unwrap().as_str(), "all_squash");
 
-    env.client.controller_publish_volume(&publish_req(&v.volume_id, "1001")).unwrap();
-    assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1, "already allowed: no write");
+    env.client
+        .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
+        .unwrap();
+    assert_eq!(
+        env.linode.calls("PUT", FS_POLICY),
+        puts + 1,
+        "already allowed: no write"
+    );
 
-    env.client.controller_publish_volume(&publish_req(&v.volume_id, "1002")).unwrap();
+    env.client
+        .controller_publish_volume(&publish_req(&v.volume_id, "1002"))
+        .unwrap();
     assert_eq!(acl(&env, &v.volume_id), ([1001, 1002].into(), true));
     assert_eq!(published_ids(&env, &v.volume_id), ["1001", "1002"]);
 }
@@ -141,17 +193,45 @@ fn publish_rejects_bad_requests_and_unknown_objects() {
         r
     };
     let cases = [
-        ("empty volume", publish_req("", "1001"), Code::INVALID_ARGUMENT),
-        ("empty node", publish_req(&v.volume_id, ""), Code::INVALID_ARGUMENT),
+        (
+            "empty volume",
+            publish_req("", "1001"),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "empty node",
+            publish_req(&v.volume_id, ""),
+            Code::INVALID_ARGUMENT,
+        ),
         ("no capability", no_cap, Code::INVALID_ARGUMENT),
         ("block", block, Code::INVALID_ARGUMENT),
-        ("unknown volume", publish_req("7/99999", "1001"), Code::NOT_FOUND),
-        ("malformed volume", publish_req("not-a-volume", "1001"), Code::NOT_FOUND),
-        ("unknown node", publish_req(&v.volume_id, "424242"), Code::NOT_FOUND),
-        ("node that is no Linode id", publish_req(&v.volume_id, "worker-1"), Code::NOT_FOUND),
+        (
+            "unknown volume",
+            publish_req("7/99999", "1001"),
+            Code::NOT_FOUND,
+        ),
+        (
+            "malformed volume",
+            publish_req("not-a-volume", "1001"),
+            Code::NOT_FOUND,
+        ),
+        (
+            "unknown node",
+            publish_req(&v.volume_id, "424242"),
+            Code::NOT_FOUND,
+        ),
+        (
+            "node that is no Linode id",
+            publish_req(&v.volume_id, "worker-1"),
+            Code::NOT_FOUND,
+        ),
     ];
     for (what, req, want) in cases {
-        assert_eq!(err_code(env.client.controller_publish_volume(&req)), want, "{what}");
+        assert_eq!(
+            err_code(env.client.controller_publish_volume(&req)),
+            want,
+            "{what}"
+        );
     }
     assert_eq!(env.linode.calls("PUT", FS_POLICY), 0);
     assert_eq!(acl(&env, &v.volume_id), (BTreeSet::new(), false));
@@ -185,14 +265,24 @@ fn unpublish_removes_only_its_node_and_keeps_the_policy_enabled() {
     let env = node_env();
     let v = env.create_ok("detach");
     for node in ["1001", "1002"] {
-        env.client.controller_publish_volume(&publish_req(&v.volume_id, node)).unwrap();
+        env.client
+            .controller_publish_volume(&publish_req(&v.volume_id, node))
+            .unwrap();
     }
     let puts = env.linode.calls("PUT", FS_POLICY);
 
-    env.client.controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001")).unwrap();
+    env.client
+        .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001"))
+        .unwrap();
     assert_eq!(acl(&env, &v.volume_id), ([1002].into(), true));
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
-    let put = env.linode.requests().into_iter().rfind(|r| r.method == "PUT").unwrap().json();
+    let put = env
+        .linode
+        .requests()
+        .into_iter()
+        .rfind(|r| r.method == "PUT")
+        .unwrap()
+        .json();
     assert_eq!(put["enabled"], true);
     assert_eq!(put["squash_policy"], "root_squash");
 
@@ -210,10 +300,22 @@ fn unpublish_removes_only_its_node_and_keeps_the_policy_enabled() {
             .unwrap_or_else(|e| panic!("unpublish {volume:?} from {node:?}: {e:?}"));
     }
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
-    assert_eq!(err_code(env.client.controller_unpublish_volume(&unpublish_req("", "1002"))), Code::INVALID_ARGUMENT);
+    assert_eq!(
+        err_code(
+            env.client
+                .controller_unpublish_volume(&unpublish_req("", "1002"))
+        ),
+        Code::INVALID_ARGUMENT
+    );
 
-    env.client.controller_unpublish_volume(&unpublish_req(&v.volume_id, "1002")).unwrap();
-    assert_eq!(acl(&env, &v.volume_id), (BTreeSet::new(), true), "unpublish never disables the policy");
+    env.client
+        .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1002"))
+        .unwrap();
+    assert_eq!(
+        acl(&env, &v.volume_id),
+        (BTreeSet::new(), true),
+        "unpublish never disables the policy"
+    );
     assert!(published_ids(&env, &v.volume_id).is_empty());
 }
 
@@ -222,22 +324,31 @@ fn publish_and_unpublish_of_different_nodes_at_once_keep_each_other() {
     let env = node_env();
     let v = env.create_ok("churn");
     for node in [1001, 1002, 1003, 1004, 1005] {
-        env.client.controller_publish_volume(&publish_req(&v.volume_id, &node.to_string())).unwrap();
+        env.client
+            .controller_publish_volume(&publish_req(&v.volume_id, &node.to_string()))
+            .unwrap();
     }
     env.linode.set_activation_delay(Duration::from_millis(200));
     let mut calls = Vec::new();
     for node in [1001u64, 1002, 1003] {
         let client = env.client.clone();
         let req = unpublish_req(&v.volume_id, &node.to_string());
-        calls.push(std::thread::spawn(move || client.controller_unpublish_volume(&req).map(drop)));
+        calls.push(std::thread::spawn(move || {
+            client.controller_unpublish_volume(&req).map(drop)
+        }));
     }
     for node in [1006u64, 1007, 1008] {
         let client = env.client.clone();
         let req = publish_req(&v.volume_id, &node.to_string());
-        calls.push(std::thread::spawn(move || client.controller_publish_volume(&req).map(drop)));
+        calls.push(std::thread::spawn(move || {
+            client.controller_publish_volume(&req).map(drop)
+        }));
     }
     for call in calls {
         call.join().unwrap().unwrap();
     }
-    assert_eq!(acl(&env, &v.volume_id), ([1004, 1005, 1006, 1007, 1008].into(), true));
+    assert_eq!(
+        acl(&env, &v.volume_id),
+        ([1004, 1005, 1006, 1007, 1008].into(), true)
+    );
 }

@@ -15,17 +15,23 @@ const SNAPS: &str = "nfs/spaces/*/filesystems/*/snapshots";
 const CLONE: &str = "nfs/spaces/*/filesystems/*/snapshots/*/clone";
 
 fn snap(env: &Env, name: &str, source: &str) -> grpcio::Result<csi::Snapshot> {
-    env.client.create_snapshot(&snapshot_req(name, source)).map(|r| r.snapshot.unwrap())
+    env.client
+        .create_snapshot(&snapshot_req(name, source))
+        .map(|r| r.snapshot.unwrap())
 }
 
 fn snap_ready(env: &Env, name: &str, source: &str) -> csi::Snapshot {
     let mut last = None;
-    wait_for(&format!("snapshot {name} to be ready"), Duration::from_secs(10), || {
-        let s = snap(env, name, source).unwrap();
-        let ready = s.ready_to_use;
-        last = Some(s);
-        ready
-    });
+    wait_for(
+        &format!("snapshot {name} to be ready"),
+        Duration::from_secs(10),
+        || {
+            let s = snap(env, name, source).unwrap();
+            let ready = s.ready_to_use;
+            last = Some(s);
+            ready
+        },
+    );
     last.unwrap()
 }
 
@@ -35,14 +41,20 @@ fn delete_snap(env: &Env, id: &str) -> grpcio::Result<csi::DeleteSnapshotRespons
     env.client.delete_snapshot(&r)
 }
 
-fn list(env: &Env, f: impl FnOnce(&mut csi::ListSnapshotsRequest)) -> grpcio::Result<csi::ListSnapshotsResponse> {
+fn list(
+    env: &Env,
+    f: impl FnOnce(&mut csi::ListSnapshotsRequest),
+) -> grpcio::Result<csi::ListSnapshotsResponse> {
     let mut r = csi::ListSnapshotsRequest::new();
     f(&mut r);
     env.client.list_snapshots(&r)
 }
 
 fn ids(resp: &csi::ListSnapshotsResponse) -> Vec<String> {
-    resp.entries.iter().map(|e| e.snapshot.snapshot_id.clone()).collect()
+    resp.entries
+        .iter()
+        .map(|e| e.snapshot.snapshot_id.clone())
+        .collect()
 }
 
 #[test]
@@ -59,7 +71,10 @@ fn create_snapshot_is_ready_only_when_active_with_backend_fields() {
     assert_eq!(b.label, "snap-one");
     assert_eq!(first.snapshot_id, format!("{}/{}", v.volume_id, b.id));
     assert_eq!(first.source_volume_id, v.volume_id);
-    assert_eq!(first.creation_time.seconds, naive_to_unix(b.created.as_deref().unwrap()).unwrap());
+    assert_eq!(
+        first.creation_time.seconds,
+        naive_to_unix(b.created.as_deref().unwrap()).unwrap()
+    );
 
     let ready = snap_ready(&env, "Snap-One", &v.volume_id);
     assert_eq!(ready.snapshot_id, first.snapshot_id);
@@ -68,7 +83,11 @@ fn create_snapshot_is_ready_only_when_active_with_backend_fields() {
     assert_eq!(b.status.as_str(), "active");
     assert_eq!(ready.size_bytes, b.size_bytes.unwrap());
     assert!(ready.size_bytes > 0);
-    assert_eq!(env.linode.calls("POST", SNAPS), 1, "repeats find the snapshot by label");
+    assert_eq!(
+        env.linode.calls("POST", SNAPS),
+        1,
+        "repeats find the snapshot by label"
+    );
 }
 
 #[test]
@@ -76,25 +95,46 @@ fn create_snapshot_validation_and_name_conflicts() {
     let env = Setup::new().start();
     let a = env.create_ok("vol-a");
     let b = env.create_ok("vol-b");
-    assert_eq!(err_code(snap(&env, "", &a.volume_id)), Code::INVALID_ARGUMENT);
+    assert_eq!(
+        err_code(snap(&env, "", &a.volume_id)),
+        Code::INVALID_ARGUMENT
+    );
     assert_eq!(err_code(snap(&env, "s", "")), Code::INVALID_ARGUMENT);
     assert_eq!(err_code(snap(&env, "s", "7/99999")), Code::NOT_FOUND);
     assert_eq!(err_code(snap(&env, "s", "not-a-volume")), Code::NOT_FOUND);
 
     let first = snap(&env, "nightly", &a.volume_id).unwrap();
-    assert_eq!(snap(&env, "nightly", &a.volume_id).unwrap().snapshot_id, first.snapshot_id);
-    assert_eq!(err_code(snap(&env, "nightly", &b.volume_id)), Code::ALREADY_EXISTS);
+    assert_eq!(
+        snap(&env, "nightly", &a.volume_id).unwrap().snapshot_id,
+        first.snapshot_id
+    );
+    assert_eq!(
+        err_code(snap(&env, "nightly", &b.volume_id)),
+        Code::ALREADY_EXISTS
+    );
     assert_eq!(env.linode.snapshots().len(), 1);
 
     // A create whose reply was lost is found by label, not repeated.
-    env.linode.inject(FaultRule::fail_after("POST", SNAPS, 500).times(1));
+    env.linode
+        .inject(FaultRule::fail_after("POST", SNAPS, 500).times(1));
     let lost = snap(&env, "lost-reply", &b.volume_id).unwrap();
-    assert_eq!(env.linode.snapshots().iter().filter(|s| s.label == "lost-reply").count(), 1);
+    assert_eq!(
+        env.linode
+            .snapshots()
+            .iter()
+            .filter(|s| s.label == "lost-reply")
+            .count(),
+        1
+    );
     assert!(lost.snapshot_id.starts_with(&format!("{}/", b.volume_id)));
 
-    env.linode.set_snapshot_lifecycle("broken", Lifecycle::StickInError);
+    env.linode
+        .set_snapshot_lifecycle("broken", Lifecycle::StickInError);
     snap(&env, "broken", &a.volume_id).unwrap();
-    assert_eq!(err_code(snap(&env, "broken", &a.volume_id)), Code::FAILED_PRECONDITION);
+    assert_eq!(
+        err_code(snap(&env, "broken", &a.volume_id)),
+        Code::FAILED_PRECONDITION
+    );
 }
 
 #[test]
@@ -106,12 +146,19 @@ fn delete_snapshot_cases() {
     for malformed in ["x", "7/101", "7/101/x", "7/101/1/2"] {
         delete_snap(&env, malformed).unwrap_or_else(|e| panic!("{malformed}: {e:?}"));
     }
-    assert_eq!(env.linode.requests().len(), before, "malformed ids need no backend call");
+    assert_eq!(
+        env.linode.requests().len(),
+        before,
+        "malformed ids need no backend call"
+    );
 
     let s = snap_ready(&env, "keep", &v.volume_id);
     let backend_id = env.linode.snapshots()[0].id;
     assert!(env.linode.set_snapshot_locked(backend_id, true));
-    assert_eq!(err_code(delete_snap(&env, &s.snapshot_id)), Code::FAILED_PRECONDITION);
+    assert_eq!(
+        err_code(delete_snap(&env, &s.snapshot_id)),
+        Code::FAILED_PRECONDITION
+    );
     assert_eq!(env.linode.snapshots().len(), 1);
 
     env.linode.set_snapshot_locked(backend_id, false);
@@ -128,7 +175,11 @@ fn list_snapshots_filters_and_pagination() {
     let b = env.create_ok("vol-b");
     let mut all = Vec::new();
     for (n, vol) in [&a, &a, &a, &b, &b].iter().enumerate() {
-        all.push(snap(&env, &format!("s{n}"), &vol.volume_id).unwrap().snapshot_id);
+        all.push(
+            snap(&env, &format!("s{n}"), &vol.volume_id)
+                .unwrap()
+                .snapshot_id,
+        );
     }
 
     let by_id = list(&env, |r| r.snapshot_id = all[1].clone()).unwrap();
@@ -142,8 +193,14 @@ fn list_snapshots_filters_and_pagination() {
         r.source_volume_id = b.volume_id.clone();
     });
     assert!(mismatched.unwrap().entries.is_empty());
-    assert_eq!(ids(&list(&env, |r| r.source_volume_id = a.volume_id.clone()).unwrap()), all[..3]);
-    assert_eq!(ids(&list(&env, |r| r.source_volume_id = b.volume_id.clone()).unwrap()), all[3..]);
+    assert_eq!(
+        ids(&list(&env, |r| r.source_volume_id = a.volume_id.clone()).unwrap()),
+        all[..3]
+    );
+    assert_eq!(
+        ids(&list(&env, |r| r.source_volume_id = b.volume_id.clone()).unwrap()),
+        all[3..]
+    );
     let everything = list(&env, |_| {}).unwrap();
     assert_eq!(ids(&everything), all);
     assert!(everything.next_token.is_empty());
@@ -174,51 +231,120 @@ fn list_snapshots_filters_and_pagination() {
     assert!(big.next_token.is_empty());
 
     for token in ["abc", "-1", "99"] {
-        assert_eq!(err_code(list(&env, |r| r.starting_token = token.into())), Code::ABORTED, "{token}");
+        assert_eq!(
+            err_code(list(&env, |r| r.starting_token = token.into())),
+            Code::ABORTED,
+            "{token}"
+        );
     }
-    assert_eq!(err_code(list(&env, |r| r.max_entries = -1)), Code::INVALID_ARGUMENT);
+    assert_eq!(
+        err_code(list(&env, |r| r.max_entries = -1)),
+        Code::INVALID_ARGUMENT
+    );
 
-    for unknown in [format!("{}/424242", a.volume_id), "7/99999/1".into(), "garbage".into(), "7/1".into()] {
-        assert!(list(&env, |r| r.snapshot_id = unknown.clone()).unwrap().entries.is_empty(), "{unknown}");
+    for unknown in [
+        format!("{}/424242", a.volume_id),
+        "7/99999/1".into(),
+        "garbage".into(),
+        "7/1".into(),
+    ] {
+        assert!(
+            list(&env, |r| r.snapshot_id = unknown.clone())
+                .unwrap()
+                .entries
+                .is_empty(),
+            "{unknown}"
+        );
     }
     for unknown in ["7/99999", "garbage"] {
-        assert!(list(&env, |r| r.source_volume_id = unknown.into()).unwrap().entries.is_empty(), "{unknown}");
+        assert!(
+            list(&env, |r| r.source_volume_id = unknown.into())
+                .unwrap()
+                .entries
+                .is_empty(),
+            "{unknown}"
+        );
     }
 }
 
 #[test]
 fn restore_from_a_snapshot_clones_it_idempotently() {
-    let env = Setup::new().seed(|s| s.with_space(SpaceSeed::new(8, "restores"))).start();
+    let env = Setup::new()
+        .seed(|s| s.with_space(SpaceSeed::new(8, "restores")))
+        .start();
     let v = env.create_ok("origin");
     let s1 = snap_ready(&env, "first", &v.volume_id);
     let s2 = snap_ready(&env, "second", &v.volume_id);
     let restore = |name: &str, snapshot: &str, space: u64| {
-        from_snapshot(volume_req(name, &[(P_SPACE_ID, space.to_string()), (P_TAGS, "restored".into())]), snapshot)
+        from_snapshot(
+            volume_req(
+                name,
+                &[(P_SPACE_ID, space.to_string()), (P_TAGS, "restored".into())],
+            ),
+            snapshot,
+        )
     };
 
-    let got = env.create(&restore("copy", &s1.snapshot_id, 8)).unwrap().volume.unwrap();
+    let got = env
+        .create(&restore("copy", &s1.snapshot_id, 8))
+        .unwrap()
+        .volume
+        .unwrap();
     assert_eq!(got.content_source.snapshot().snapshot_id, s1.snapshot_id);
     let fs = env.filesystem("copy");
     let snap_id: u64 = s1.snapshot_id.rsplit('/').next().unwrap().parse().unwrap();
     assert_eq!(fs.source_snapshot_id, Some(snap_id));
     assert_eq!(fs.space_id, 8);
     assert_eq!(got.volume_id, format!("8/{}", fs.id));
-    let clone = env.linode.requests().into_iter().find(|r| r.method == "POST" && r.path.ends_with("/clone")).unwrap();
-    assert_eq!(clone.path, format!("nfs/spaces/{}/snapshots/{snap_id}/clone", v.volume_id.replace('/', "/filesystems/")));
+    let clone = env
+        .linode
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "POST" && r.path.ends_with("/clone"))
+        .unwrap();
+    assert_eq!(
+        clone.path,
+        format!(
+            "nfs/spaces/{}/snapshots/{snap_id}/clone",
+            v.volume_id.replace('/', "/filesystems/")
+        )
+    );
     let body = clone.json();
     assert_eq!(body["space_id"], 8);
     assert_eq!(body["label"], "copy");
     assert_eq!(body["region"], REGION);
     assert_eq!(body["tags"], serde_json::json!(["restored"]));
 
-    let again = env.create(&restore("copy", &s1.snapshot_id, 8)).unwrap().volume.unwrap();
+    let again = env
+        .create(&restore("copy", &s1.snapshot_id, 8))
+        .unwrap()
+        .volume
+        .unwrap();
     assert_eq!(again, got);
     assert_eq!(env.linode.calls("POST", CLONE), 1);
 
-    assert_eq!(err_code(env.create(&restore("copy", &s2.snapshot_id, 8))), Code::ALREADY_EXISTS);
-    assert_eq!(err_code(env.create(&volume_req("copy", &[(P_SPACE_ID, "8".into()), (P_TAGS, "restored".into())]))), Code::ALREADY_EXISTS);
-    assert_eq!(err_code(env.create(&from_snapshot(volume_req("origin", &by_id()), &s1.snapshot_id))), Code::ALREADY_EXISTS);
-    assert_eq!(err_code(env.create(&restore("ghost", &format!("{}/424242", v.volume_id), 8))), Code::NOT_FOUND);
+    assert_eq!(
+        err_code(env.create(&restore("copy", &s2.snapshot_id, 8))),
+        Code::ALREADY_EXISTS
+    );
+    assert_eq!(
+        err_code(env.create(&volume_req(
+            "copy",
+            &[(P_SPACE_ID, "8".into()), (P_TAGS, "restored".into())]
+        ))),
+        Code::ALREADY_EXISTS
+    );
+    assert_eq!(
+        err_code(env.create(&from_snapshot(
+            volume_req("origin", &by_id()),
+            &s1.snapshot_id
+        ))),
+        Code::ALREADY_EXISTS
+    );
+    assert_eq!(
+        err_code(env.create(&restore("ghost", &format!("{}/424242", v.volume_id), 8))),
+        Code::NOT_FOUND
+    );
     assert_eq!(env.linode.calls("POST", CLONE), 1);
 }
 
@@ -229,7 +355,15 @@ fn restore_waits_for_a_snapshot_that_is_still_being_taken() {
     env.linode.set_activation_delay(Duration::from_millis(300));
     let s = snap(&env, "fresh", &v.volume_id).unwrap();
     assert!(!s.ready_to_use);
-    let got = env.create(&from_snapshot(volume_req("early-restore", &by_id()), &s.snapshot_id)).unwrap();
-    assert_eq!(got.volume.unwrap().content_source.snapshot().snapshot_id, s.snapshot_id);
+    let got = env
+        .create(&from_snapshot(
+            volume_req("early-restore", &by_id()),
+            &s.snapshot_id,
+        ))
+        .unwrap();
+    assert_eq!(
+        got.volume.unwrap().content_source.snapshot().snapshot_id,
+        s.snapshot_id
+    );
     assert_eq!(env.linode.calls("POST", CLONE), 1);
 }

@@ -22,7 +22,13 @@ fn ctx<'a>(v: &'a csi::Volume, key: &str) -> Option<&'a str> {
 fn create_volume_returns_backend_state_and_repeats_are_idempotent() {
     let env = Setup::new().start();
     let req = with_capacity(
-        volume_req("PVC-Alpha", &[(P_SPACE_ID, " 7 ".into()), (P_TAGS, "team-a, prod,,".into())]),
+        volume_req(
+            "PVC-Alpha",
+            &[
+                (P_SPACE_ID, " 7 ".into()),
+                (P_TAGS, "team-a, prod,,".into()),
+            ],
+        ),
         GIB,
         0,
     );
@@ -34,15 +40,27 @@ fn create_volume_returns_backend_state_and_repeats_are_idempotent() {
     assert_eq!(fs.max_capacity_bytes, Some(GIB));
     assert_eq!(fs.region, REGION);
     assert_eq!(fs.tags, vec!["team-a", "prod"]);
-    let post = env.linode.requests().into_iter().find(|r| r.method == "POST").unwrap().json();
+    let post = env
+        .linode
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "POST")
+        .unwrap()
+        .json();
     assert_eq!(post["protocol_versions"], serde_json::json!(["nfsv4"]));
     assert_eq!(post["max_capacity_bytes"], serde_json::json!(GIB));
 
     assert_eq!(first.volume_context.len(), 6, "{:?}", first.volume_context);
     assert_eq!(ctx(&first, "space-id"), Some("7"));
-    assert_eq!(ctx(&first, "filesystem-id"), Some(fs.id.to_string().as_str()));
+    assert_eq!(
+        ctx(&first, "filesystem-id"),
+        Some(fs.id.to_string().as_str())
+    );
     assert_eq!(ctx(&first, "mount-target"), fs.mount_target_fqdn.as_deref());
-    assert_eq!(ctx(&first, "mount-target-ips"), Some(fs.mount_target_ips.join(",").as_str()));
+    assert_eq!(
+        ctx(&first, "mount-target-ips"),
+        Some(fs.mount_target_ips.join(",").as_str())
+    );
     assert!(!fs.mount_target_ips.is_empty());
     assert_eq!(ctx(&first, "mtls-mode"), Some("disabled"));
     assert_eq!(ctx(&first, "region"), Some(REGION));
@@ -64,7 +82,11 @@ fn create_volume_capacity_defaults_and_limits() {
     assert_eq!(env.filesystem("no-range").max_capacity_bytes, Some(2 * GIB));
 
     // Only a limit: the default, capped by the limit.
-    let v = env.create(&with_capacity(volume_req("limit-only", &by_id()), 0, GIB)).unwrap().volume.unwrap();
+    let v = env
+        .create(&with_capacity(volume_req("limit-only", &by_id()), 0, GIB))
+        .unwrap()
+        .volume
+        .unwrap();
     assert_eq!(v.capacity_bytes, GIB);
 
     let bad = with_capacity(volume_req("inverted", &by_id()), 2 * GIB, GIB);
@@ -99,30 +121,104 @@ fn create_volume_rejects_bad_requests_before_any_backend_call() {
         r
     };
     let cases: Vec<(&str, csi::CreateVolumeRequest, Code)> = vec![
-        ("empty name", volume_req("", &by_id()), Code::INVALID_ARGUMENT),
+        (
+            "empty name",
+            volume_req("", &by_id()),
+            Code::INVALID_ARGUMENT,
+        ),
         ("no capabilities", with_caps(vec![]), Code::INVALID_ARGUMENT),
-        ("block", with_caps(vec![mount_cap(Mode::SINGLE_NODE_WRITER), block_cap()]), Code::INVALID_ARGUMENT),
-        ("no access mode", with_caps(vec![no_access_mode]), Code::INVALID_ARGUMENT),
-        ("UNKNOWN access mode", with_caps(vec![mount_cap(Mode::UNKNOWN)]), Code::INVALID_ARGUMENT),
-        ("undefined access mode", with_caps(vec![unknown_mode]), Code::INVALID_ARGUMENT),
-        ("no space", volume_req("v", &[(P_TAGS, "a".into())]), Code::INVALID_ARGUMENT),
-        ("unprefixed space id", volume_req("v", &[("space-id", "7".into())]), Code::INVALID_ARGUMENT),
-        ("both spaces", volume_req("v", &[(P_SPACE_ID, "7".into()), (P_SPACE_LABEL, "shared".into())]), Code::INVALID_ARGUMENT),
-        ("space id 0", volume_req("v", &[(P_SPACE_ID, "0".into())]), Code::INVALID_ARGUMENT),
-        ("space id negative", volume_req("v", &[(P_SPACE_ID, "-7".into())]), Code::INVALID_ARGUMENT),
-        ("space id text", volume_req("v", &[(P_SPACE_ID, "seven".into())]), Code::INVALID_ARGUMENT),
-        ("bad squash", volume_req("v", &[(P_SPACE_ID, "7".into()), (P_SQUASH, "squash_all".into())]), Code::INVALID_ARGUMENT),
+        (
+            "block",
+            with_caps(vec![mount_cap(Mode::SINGLE_NODE_WRITER), block_cap()]),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "no access mode",
+            with_caps(vec![no_access_mode]),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "UNKNOWN access mode",
+            with_caps(vec![mount_cap(Mode::UNKNOWN)]),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "undefined access mode",
+            with_caps(vec![unknown_mode]),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "no space",
+            volume_req("v", &[(P_TAGS, "a".into())]),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "unprefixed space id",
+            volume_req("v", &[("space-id", "7".into())]),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "both spaces",
+            volume_req(
+                "v",
+                &[(P_SPACE_ID, "7".into()), (P_SPACE_LABEL, "shared".into())],
+            ),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "space id 0",
+            volume_req("v", &[(P_SPACE_ID, "0".into())]),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "space id negative",
+            volume_req("v", &[(P_SPACE_ID, "-7".into())]),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "space id text",
+            volume_req("v", &[(P_SPACE_ID, "seven".into())]),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "bad squash",
+            volume_req(
+                "v",
+                &[(P_SPACE_ID, "7".into()), (P_SQUASH, "squash_all".into())],
+            ),
+            Code::INVALID_ARGUMENT,
+        ),
         ("PVC clone", pvc_clone, Code::INVALID_ARGUMENT),
-        ("empty snapshot id", from_snapshot(volume_req("v", &by_id()), ""), Code::INVALID_ARGUMENT),
-        ("opaque snapshot id", from_snapshot(volume_req("v", &by_id()), "snap-123"), Code::NOT_FOUND),
-        ("two-part snapshot id", from_snapshot(volume_req("v", &by_id()), "7/101"), Code::NOT_FOUND),
+        (
+            "empty snapshot id",
+            from_snapshot(volume_req("v", &by_id()), ""),
+            Code::INVALID_ARGUMENT,
+        ),
+        (
+            "opaque snapshot id",
+            from_snapshot(volume_req("v", &by_id()), "snap-123"),
+            Code::NOT_FOUND,
+        ),
+        (
+            "two-part snapshot id",
+            from_snapshot(volume_req("v", &by_id()), "7/101"),
+            Code::NOT_FOUND,
+        ),
     ];
     for (what, req, want) in cases {
         let got = err_code(env.create(&req));
         assert_eq!(got, want, "{what}");
     }
-    assert!(env.linode.requests().is_empty(), "{:?}", env.requests_since(0));
-    assert_eq!(env.kube.requests(), 0, "validation must come before region discovery");
+    assert!(
+        env.linode.requests().is_empty(),
+        "{:?}",
+        env.requests_since(0)
+    );
+    assert_eq!(
+        env.kube.requests(),
+        0,
+        "validation must come before region discovery"
+    );
 }
 
 #[test]
@@ -147,11 +243,24 @@ fn every_defined_access_mode_is_accepted() {
 #[test]
 fn same_name_with_incompatible_parameters_is_already_exists() {
     let env = Setup::new().start();
-    let base = |tags: &str| volume_req("pvc-reuse", &[(P_SPACE_ID, "7".into()), (P_TAGS, tags.into())]);
-    let first = env.create(&with_capacity(base("a,b"), GIB, 4 * GIB)).unwrap().volume.unwrap();
+    let base = |tags: &str| {
+        volume_req(
+            "pvc-reuse",
+            &[(P_SPACE_ID, "7".into()), (P_TAGS, tags.into())],
+        )
+    };
+    let first = env
+        .create(&with_capacity(base("a,b"), GIB, 4 * GIB))
+        .unwrap()
+        .volume
+        .unwrap();
 
     // Tags are a set: another order is the same request.
-    let same = env.create(&with_capacity(base("b, a"), GIB, 4 * GIB)).unwrap().volume.unwrap();
+    let same = env
+        .create(&with_capacity(base("b, a"), GIB, 4 * GIB))
+        .unwrap()
+        .volume
+        .unwrap();
     assert_eq!(same.volume_id, first.volume_id);
 
     let cases = [
@@ -171,17 +280,33 @@ fn same_name_with_incompatible_parameters_is_already_exists() {
 #[test]
 fn space_by_label_zero_one_or_many_matches() {
     let env = Setup::new()
-        .seed(|s| s.with_space(SpaceSeed::new(8, "dup")).with_space(SpaceSeed::new(9, "dup")))
+        .seed(|s| {
+            s.with_space(SpaceSeed::new(8, "dup"))
+                .with_space(SpaceSeed::new(9, "dup"))
+        })
         .start();
     let by_label = |name: &str, label: &str| volume_req(name, &[(P_SPACE_LABEL, label.into())]);
 
-    let v = env.create(&by_label("by-label", SPACE_LABEL)).unwrap().volume.unwrap();
+    let v = env
+        .create(&by_label("by-label", SPACE_LABEL))
+        .unwrap()
+        .volume
+        .unwrap();
     assert_eq!(ids_of(&v.volume_id).0, SPACE);
     assert_eq!(env.filesystem("by-label").space_id, SPACE);
 
-    assert_eq!(err_code(env.create(&by_label("nowhere", "missing"))), Code::NOT_FOUND);
-    assert_eq!(err_code(env.create(&by_label("ambiguous", "dup"))), Code::FAILED_PRECONDITION);
-    assert_eq!(err_code(env.create(&volume_req("unknown-id", &[(P_SPACE_ID, "99".into())]))), Code::NOT_FOUND);
+    assert_eq!(
+        err_code(env.create(&by_label("nowhere", "missing"))),
+        Code::NOT_FOUND
+    );
+    assert_eq!(
+        err_code(env.create(&by_label("ambiguous", "dup"))),
+        Code::FAILED_PRECONDITION
+    );
+    assert_eq!(
+        err_code(env.create(&volume_req("unknown-id", &[(P_SPACE_ID, "99".into())]))),
+        Code::NOT_FOUND
+    );
     assert_eq!(env.live_filesystems().len(), 1);
 }
 
@@ -208,14 +333,26 @@ fn space_mtls_mode_lands_in_the_volume_context() {
             s.with_space(required).with_space(legacy)
         })
         .start();
-    let v = env.create(&volume_req("on-mtls", &[(P_SPACE_ID, "8".into())])).unwrap().volume.unwrap();
+    let v = env
+        .create(&volume_req("on-mtls", &[(P_SPACE_ID, "8".into())]))
+        .unwrap()
+        .volume
+        .unwrap();
     assert_eq!(ctx(&v, "mtls-mode"), Some("required"));
 
-    let v = env.create(&volume_req("on-legacy", &[(P_SPACE_ID, "9".into())])).unwrap().volume.unwrap();
+    let v = env
+        .create(&volume_req("on-legacy", &[(P_SPACE_ID, "9".into())]))
+        .unwrap()
+        .volume
+        .unwrap();
     assert_eq!(ctx(&v, "mtls-mode"), None, "{:?}", v.volume_context);
     assert_eq!(v.volume_context.len(), 5);
     // The space policy is read, never written.
-    assert!(env.linode.requests().iter().all(|r| !(r.path.ends_with("access-policy") && r.method != "GET")));
+    assert!(env
+        .linode
+        .requests()
+        .iter()
+        .all(|r| !(r.path.ends_with("access-policy") && r.method != "GET")));
 }
 
 #[test]
@@ -228,15 +365,24 @@ fn region_is_discovered_lazily_from_one_workload_node_and_cached() {
         ])
         .spy_kube()
         .start();
-    env.client.controller_get_capabilities(&csi::ControllerGetCapabilitiesRequest::new()).unwrap();
-    assert_eq!(env.kube.requests(), 0, "the controller must start without asking for nodes");
+    env.client
+        .controller_get_capabilities(&csi::ControllerGetCapabilitiesRequest::new())
+        .unwrap();
+    assert_eq!(
+        env.kube.requests(),
+        0,
+        "the controller must start without asking for nodes"
+    );
 
     env.create_ok("first");
     assert_eq!(env.filesystem("first").region, REGION);
     let seen = env.spy.as_ref().unwrap().seen();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].starts_with("/api/v1/nodes?"), "{seen:?}");
-    assert!(seen[0].split(['?', '&']).any(|p| p == "limit=1"), "{seen:?}");
+    assert!(
+        seen[0].split(['?', '&']).any(|p| p == "limit=1"),
+        "{seen:?}"
+    );
     assert!(seen[0].contains("control-plane"), "{seen:?}");
 
     for name in ["second", "third", "fourth"] {
@@ -248,16 +394,28 @@ fn region_is_discovered_lazily_from_one_workload_node_and_cached() {
 #[test]
 fn region_discovery_failures_are_retried_by_later_calls() {
     let env = Setup::new().nodes(vec![]).start();
-    assert_eq!(err_code(env.create(&volume_req("early", &by_id()))), Code::FAILED_PRECONDITION);
+    assert_eq!(
+        err_code(env.create(&volume_req("early", &by_id()))),
+        Code::FAILED_PRECONDITION
+    );
 
     env.kube.add_node(FakeNode::new("unlabelled"));
-    assert_eq!(err_code(env.create(&volume_req("early", &by_id()))), Code::FAILED_PRECONDITION);
+    assert_eq!(
+        err_code(env.create(&volume_req("early", &by_id()))),
+        Code::FAILED_PRECONDITION
+    );
 
     env.kube.remove_node("unlabelled");
     env.kube.add_node(worker("w", REGION));
     env.kube.fail_next(500, 1);
-    assert_eq!(err_code(env.create(&volume_req("early", &by_id()))), Code::FAILED_PRECONDITION);
-    assert!(env.linode.requests().is_empty(), "no backend call without a region");
+    assert_eq!(
+        err_code(env.create(&volume_req("early", &by_id()))),
+        Code::FAILED_PRECONDITION
+    );
+    assert!(
+        env.linode.requests().is_empty(),
+        "no backend call without a region"
+    );
 
     env.create_ok("early");
     assert_eq!(env.filesystem("early").region, REGION);
@@ -269,7 +427,9 @@ fn region_discovery_failures_are_retried_by_later_calls() {
 #[test]
 fn beta_region_label_is_the_fallback() {
     let env = Setup::new()
-        .nodes(vec![FakeNode::new("old-node").label("failure-domain.beta.kubernetes.io/region", "us-sea")])
+        .nodes(vec![
+            FakeNode::new("old-node").label("failure-domain.beta.kubernetes.io/region", "us-sea")
+        ])
         .start();
     let v = env.create_ok("beta");
     assert_eq!(ctx(&v, "region"), Some("us-sea"));
@@ -282,7 +442,12 @@ fn beta_region_label_is_the_fallback() {
 #[test]
 fn transient_failures_on_each_create_step() {
     let env = Setup::new().start();
-    let squash = |name: &str| volume_req(name, &[(P_SPACE_ID, "7".into()), (P_SQUASH, "all_squash".into())]);
+    let squash = |name: &str| {
+        volume_req(
+            name,
+            &[(P_SPACE_ID, "7".into()), (P_SQUASH, "all_squash".into())],
+        )
+    };
     let steps = [
         ("GET", "nfs/spaces/*"),
         ("GET", "nfs/spaces/*/access-policy"),
@@ -293,28 +458,51 @@ fn transient_failures_on_each_create_step() {
     ];
     for (n, (method, pattern)) in steps.iter().enumerate() {
         let name = format!("step-{n}");
-        env.linode.inject(FaultRule::rate_limited(method, pattern, 0).times(5));
+        env.linode
+            .inject(FaultRule::rate_limited(method, pattern, 0).times(5));
         let got = err_code(env.create(&squash(&name)));
         assert_eq!(got, Code::UNAVAILABLE, "{method} {pattern}");
-        assert!(env.live_filesystems().iter().filter(|f| f.label == name).count() <= 1);
+        assert!(
+            env.live_filesystems()
+                .iter()
+                .filter(|f| f.label == name)
+                .count()
+                <= 1
+        );
 
         env.linode.clear_faults();
-        env.create(&squash(&name)).unwrap_or_else(|e| panic!("retry after {method} {pattern}: {e:?}"));
+        env.create(&squash(&name))
+            .unwrap_or_else(|e| panic!("retry after {method} {pattern}: {e:?}"));
         let fs = env.filesystem(&name);
-        assert_eq!(env.linode.filesystem_policy(fs.id).unwrap().squash_policy.unwrap().as_str(), "all_squash");
+        assert_eq!(
+            env.linode
+                .filesystem_policy(fs.id)
+                .unwrap()
+                .squash_policy
+                .unwrap()
+                .as_str(),
+            "all_squash"
+        );
 
         let name = format!("step-{n}-retried");
-        env.linode.inject(FaultRule::rate_limited(method, pattern, 0).times(4));
-        env.create(&squash(&name)).unwrap_or_else(|e| panic!("4 x 429 on {method} {pattern}: {e:?}"));
+        env.linode
+            .inject(FaultRule::rate_limited(method, pattern, 0).times(4));
+        env.create(&squash(&name))
+            .unwrap_or_else(|e| panic!("4 x 429 on {method} {pattern}: {e:?}"));
         env.filesystem(&name);
         env.linode.clear_faults();
     }
 
     // 503 is retried with backoff too.
-    env.linode.inject(FaultRule::status("GET", "nfs/spaces/*", 503).times(1));
+    env.linode
+        .inject(FaultRule::status("GET", "nfs/spaces/*", 503).times(1));
     env.create_ok("after-503");
-    env.linode.inject(FaultRule::status("GET", "nfs/spaces/*", 503).times(5));
-    assert_eq!(err_code(env.create(&volume_req("after-5x503", &by_id()))), Code::UNAVAILABLE);
+    env.linode
+        .inject(FaultRule::status("GET", "nfs/spaces/*", 503).times(5));
+    assert_eq!(
+        err_code(env.create(&volume_req("after-5x503", &by_id()))),
+        Code::UNAVAILABLE
+    );
     env.linode.clear_faults();
 }
 
@@ -324,12 +512,24 @@ fn a_failed_post_is_never_repeated_blindly() {
     for status in [503, 429, 500] {
         let name = format!("post-{status}");
         let posts = env.linode.calls("POST", FS_LIST);
-        env.linode.inject(FaultRule::status("POST", FS_LIST, status).times(1));
+        env.linode
+            .inject(FaultRule::status("POST", FS_LIST, status).times(1));
         let got = err_code(env.create(&volume_req(&name, &by_id())));
-        let want = if status == 500 { Code::INTERNAL } else { Code::UNAVAILABLE };
+        let want = if status == 500 {
+            Code::INTERNAL
+        } else {
+            Code::UNAVAILABLE
+        };
         assert_eq!(got, want, "{status}");
-        assert_eq!(env.linode.calls("POST", FS_LIST), posts + 1, "{status}: one POST per call");
-        assert!(env.live_filesystems().is_empty() || env.live_filesystems().iter().all(|f| f.label != name));
+        assert_eq!(
+            env.linode.calls("POST", FS_LIST),
+            posts + 1,
+            "{status}: one POST per call"
+        );
+        assert!(
+            env.live_filesystems().is_empty()
+                || env.live_filesystems().iter().all(|f| f.label != name)
+        );
         env.create_ok(&name);
         env.filesystem(&name);
         assert_eq!(env.linode.calls("POST", FS_LIST), posts + 2);
@@ -340,19 +540,26 @@ fn a_failed_post_is_never_repeated_blindly() {
 fn a_create_whose_response_was_lost_is_adopted() {
     let env = Setup::new().start();
     // The backend made the filesystem but answered 500: the same call finds it.
-    env.linode.inject(FaultRule::fail_after("POST", FS_LIST, 500).times(1));
+    env.linode
+        .inject(FaultRule::fail_after("POST", FS_LIST, 500).times(1));
     let v = env.create_ok("lost-reply");
-    assert_eq!(v.volume_id, format!("{SPACE}/{}", env.filesystem("lost-reply").id));
+    assert_eq!(
+        v.volume_id,
+        format!("{SPACE}/{}", env.filesystem("lost-reply").id)
+    );
     assert_eq!(env.linode.calls("POST", FS_LIST), 1);
 
     // Same, but the lookup after the lost reply fails too: the call fails,
     // and the sidecar's retry adopts the filesystem instead of making another.
     let gate = env.linode.hang("POST", FS_LIST);
-    env.linode.inject(FaultRule::fail_after("POST", FS_LIST, 504).times(1));
+    env.linode
+        .inject(FaultRule::fail_after("POST", FS_LIST, 504).times(1));
     let client = env.client.clone();
-    let call = std::thread::spawn(move || client.create_volume(&volume_req("lost-twice", &by_id())));
+    let call =
+        std::thread::spawn(move || client.create_volume(&volume_req("lost-twice", &by_id())));
     assert!(gate.wait_for_hits(1, Duration::from_secs(10)));
-    env.linode.inject(FaultRule::rate_limited("GET", FS_LIST, 0).times(5));
+    env.linode
+        .inject(FaultRule::rate_limited("GET", FS_LIST, 0).times(5));
     gate.release();
     assert_eq!(err_code(call.join().unwrap()), Code::UNAVAILABLE);
     env.linode.clear_faults();
@@ -360,27 +567,44 @@ fn a_create_whose_response_was_lost_is_adopted() {
 
     let v = env.create_ok("lost-twice");
     assert_eq!(v.volume_id, format!("{SPACE}/{}", fs.id));
-    assert_eq!(env.live_filesystems().iter().filter(|f| f.label == "lost-twice").count(), 1);
+    assert_eq!(
+        env.live_filesystems()
+            .iter()
+            .filter(|f| f.label == "lost-twice")
+            .count(),
+        1
+    );
     assert_eq!(env.linode.calls("POST", FS_LIST), 2);
 }
 
 #[test]
 fn wait_deadline_then_the_creating_filesystem_is_waited_for_not_duplicated() {
     let env = Setup::new().wait_timeout("1s").start();
-    env.linode.set_filesystem_lifecycle("slow", Lifecycle::NeverActive);
+    env.linode
+        .set_filesystem_lifecycle("slow", Lifecycle::NeverActive);
     let started = Instant::now();
-    assert_eq!(err_code(env.create(&volume_req("slow", &by_id()))), Code::DEADLINE_EXCEEDED);
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(
+        err_code(env.create(&volume_req("slow", &by_id()))),
+        Code::DEADLINE_EXCEEDED
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     let fs = env.filesystem("slow");
     assert_eq!(fs.status.as_str(), "creating");
 
     let polls = env.linode.calls("GET", FS_ONE);
     let client = env.client.clone();
     let retry = std::thread::spawn(move || client.create_volume(&volume_req("slow", &by_id())));
-    wait_for("the retry to poll the existing filesystem", Duration::from_secs(10), || {
-        env.linode.calls("GET", FS_ONE) > polls
-    });
-    env.linode.set_filesystem_lifecycle("slow", Lifecycle::Normal);
+    wait_for(
+        "the retry to poll the existing filesystem",
+        Duration::from_secs(10),
+        || env.linode.calls("GET", FS_ONE) > polls,
+    );
+    env.linode
+        .set_filesystem_lifecycle("slow", Lifecycle::Normal);
     let v = retry.join().unwrap().unwrap().volume.unwrap();
     assert_eq!(v.volume_id, format!("{SPACE}/{}", fs.id));
     assert_eq!(env.linode.calls("POST", FS_LIST), 1);
@@ -390,28 +614,53 @@ fn wait_deadline_then_the_creating_filesystem_is_waited_for_not_duplicated() {
 #[test]
 fn filesystems_that_fail_or_lack_a_mount_target_are_failed_precondition() {
     let env = Setup::new().wait_timeout("30s").start();
-    env.linode.set_filesystem_lifecycle("broken", Lifecycle::StickInError);
-    env.linode.set_filesystem_lifecycle("no-target", Lifecycle::ActiveWithoutMountTarget);
-    env.linode.set_filesystem_lifecycle("ipv6-only", Lifecycle::ActiveWithoutFqdn);
+    env.linode
+        .set_filesystem_lifecycle("broken", Lifecycle::StickInError);
+    env.linode
+        .set_filesystem_lifecycle("no-target", Lifecycle::ActiveWithoutMountTarget);
+    env.linode
+        .set_filesystem_lifecycle("ipv6-only", Lifecycle::ActiveWithoutFqdn);
 
     let started = Instant::now();
-    assert_eq!(err_code(env.create(&volume_req("broken", &by_id()))), Code::FAILED_PRECONDITION);
-    assert_eq!(err_code(env.create(&volume_req("broken", &by_id()))), Code::FAILED_PRECONDITION);
-    assert!(started.elapsed() < Duration::from_secs(10), "error must end the wait early");
+    assert_eq!(
+        err_code(env.create(&volume_req("broken", &by_id()))),
+        Code::FAILED_PRECONDITION
+    );
+    assert_eq!(
+        err_code(env.create(&volume_req("broken", &by_id()))),
+        Code::FAILED_PRECONDITION
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "error must end the wait early"
+    );
     assert_eq!(env.linode.calls("POST", FS_LIST), 1);
 
     // ControllerGetVolume reports the broken filesystem as abnormal.
     let broken = env.filesystem("broken");
     let mut req = csi::ControllerGetVolumeRequest::new();
     req.volume_id = format!("{SPACE}/{}", broken.id);
-    let status = env.client.controller_get_volume(&req).unwrap().status.unwrap();
+    let status = env
+        .client
+        .controller_get_volume(&req)
+        .unwrap()
+        .status
+        .unwrap();
     assert!(status.volume_condition.abnormal, "{status:?}");
 
-    assert_eq!(err_code(env.create(&volume_req("no-target", &by_id()))), Code::FAILED_PRECONDITION);
+    assert_eq!(
+        err_code(env.create(&volume_req("no-target", &by_id()))),
+        Code::FAILED_PRECONDITION
+    );
 
     let v = env.create_ok("ipv6-only");
     assert_eq!(ctx(&v, "mount-target"), Some(""));
-    assert!(ctx(&v, "mount-target-ips").unwrap().starts_with("[2001:db8::"), "{v:?}");
+    assert!(
+        ctx(&v, "mount-target-ips")
+            .unwrap()
+            .starts_with("[2001:db8::"),
+        "{v:?}"
+    );
 }
 
 #[test]
@@ -449,16 +698,40 @@ fn concurrent_creates_of_one_name_make_one_filesystem() {
 #[test]
 fn squash_is_applied_after_create_with_a_full_policy_put() {
     let env = Setup::new().start();
-    let req = |name: &str, squash: &str| volume_req(name, &[(P_SPACE_ID, "7".into()), (P_SQUASH, squash.into())]);
+    let req = |name: &str, squash: &str| {
+        volume_req(name, &[(P_SPACE_ID, "7".into()), (P_SQUASH, squash.into())])
+    };
     env.create(&req("squashed", "all_squash")).unwrap();
     let fs = env.filesystem("squashed");
-    let puts: Vec<_> = env.linode.requests().into_iter().filter(|r| r.method == "PUT").collect();
+    let puts: Vec<_> = env
+        .linode
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PUT")
+        .collect();
     assert_eq!(puts.len(), 1, "{puts:?}");
-    assert_eq!(puts[0].path, format!("nfs/spaces/{SPACE}/filesystems/{}/access-policy", fs.id));
+    assert_eq!(
+        puts[0].path,
+        format!("nfs/spaces/{SPACE}/filesystems/{}/access-policy", fs.id)
+    );
     let body = puts[0].json();
-    let mut keys: Vec<&str> = body.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     keys.sort();
-    assert_eq!(keys, ["enabled", "label", "linode_ids", "protocols", "squash_policy"]);
+    assert_eq!(
+        keys,
+        [
+            "enabled",
+            "label",
+            "linode_ids",
+            "protocols",
+            "squash_policy"
+        ]
+    );
     assert_eq!(body["squash_policy"], "all_squash");
     assert_eq!(body["label"], "squashed");
     assert_eq!(body["enabled"], false);
@@ -471,8 +744,19 @@ fn squash_is_applied_after_create_with_a_full_policy_put() {
     // A repeat changes nothing; another squash for the same name conflicts.
     env.create(&req("squashed", "all_squash")).unwrap();
     assert_eq!(env.linode.calls("PUT", FS_POLICY), 1);
-    assert_eq!(err_code(env.create(&req("squashed", "none"))), Code::ALREADY_EXISTS);
-    assert_eq!(env.linode.filesystem_policy(fs.id).unwrap().squash_policy.unwrap().as_str(), "all_squash");
+    assert_eq!(
+        err_code(env.create(&req("squashed", "none"))),
+        Code::ALREADY_EXISTS
+    );
+    assert_eq!(
+        env.linode
+            .filesystem_policy(fs.id)
+            .unwrap()
+            .squash_policy
+            .unwrap()
+            .as_str(),
+        "all_squash"
+    );
 
     // The backend default already matches: nothing to write.
     env.create(&req("default-squash", "root_squash")).unwrap();
@@ -484,25 +768,42 @@ fn delete_volume_cases() {
     let env = Setup::new().start();
     assert_eq!(err_code(env.delete("")), Code::INVALID_ARGUMENT);
     for malformed in ["abc", "7", "7/", "7/x", " 7/101", "7/101/5", "0/101", "  "] {
-        env.delete(malformed).unwrap_or_else(|e| panic!("{malformed:?}: {e:?}"));
+        env.delete(malformed)
+            .unwrap_or_else(|e| panic!("{malformed:?}: {e:?}"));
     }
-    assert!(env.linode.requests().is_empty(), "{:?}", env.requests_since(0));
+    assert!(
+        env.linode.requests().is_empty(),
+        "{:?}",
+        env.requests_since(0)
+    );
 
     let v = env.create_ok("doomed");
     let fs = env.filesystem("doomed");
-    env.linode.inject(FaultRule::status("DELETE", FS_ONE, 409).times(1));
-    assert_eq!(err_code(env.delete(&v.volume_id)), Code::FAILED_PRECONDITION);
+    env.linode
+        .inject(FaultRule::status("DELETE", FS_ONE, 409).times(1));
+    assert_eq!(
+        err_code(env.delete(&v.volume_id)),
+        Code::FAILED_PRECONDITION
+    );
     assert_eq!(env.live_filesystems().len(), 1);
 
     env.delete(&v.volume_id).unwrap();
     assert!(env.live_filesystems().is_empty());
     let deletes = env.linode.calls("DELETE", FS_ONE);
     env.delete(&v.volume_id).unwrap();
-    assert_eq!(env.linode.calls("DELETE", FS_ONE), deletes + 1, "the repeat asked and got 404");
+    assert_eq!(
+        env.linode.calls("DELETE", FS_ONE),
+        deletes + 1,
+        "the repeat asked and got 404"
+    );
     env.delete(&format!("{SPACE}/{}", fs.id + 1000)).unwrap();
     env.delete("99/1").unwrap();
     // Deleting never touches the space itself.
-    assert!(env.linode.requests().iter().all(|r| r.method != "DELETE" || r.path.contains("/filesystems/")));
+    assert!(env
+        .linode
+        .requests()
+        .iter()
+        .all(|r| r.method != "DELETE" || r.path.contains("/filesystems/")));
 }
 
 #[test]
@@ -516,25 +817,61 @@ fn validate_volume_capabilities_cases() {
         r.volume_context = v.volume_context.clone();
         r
     };
-    let rwx = || vec![mount_cap(Mode::MULTI_NODE_MULTI_WRITER), mount_cap(Mode::SINGLE_NODE_READER_ONLY)];
+    let rwx = || {
+        vec![
+            mount_cap(Mode::MULTI_NODE_MULTI_WRITER),
+            mount_cap(Mode::SINGLE_NODE_READER_ONLY),
+        ]
+    };
 
-    let resp = env.client.validate_volume_capabilities(&req(&v.volume_id, rwx())).unwrap();
+    let resp = env
+        .client
+        .validate_volume_capabilities(&req(&v.volume_id, rwx()))
+        .unwrap();
     let confirmed = resp.confirmed.unwrap();
     assert_eq!(confirmed.volume_capabilities, rwx());
     assert_eq!(confirmed.volume_context, v.volume_context);
 
-    let resp = env.client.validate_volume_capabilities(&req(&v.volume_id, vec![block_cap()])).unwrap();
+    let resp = env
+        .client
+        .validate_volume_capabilities(&req(&v.volume_id, vec![block_cap()]))
+        .unwrap();
     assert!(resp.confirmed.is_none());
     assert!(!resp.message.is_empty());
 
-    assert_eq!(err_code(env.client.validate_volume_capabilities(&req("", rwx()))), Code::INVALID_ARGUMENT);
-    assert_eq!(err_code(env.client.validate_volume_capabilities(&req(&v.volume_id, vec![]))), Code::INVALID_ARGUMENT);
-    assert_eq!(err_code(env.client.validate_volume_capabilities(&req("7/99999", rwx()))), Code::NOT_FOUND);
+    assert_eq!(
+        err_code(env.client.validate_volume_capabilities(&req("", rwx()))),
+        Code::INVALID_ARGUMENT
+    );
+    assert_eq!(
+        err_code(
+            env.client
+                .validate_volume_capabilities(&req(&v.volume_id, vec![]))
+        ),
+        Code::INVALID_ARGUMENT
+    );
+    assert_eq!(
+        err_code(
+            env.client
+                .validate_volume_capabilities(&req("7/99999", rwx()))
+        ),
+        Code::NOT_FOUND
+    );
     let before = env.linode.requests().len();
     for malformed in ["not-a-volume", "7", " ", "7/1/2"] {
-        assert_eq!(err_code(env.client.validate_volume_capabilities(&req(malformed, rwx()))), Code::NOT_FOUND);
+        assert_eq!(
+            err_code(
+                env.client
+                    .validate_volume_capabilities(&req(malformed, rwx()))
+            ),
+            Code::NOT_FOUND
+        );
     }
-    assert_eq!(env.linode.requests().len(), before, "malformed ids need no backend call");
+    assert_eq!(
+        env.linode.requests().len(),
+        before,
+        "malformed ids need no backend call"
+    );
 }
 
 #[test]
@@ -550,7 +887,10 @@ fn controller_get_volume_in_space_mode() {
     let vol = resp.volume.unwrap();
     assert_eq!(vol.volume_id, v.volume_id);
     assert_eq!(vol.capacity_bytes, v.capacity_bytes);
-    assert_eq!(vol.volume_context.get("mount-target"), v.volume_context.get("mount-target"));
+    assert_eq!(
+        vol.volume_context.get("mount-target"),
+        v.volume_context.get("mount-target")
+    );
     let status = resp.status.unwrap();
     assert!(status.published_node_ids.is_empty());
     assert!(!status.volume_condition.abnormal);
@@ -566,10 +906,22 @@ fn controller_get_volume_in_space_mode() {
 fn unimplemented_controller_rpcs() {
     let env = Setup::new().start();
     let c = &env.client;
-    assert_eq!(err_code(c.list_volumes(&csi::ListVolumesRequest::new())), Code::UNIMPLEMENTED);
-    assert_eq!(err_code(c.get_capacity(&csi::GetCapacityRequest::new())), Code::UNIMPLEMENTED);
-    assert_eq!(err_code(c.controller_expand_volume(&csi::ControllerExpandVolumeRequest::new())), Code::UNIMPLEMENTED);
-    assert_eq!(err_code(c.controller_modify_volume(&csi::ControllerModifyVolumeRequest::new())), Code::UNIMPLEMENTED);
+    assert_eq!(
+        err_code(c.list_volumes(&csi::ListVolumesRequest::new())),
+        Code::UNIMPLEMENTED
+    );
+    assert_eq!(
+        err_code(c.get_capacity(&csi::GetCapacityRequest::new())),
+        Code::UNIMPLEMENTED
+    );
+    assert_eq!(
+        err_code(c.controller_expand_volume(&csi::ControllerExpandVolumeRequest::new())),
+        Code::UNIMPLEMENTED
+    );
+    assert_eq!(
+        err_code(c.controller_modify_volume(&csi::ControllerModifyVolumeRequest::new())),
+        Code::UNIMPLEMENTED
+    );
 }
 
 /// Figure for the report: backend requests of one fresh CreateVolume with
@@ -581,7 +933,10 @@ fn figure_linode_requests_per_fresh_create() {
     let before = env.linode.requests().len();
     env.create_ok("measured");
     let seen = env.requests_since(before);
-    println!("FIGURE linode requests per fresh CreateVolume (space by id, warm region): {} {seen:?}", seen.len());
+    println!(
+        "FIGURE linode requests per fresh CreateVolume (space by id, warm region): {} {seen:?}",
+        seen.len()
+    );
     let fs = env.filesystem("measured");
     assert_eq!(
         seen,
@@ -604,12 +959,16 @@ fn secrets_and_the_token_never_reach_the_log() {
     // A failing call is logged too.
     req.name = String::new();
     assert_eq!(err_code(env.create(&req)), Code::INVALID_ARGUMENT);
-    env.linode.inject(FaultRule::status("GET", "nfs/spaces/*", 401).times(1));
+    env.linode
+        .inject(FaultRule::status("GET", "nfs/spaces/*", 401).times(1));
     req.name = "denied".into();
     assert_eq!(err_code(env.create(&req)), Code::PERMISSION_DENIED);
 
     let log = env.driver.logs();
-    assert!(log.contains("CreateVolume request"), "debug request log missing:\n{log}");
+    assert!(
+        log.contains("CreateVolume request"),
+        "debug request log missing:\n{log}"
+    );
     assert!(log.contains("***"), "{log}");
     assert!(!log.contains("hunter2"), "{log}");
     assert!(!log.contains(&env.linode.token()), "{log}");

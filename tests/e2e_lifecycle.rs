@@ -27,7 +27,10 @@ fn advertises_publish(dev: &Dev) -> bool {
 }
 
 fn assert_usage(dev: &Dev, volume_id: &str, path: &Path) {
-    let stats = dev.node.node_get_volume_stats_opt(&stats_req(volume_id, path), call()).unwrap();
+    let stats = dev
+        .node
+        .node_get_volume_stats_opt(&stats_req(volume_id, path), call())
+        .unwrap();
     let unit = |u: Unit| {
         stats
             .usage
@@ -43,29 +46,58 @@ fn assert_usage(dev: &Dev, volume_id: &str, path: &Path) {
 }
 
 fn lifecycle(node_mode: bool) {
-    let state = StateDir::new(if node_mode { "e2e-life-node" } else { "e2e-life-space" });
+    let state = StateDir::new(if node_mode {
+        "e2e-life-node"
+    } else {
+        "e2e-life-space"
+    });
     let mut envs = vec![("DEV_ACTIVATION_DELAY", "300ms")];
     if node_mode {
         envs.push(("NFS_ACCESS_POLICY_MODE", "node"));
     }
     let dev = Dev::start(&state, &envs);
-    assert_eq!(advertises_publish(&dev), node_mode, "PUBLISH_UNPUBLISH_VOLUME is advertised only in node mode");
+    assert_eq!(
+        advertises_publish(&dev),
+        node_mode,
+        "PUBLISH_UNPUBLISH_VOLUME is advertised only in node mode"
+    );
 
     // The provisioner.
-    let name = if node_mode { "pvc-4b1d-node" } else { "pvc-4b1d-space" };
-    let created = dev.controller.create_volume_opt(&create_req(name, GIB), call()).unwrap();
+    let name = if node_mode {
+        "pvc-4b1d-node"
+    } else {
+        "pvc-4b1d-space"
+    };
+    let created = dev
+        .controller
+        .create_volume_opt(&create_req(name, GIB), call())
+        .unwrap();
     let volume = created.volume.unwrap();
     let fs_id = filesystem_of(&volume.volume_id);
     assert_eq!(volume.volume_id, format!("1/{fs_id}"));
     assert_eq!(volume.capacity_bytes, GIB);
-    assert!(!volume.volume_context["mount-target"].is_empty(), "{volume:?}");
+    assert!(
+        !volume.volume_context["mount-target"].is_empty(),
+        "{volume:?}"
+    );
     assert_eq!(volume.volume_context["space-id"], "1");
     assert_eq!(volume.volume_context["filesystem-id"], fs_id.to_string());
-    assert_eq!(state.filesystems(), vec![(fs_id, name.to_string(), "Active".to_string())]);
-    assert_eq!(state.entries("exports").len(), 1, "one export directory per filesystem");
+    assert_eq!(
+        state.filesystems(),
+        vec![(fs_id, name.to_string(), "Active".to_string())]
+    );
+    assert_eq!(
+        state.entries("exports").len(),
+        1,
+        "one export directory per filesystem"
+    );
 
     // The attacher, in node mode: the node id kubelet registered.
-    let node_id = dev.node.node_get_info_opt(&Default::default(), call()).unwrap().node_id;
+    let node_id = dev
+        .node
+        .node_get_info_opt(&Default::default(), call())
+        .unwrap()
+        .node_id;
     assert_eq!(node_id, NODE_ID);
     let mut publish_context = HashMap::new();
     if node_mode {
@@ -75,10 +107,17 @@ fn lifecycle(node_mode: bool) {
             .unwrap();
         publish_context = published.publish_context;
         assert_eq!(state.acl(fs_id), (true, vec![424242]));
-        let got = dev.controller.controller_get_volume_opt(&get_volume_req(&volume.volume_id), call()).unwrap();
+        let got = dev
+            .controller
+            .controller_get_volume_opt(&get_volume_req(&volume.volume_id), call())
+            .unwrap();
         assert_eq!(got.status.published_node_ids, vec![NODE_ID.to_string()]);
     } else {
-        assert_eq!(state.acl(fs_id).1, Vec::<u64>::new(), "space mode never touches the ACL");
+        assert_eq!(
+            state.acl(fs_id).1,
+            Vec::<u64>::new(),
+            "space mode never touches the ACL"
+        );
     }
 
     // kubelet: stage once, publish into two pods, one of them read-only.
@@ -89,17 +128,28 @@ fn lifecycle(node_mode: bool) {
         .node_stage_volume_opt(&stage_req(&volume, &publish_context, &staging), call())
         .unwrap();
     assert_eq!(dev.mount_count(&staging), 1);
-    dev.node.node_publish_volume_opt(&publish_req(&volume, &staging, &pod_a, false), call()).unwrap();
-    dev.node.node_publish_volume_opt(&publish_req(&volume, &staging, &pod_b, true), call()).unwrap();
+    dev.node
+        .node_publish_volume_opt(&publish_req(&volume, &staging, &pod_a, false), call())
+        .unwrap();
+    dev.node
+        .node_publish_volume_opt(&publish_req(&volume, &staging, &pod_b, true), call())
+        .unwrap();
     assert_eq!((dev.mount_count(&pod_a), dev.mount_count(&pod_b)), (1, 1));
     assert!(!dev.read_only(&pod_a), "pod-a asked for a writable volume");
     assert!(dev.read_only(&pod_b), "pod-b asked for a read-only volume");
 
     // Data written through one pod is what the other reads, and it lives in
     // the volume, not in the pod's directory.
-    dev.write(&pod_a.join("greeting.txt"), "hello from pod-a").unwrap();
-    assert_eq!(dev.read(&pod_b.join("greeting.txt")).unwrap(), "hello from pod-a");
-    assert!(!pod_a.join("greeting.txt").exists(), "the host sees the file under the target: not a mount");
+    dev.write(&pod_a.join("greeting.txt"), "hello from pod-a")
+        .unwrap();
+    assert_eq!(
+        dev.read(&pod_b.join("greeting.txt")).unwrap(),
+        "hello from pod-a"
+    );
+    assert!(
+        !pod_a.join("greeting.txt").exists(),
+        "the host sees the file under the target: not a mount"
+    );
     let err = dev.write(&pod_b.join("intruder.txt"), "no").unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{err}");
     assert!(!dev.exists(&pod_a.join("intruder.txt")));
@@ -110,32 +160,69 @@ fn lifecycle(node_mode: bool) {
     // Teardown in kubelet's order. The staging mount keeps the data for the
     // next pod until it is unstaged.
     for target in [&pod_a, &pod_b] {
-        dev.node.node_unpublish_volume_opt(&unpublish_req(&volume.volume_id, target), call()).unwrap();
-        assert_eq!(dev.mount_count(target), 0, "{} still mounted", target.display());
+        dev.node
+            .node_unpublish_volume_opt(&unpublish_req(&volume.volume_id, target), call())
+            .unwrap();
+        assert_eq!(
+            dev.mount_count(target),
+            0,
+            "{} still mounted",
+            target.display()
+        );
         assert!(!dev.exists(target), "{} not removed", target.display());
     }
-    assert_eq!(dev.read(&staging.join("greeting.txt")).unwrap(), "hello from pod-a");
-    dev.node.node_unstage_volume_opt(&unstage_req(&volume.volume_id, &staging), call()).unwrap();
+    assert_eq!(
+        dev.read(&staging.join("greeting.txt")).unwrap(),
+        "hello from pod-a"
+    );
+    dev.node
+        .node_unstage_volume_opt(&unstage_req(&volume.volume_id, &staging), call())
+        .unwrap();
     assert_eq!(dev.mount_count(&staging), 0);
     assert!(!dev.exists(&staging), "staging path not removed");
 
     if node_mode {
         dev.controller
-            .controller_unpublish_volume_opt(&controller_unpublish_req(&volume.volume_id, &node_id), call())
+            .controller_unpublish_volume_opt(
+                &controller_unpublish_req(&volume.volume_id, &node_id),
+                call(),
+            )
             .unwrap();
-        assert_eq!(state.acl(fs_id).1, Vec::<u64>::new(), "the node is still in the ACL");
-        let got = dev.controller.controller_get_volume_opt(&get_volume_req(&volume.volume_id), call()).unwrap();
+        assert_eq!(
+            state.acl(fs_id).1,
+            Vec::<u64>::new(),
+            "the node is still in the ACL"
+        );
+        let got = dev
+            .controller
+            .controller_get_volume_opt(&get_volume_req(&volume.volume_id), call())
+            .unwrap();
         assert!(got.status.published_node_ids.is_empty(), "{got:?}");
     }
 
-    dev.controller.delete_volume_opt(&delete_req(&volume.volume_id), call()).unwrap();
-    let gone = dev.controller.controller_get_volume_opt(&get_volume_req(&volume.volume_id), call());
+    dev.controller
+        .delete_volume_opt(&delete_req(&volume.volume_id), call())
+        .unwrap();
+    let gone = dev
+        .controller
+        .controller_get_volume_opt(&get_volume_req(&volume.volume_id), call());
     assert_eq!(code_of(&gone.unwrap_err()), RpcStatusCode::NOT_FOUND);
     let none: Vec<(u64, String, String)> = Vec::new();
-    assert_eq!(state.filesystems(), none, "the fake still holds a filesystem");
-    assert_eq!(state.entries("exports"), Vec::<String>::new(), "the export directory outlived its volume");
+    assert_eq!(
+        state.filesystems(),
+        none,
+        "the fake still holds a filesystem"
+    );
+    assert_eq!(
+        state.entries("exports"),
+        Vec::<String>::new(),
+        "the export directory outlived its volume"
+    );
     assert_eq!(dev.mounts_under_state(), Vec::<std::path::PathBuf>::new());
-    let listed = dev.controller.list_snapshots_opt(&csi::ListSnapshotsRequest::new(), call()).unwrap();
+    let listed = dev
+        .controller
+        .list_snapshots_opt(&csi::ListSnapshotsRequest::new(), call())
+        .unwrap();
     assert!(listed.entries.is_empty(), "{listed:?}");
 }
 

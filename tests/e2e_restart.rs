@@ -24,24 +24,52 @@ fn kill_mid_create_volume_then_retry_returns_the_same_volume() {
         let req = req.clone();
         std::thread::spawn(move || controller.create_volume_opt(&req, call()))
     };
-    eventually("the fake to hold the new filesystem", Duration::from_secs(10), || {
-        state.filesystems().len() == 1
-    });
+    eventually(
+        "the fake to hold the new filesystem",
+        Duration::from_secs(10),
+        || state.filesystems().len() == 1,
+    );
     let (fs_id, label, phase) = state.filesystems().remove(0);
-    assert_eq!((label.as_str(), phase.as_str()), ("pvc-killed", "Creating"), "killed too late to prove anything");
+    assert_eq!(
+        (label.as_str(), phase.as_str()),
+        ("pvc-killed", "Creating"),
+        "killed too late to prove anything"
+    );
     first.driver.signal(libc::SIGKILL);
     let status = first.driver.wait_exit(Duration::from_secs(10));
-    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
     let lost = pending.join().unwrap();
-    assert!(lost.is_err(), "CreateVolume answered although the process was killed: {lost:?}");
-    assert!(state.path().join("linode.json").exists(), "SIGKILL leaves the state dir (by design)");
+    assert!(
+        lost.is_err(),
+        "CreateVolume answered although the process was killed: {lost:?}"
+    );
+    assert!(
+        state.path().join("linode.json").exists(),
+        "SIGKILL leaves the state dir (by design)"
+    );
     drop(first);
 
     let second = Dev::start(&state, &[("DEV_ACTIVATION_DELAY", "5s")]);
-    let volume = retry(|| second.controller.create_volume_opt(&req, call())).unwrap().volume.unwrap();
-    assert_eq!(volume.volume_id, format!("1/{fs_id}"), "the retry did not adopt the filesystem");
-    assert_eq!(state.filesystems(), vec![(fs_id, "pvc-killed".to_string(), "Active".to_string())]);
-    let again = retry(|| second.controller.create_volume_opt(&req, call())).unwrap().volume.unwrap();
+    let volume = retry(|| second.controller.create_volume_opt(&req, call()))
+        .unwrap()
+        .volume
+        .unwrap();
+    assert_eq!(
+        volume.volume_id,
+        format!("1/{fs_id}"),
+        "the retry did not adopt the filesystem"
+    );
+    assert_eq!(
+        state.filesystems(),
+        vec![(fs_id, "pvc-killed".to_string(), "Active".to_string())]
+    );
+    let again = retry(|| second.controller.create_volume_opt(&req, call()))
+        .unwrap()
+        .volume
+        .unwrap();
     assert_eq!(again, volume);
 
     // The restarted process serves the adopted volume like any other.
@@ -89,25 +117,42 @@ fn sigterm_unmounts_everything_and_removes_the_state_dir() {
     let mut dev = Dev::start(&state, &[]);
     let volume = create_volume(&dev, "pvc-term", GIB);
     let staging = state.staging(&volume.volume_id);
-    let (pod_a, pod_b) = (state.target("a", &volume.volume_id), state.target("b", &volume.volume_id));
+    let (pod_a, pod_b) = (
+        state.target("a", &volume.volume_id),
+        state.target("b", &volume.volume_id),
+    );
     mount(&dev, &volume, &staging, &[&pod_a, &pod_b]);
     assert_eq!(dev.mounts_under_state().len(), 3);
 
     let holder = NamespaceHolder::join(dev.pid());
     // The holder is in the namespace once its mount table is the driver's.
-    eventually("nsenter to join the namespace", Duration::from_secs(10), || {
-        mounts_under(holder.pid(), &state.path()).len() == 3
-    });
+    eventually(
+        "nsenter to join the namespace",
+        Duration::from_secs(10),
+        || mounts_under(holder.pid(), &state.path()).len() == 3,
+    );
 
     dev.driver.signal(libc::SIGTERM);
     let status = dev.driver.wait_exit(Duration::from_secs(30));
-    assert_eq!(status.code(), Some(0), "SIGTERM must be a clean exit\n{}", dev.driver.logs());
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "SIGTERM must be a clean exit\n{}",
+        dev.driver.logs()
+    );
     assert_eq!(
         mounts_under(holder.pid(), &state.path()),
         Vec::<PathBuf>::new(),
         "the driver exited leaving mounts in its namespace"
     );
-    assert!(!state.path().exists(), "the state dir outlived a clean exit");
-    let inside = PathBuf::from(format!("/proc/{}/root", holder.pid())).join(state.path().strip_prefix("/").unwrap());
-    assert!(!inside.exists(), "the state dir is still there inside the namespace");
+    assert!(
+        !state.path().exists(),
+        "the state dir outlived a clean exit"
+    );
+    let inside = PathBuf::from(format!("/proc/{}/root", holder.pid()))
+        .join(state.path().strip_prefix("/").unwrap());
+    assert!(
+        !inside.exists(),
+        "the state dir is still there inside the namespace"
+    );
 }

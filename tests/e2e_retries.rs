@@ -38,7 +38,10 @@ fn start(tag: &str) -> (StateDir, Dev) {
 
 /// Calls `f` REPEATS times (each call retried while transient) and checks
 /// every answer equals the first.
-fn repeated<T: PartialEq + std::fmt::Debug>(what: &str, mut f: impl FnMut() -> grpcio::Result<T>) -> T {
+fn repeated<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    mut f: impl FnMut() -> grpcio::Result<T>,
+) -> T {
     let first = retry(&mut f).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     for n in 2..=REPEATS {
         let again = retry(&mut f).unwrap_or_else(|e| panic!("{what} (call {n}): {e:?}"));
@@ -60,20 +63,38 @@ fn storm<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("storm thread panicked")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("storm thread panicked"))
+            .collect()
     })
 }
 
 fn assert_no_leftovers(state: &StateDir, dev: &Dev) {
-    assert_eq!(state.filesystems(), Vec::<(u64, String, String)>::new(), "leaked filesystems");
-    assert_eq!(state.snapshots(), Vec::<(u64, u64, String, String)>::new(), "leaked snapshots");
+    assert_eq!(
+        state.filesystems(),
+        Vec::<(u64, String, String)>::new(),
+        "leaked filesystems"
+    );
+    assert_eq!(
+        state.snapshots(),
+        Vec::<(u64, u64, String, String)>::new(),
+        "leaked snapshots"
+    );
     assert_eq!(state.entries("exports"), Vec::<String>::new());
-    assert_eq!(dev.mounts_under_state(), Vec::<PathBuf>::new(), "mounts left behind");
+    assert_eq!(
+        dev.mounts_under_state(),
+        Vec::<PathBuf>::new(),
+        "mounts left behind"
+    );
 }
 
 fn assert_faults_were_injected(dev: &Dev) {
     let logs = dev.driver.logs();
-    assert!(logs.contains("answered 503"), "DEV_FAULTS injected nothing; the storm proved nothing");
+    assert!(
+        logs.contains("answered 503"),
+        "DEV_FAULTS injected nothing; the storm proved nothing"
+    );
 }
 
 #[test]
@@ -82,7 +103,9 @@ fn every_rpc_repeated_ten_times_under_injected_faults() {
     let (c, n) = (&dev.controller, &dev.node);
 
     let req = create_req("pvc-repeat", GIB);
-    let volume = repeated("CreateVolume", || c.create_volume_opt(&req, call()).map(|r| r.volume.unwrap()));
+    let volume = repeated("CreateVolume", || {
+        c.create_volume_opt(&req, call()).map(|r| r.volume.unwrap())
+    });
     let fs_id = filesystem_of(&volume.volume_id);
     assert_eq!(state.filesystems().len(), 1, "{:?}", state.filesystems());
 
@@ -94,23 +117,50 @@ fn every_rpc_repeated_ten_times_under_injected_faults() {
     });
     assert!(confirmed.confirmed.is_some(), "{confirmed:?}");
     let get = get_volume_req(&volume.volume_id);
-    repeated("ControllerGetVolume", || c.controller_get_volume_opt(&get, call()).map(|r| r.volume.unwrap()));
+    repeated("ControllerGetVolume", || {
+        c.controller_get_volume_opt(&get, call())
+            .map(|r| r.volume.unwrap())
+    });
 
-    let node_id = repeated("NodeGetInfo", || n.node_get_info_opt(&Default::default(), call())).node_id;
+    let node_id = repeated("NodeGetInfo", || {
+        n.node_get_info_opt(&Default::default(), call())
+    })
+    .node_id;
     let publish = controller_publish_req(&volume, &node_id);
-    let publish_context =
-        repeated("ControllerPublishVolume", || c.controller_publish_volume_opt(&publish, call())).publish_context;
-    assert_eq!(state.acl(fs_id), (true, vec![424242]), "one node, published ten times");
+    let publish_context = repeated("ControllerPublishVolume", || {
+        c.controller_publish_volume_opt(&publish, call())
+    })
+    .publish_context;
+    assert_eq!(
+        state.acl(fs_id),
+        (true, vec![424242]),
+        "one node, published ten times"
+    );
 
     let staging = state.staging(&volume.volume_id);
     let stage = stage_req(&volume, &publish_context, &staging);
-    repeated("NodeStageVolume", || n.node_stage_volume_opt(&stage, call()));
-    assert_eq!(dev.mount_count(&staging), 1, "repeated stages stacked mounts");
-    let (pod_a, pod_b) = (state.target("pod-a", &volume.volume_id), state.target("pod-b", &volume.volume_id));
+    repeated("NodeStageVolume", || {
+        n.node_stage_volume_opt(&stage, call())
+    });
+    assert_eq!(
+        dev.mount_count(&staging),
+        1,
+        "repeated stages stacked mounts"
+    );
+    let (pod_a, pod_b) = (
+        state.target("pod-a", &volume.volume_id),
+        state.target("pod-b", &volume.volume_id),
+    );
     for (target, readonly) in [(&pod_a, false), (&pod_b, true)] {
         let publish = publish_req(&volume, &staging, target, readonly);
-        repeated("NodePublishVolume", || n.node_publish_volume_opt(&publish, call()));
-        assert_eq!(dev.mount_count(target), 1, "repeated publishes stacked mounts");
+        repeated("NodePublishVolume", || {
+            n.node_publish_volume_opt(&publish, call())
+        });
+        assert_eq!(
+            dev.mount_count(target),
+            1,
+            "repeated publishes stacked mounts"
+        );
     }
     assert!(dev.read_only(&pod_b) && !dev.read_only(&pod_a));
     dev.write(&pod_a.join("f"), "storm").unwrap();
@@ -121,12 +171,21 @@ fn every_rpc_repeated_ten_times_under_injected_faults() {
     }
 
     let snap = snapshot_req("snap-repeat", &volume.volume_id);
-    let first = retry(|| c.create_snapshot_opt(&snap, call())).unwrap().snapshot.unwrap();
+    let first = retry(|| c.create_snapshot_opt(&snap, call()))
+        .unwrap()
+        .snapshot
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut calls = 1;
     loop {
-        let s = retry(|| c.create_snapshot_opt(&snap, call())).unwrap().snapshot.unwrap();
-        assert_eq!(s.snapshot_id, first.snapshot_id, "a repeat made another snapshot");
+        let s = retry(|| c.create_snapshot_opt(&snap, call()))
+            .unwrap()
+            .snapshot
+            .unwrap();
+        assert_eq!(
+            s.snapshot_id, first.snapshot_id,
+            "a repeat made another snapshot"
+        );
         calls += 1;
         if s.ready_to_use && calls >= REPEATS {
             break;
@@ -136,24 +195,40 @@ fn every_rpc_repeated_ten_times_under_injected_faults() {
     assert_eq!(state.snapshots().len(), 1, "{:?}", state.snapshots());
     let by_source = list_snapshots_req("", &volume.volume_id);
     let listed = repeated("ListSnapshots", || {
-        c.list_snapshots_opt(&by_source, call())
-            .map(|r| r.entries.iter().map(|e| e.snapshot.snapshot_id.clone()).collect::<Vec<_>>())
+        c.list_snapshots_opt(&by_source, call()).map(|r| {
+            r.entries
+                .iter()
+                .map(|e| e.snapshot.snapshot_id.clone())
+                .collect::<Vec<_>>()
+        })
     });
     assert_eq!(listed, vec![first.snapshot_id.clone()]);
     let delete_snap = delete_snapshot_req(&first.snapshot_id);
-    repeated("DeleteSnapshot", || c.delete_snapshot_opt(&delete_snap, call()));
+    repeated("DeleteSnapshot", || {
+        c.delete_snapshot_opt(&delete_snap, call())
+    });
     assert!(state.snapshots().is_empty());
 
     for target in [&pod_a, &pod_b] {
         let req = unpublish_req(&volume.volume_id, target);
-        repeated("NodeUnpublishVolume", || n.node_unpublish_volume_opt(&req, call()));
+        repeated("NodeUnpublishVolume", || {
+            n.node_unpublish_volume_opt(&req, call())
+        });
         assert!(!dev.exists(target));
     }
     let unstage = unstage_req(&volume.volume_id, &staging);
-    repeated("NodeUnstageVolume", || n.node_unstage_volume_opt(&unstage, call()));
+    repeated("NodeUnstageVolume", || {
+        n.node_unstage_volume_opt(&unstage, call())
+    });
     let unpublish = controller_unpublish_req(&volume.volume_id, &node_id);
-    repeated("ControllerUnpublishVolume", || c.controller_unpublish_volume_opt(&unpublish, call()));
-    assert_eq!(state.acl(fs_id).1, Vec::<u64>::new(), "the node is still in the ACL");
+    repeated("ControllerUnpublishVolume", || {
+        c.controller_unpublish_volume_opt(&unpublish, call())
+    });
+    assert_eq!(
+        state.acl(fs_id).1,
+        Vec::<u64>::new(),
+        "the node is still in the ACL"
+    );
     let delete = delete_req(&volume.volume_id);
     repeated("DeleteVolume", || c.delete_volume_opt(&delete, call()));
     delete_volume(&dev, &volume.volume_id);
@@ -184,17 +259,29 @@ fn interleaved_duplicates_on_several_connections() {
         if i < NAMES.len() {
             let _ = c.create_volume_opt(&req, impatient());
         }
-        retry(|| c.create_volume_opt(&req, call())).unwrap().volume.unwrap()
+        retry(|| c.create_volume_opt(&req, call()))
+            .unwrap()
+            .volume
+            .unwrap()
     });
     let volumes: Vec<csi::Volume> = created[..NAMES.len()].to_vec();
     for (i, v) in created.iter().enumerate() {
-        assert_eq!(v, &volumes[i % NAMES.len()], "callers of {} disagree", NAMES[i % NAMES.len()]);
+        assert_eq!(
+            v,
+            &volumes[i % NAMES.len()],
+            "callers of {} disagree",
+            NAMES[i % NAMES.len()]
+        );
     }
     let mut labels: Vec<String> = state.filesystems().into_iter().map(|(_, l, _)| l).collect();
     labels.sort();
     assert_eq!(labels, NAMES, "exactly one filesystem per name");
 
-    let node_id = dev.node.node_get_info_opt(&Default::default(), call()).unwrap().node_id;
+    let node_id = dev
+        .node
+        .node_get_info_opt(&Default::default(), call())
+        .unwrap()
+        .node_id;
     let each = |f: &(dyn Fn(&csi::Volume, usize) + Sync)| {
         storm(NAMES.len() * CALLERS, |i| f(&volumes[i % NAMES.len()], i));
     };
@@ -223,27 +310,49 @@ fn interleaved_duplicates_on_several_connections() {
         retry(|| n.node_publish_volume_opt(&req, call())).unwrap();
     });
     for v in &volumes {
-        assert_eq!(dev.mount_count(&staging(v)), 1, "racing stages stacked mounts");
-        assert_eq!(dev.mount_count(&target(v)), 1, "racing publishes stacked mounts");
+        assert_eq!(
+            dev.mount_count(&staging(v)),
+            1,
+            "racing stages stacked mounts"
+        );
+        assert_eq!(
+            dev.mount_count(&target(v)),
+            1,
+            "racing publishes stacked mounts"
+        );
         dev.write(&target(v).join("name"), &v.volume_id).unwrap();
     }
     for v in &volumes {
-        assert_eq!(dev.read(&target(v).join("name")).unwrap(), v.volume_id, "volumes got crossed");
+        assert_eq!(
+            dev.read(&target(v).join("name")).unwrap(),
+            v.volume_id,
+            "volumes got crossed"
+        );
     }
 
     let snapshots = storm(NAMES.len() * CALLERS, |i| {
         let c = dev.another_controller();
         let v = &volumes[i % NAMES.len()];
         let req = snapshot_req(&format!("snap-{}", NAMES[i % NAMES.len()]), &v.volume_id);
-        retry(|| c.create_snapshot_opt(&req, call())).unwrap().snapshot.unwrap().snapshot_id
+        retry(|| c.create_snapshot_opt(&req, call()))
+            .unwrap()
+            .snapshot
+            .unwrap()
+            .snapshot_id
     });
     for (i, id) in snapshots.iter().enumerate() {
         assert_eq!(id, &snapshots[i % NAMES.len()]);
     }
-    assert_eq!(state.snapshots().len(), NAMES.len(), "{:?}", state.snapshots());
+    assert_eq!(
+        state.snapshots().len(),
+        NAMES.len(),
+        "{:?}",
+        state.snapshots()
+    );
 
     // Teardown, every step raced the same way.
-    let snapshot_of = |v: &csi::Volume| snapshots[volumes.iter().position(|x| x == v).unwrap()].clone();
+    let snapshot_of =
+        |v: &csi::Volume| snapshots[volumes.iter().position(|x| x == v).unwrap()].clone();
     each(&|v, _| {
         let c = dev.another_controller();
         let req = delete_snapshot_req(&snapshot_of(v));

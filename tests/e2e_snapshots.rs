@@ -17,16 +17,28 @@ use std::time::{Duration, Instant};
 /// answer must name the same snapshot.
 fn snapshot_until_ready(dev: &Dev, name: &str, source: &str) -> csi::Snapshot {
     let req = snapshot_req(name, source);
-    let first = retry(|| dev.controller.create_snapshot_opt(&req, call())).unwrap().snapshot.unwrap();
+    let first = retry(|| dev.controller.create_snapshot_opt(&req, call()))
+        .unwrap()
+        .snapshot
+        .unwrap();
     assert_eq!(first.source_volume_id, source);
     assert!(first.creation_time.is_some(), "{first:?}");
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut latest = first.clone();
     while !latest.ready_to_use {
-        assert!(Instant::now() < deadline, "snapshot {name} not ready in 20s: {latest:?}");
+        assert!(
+            Instant::now() < deadline,
+            "snapshot {name} not ready in 20s: {latest:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
-        latest = retry(|| dev.controller.create_snapshot_opt(&req, call())).unwrap().snapshot.unwrap();
-        assert_eq!(latest.snapshot_id, first.snapshot_id, "a repeated CreateSnapshot named another snapshot");
+        latest = retry(|| dev.controller.create_snapshot_opt(&req, call()))
+            .unwrap()
+            .snapshot
+            .unwrap();
+        assert_eq!(
+            latest.snapshot_id, first.snapshot_id,
+            "a repeated CreateSnapshot named another snapshot"
+        );
         assert_eq!(latest.creation_time, first.creation_time);
     }
     assert!(latest.size_bytes > 0, "{latest:?}");
@@ -34,12 +46,21 @@ fn snapshot_until_ready(dev: &Dev, name: &str, source: &str) -> csi::Snapshot {
 }
 
 fn ids(entries: &[csi::list_snapshots_response::Entry]) -> Vec<String> {
-    entries.iter().map(|e| e.snapshot.snapshot_id.clone()).collect()
+    entries
+        .iter()
+        .map(|e| e.snapshot.snapshot_id.clone())
+        .collect()
 }
 
 fn list(dev: &Dev, snapshot_id: &str, source: &str) -> Vec<String> {
-    let resp = dev.controller.list_snapshots_opt(&list_snapshots_req(snapshot_id, source), call()).unwrap();
-    assert!(resp.next_token.is_empty(), "an unbounded list has no next page: {resp:?}");
+    let resp = dev
+        .controller
+        .list_snapshots_opt(&list_snapshots_req(snapshot_id, source), call())
+        .unwrap();
+    assert!(
+        resp.next_token.is_empty(),
+        "an unbounded list has no next page: {resp:?}"
+    );
     ids(&resp.entries)
 }
 
@@ -73,65 +94,122 @@ fn snapshot_restore_and_listing() {
     let staging = state.staging(&source.volume_id);
     let pod = state.target("pod-writer", &source.volume_id);
     mount(&dev, &source, &staging, &[&pod]);
-    dev.write(&pod.join("data.txt"), "as of the snapshot").unwrap();
+    dev.write(&pod.join("data.txt"), "as of the snapshot")
+        .unwrap();
     std::fs::create_dir_all(dev.inside(&pod.join("nested"))).unwrap();
     dev.write(&pod.join("nested/deep.txt"), "deep").unwrap();
 
     let snap1 = snapshot_until_ready(&dev, "snapshot-one", &source.volume_id);
     // Changes after the snapshot must not reach the restore.
     dev.write(&pod.join("data.txt"), "changed later").unwrap();
-    dev.write(&pod.join("late.txt"), "written after the snapshot").unwrap();
+    dev.write(&pod.join("late.txt"), "written after the snapshot")
+        .unwrap();
     let snap2 = snapshot_until_ready(&dev, "snapshot-two", &source.volume_id);
     let snap3 = snapshot_until_ready(&dev, "snapshot-three", &other.volume_id);
-    let all: BTreeSet<String> = [&snap1, &snap2, &snap3].iter().map(|s| s.snapshot_id.clone()).collect();
+    let all: BTreeSet<String> = [&snap1, &snap2, &snap3]
+        .iter()
+        .map(|s| s.snapshot_id.clone())
+        .collect();
     assert_eq!(all.len(), 3, "three snapshots, three ids");
     assert_eq!(state.snapshots().len(), 3);
 
     let restore_req = restore_req("pvc-snap-restore", &snap1.snapshot_id);
-    let restored = retry(|| dev.controller.create_volume_opt(&restore_req, call())).unwrap().volume.unwrap();
-    assert_eq!(restored.content_source.snapshot().snapshot_id, snap1.snapshot_id, "content_source is echoed");
+    let restored = retry(|| dev.controller.create_volume_opt(&restore_req, call()))
+        .unwrap()
+        .volume
+        .unwrap();
+    assert_eq!(
+        restored.content_source.snapshot().snapshot_id,
+        snap1.snapshot_id,
+        "content_source is echoed"
+    );
     assert_ne!(restored.volume_id, source.volume_id);
-    let again = retry(|| dev.controller.create_volume_opt(&restore_req, call())).unwrap().volume.unwrap();
-    assert_eq!(again.volume_id, restored.volume_id, "a repeated restore is the same volume");
+    let again = retry(|| dev.controller.create_volume_opt(&restore_req, call()))
+        .unwrap()
+        .volume
+        .unwrap();
+    assert_eq!(
+        again.volume_id, restored.volume_id,
+        "a repeated restore is the same volume"
+    );
     let r_staging = state.staging(&restored.volume_id);
     let r_pod = state.target("pod-reader", &restored.volume_id);
     mount(&dev, &restored, &r_staging, &[&r_pod]);
-    assert_eq!(dev.read(&r_pod.join("data.txt")).unwrap(), "as of the snapshot");
+    assert_eq!(
+        dev.read(&r_pod.join("data.txt")).unwrap(),
+        "as of the snapshot"
+    );
     assert_eq!(dev.read(&r_pod.join("nested/deep.txt")).unwrap(), "deep");
-    assert!(!dev.exists(&r_pod.join("late.txt")), "a file written after the snapshot reached the restore");
+    assert!(
+        !dev.exists(&r_pod.join("late.txt")),
+        "a file written after the snapshot reached the restore"
+    );
     // The restore is a copy: writing to it leaves the source alone.
-    dev.write(&r_pod.join("data.txt"), "restored and edited").unwrap();
+    dev.write(&r_pod.join("data.txt"), "restored and edited")
+        .unwrap();
     assert_eq!(dev.read(&pod.join("data.txt")).unwrap(), "changed later");
 
     // By id, by source, everything; unbounded and one per page.
-    assert_eq!(list(&dev, &snap2.snapshot_id, ""), vec![snap2.snapshot_id.clone()]);
-    assert_eq!(list(&dev, &snap3.snapshot_id, &other.volume_id), vec![snap3.snapshot_id.clone()]);
-    assert_eq!(list(&dev, &snap3.snapshot_id, &source.volume_id), Vec::<String>::new(), "id and source disagree");
+    assert_eq!(
+        list(&dev, &snap2.snapshot_id, ""),
+        vec![snap2.snapshot_id.clone()]
+    );
+    assert_eq!(
+        list(&dev, &snap3.snapshot_id, &other.volume_id),
+        vec![snap3.snapshot_id.clone()]
+    );
+    assert_eq!(
+        list(&dev, &snap3.snapshot_id, &source.volume_id),
+        Vec::<String>::new(),
+        "id and source disagree"
+    );
     let by_source: BTreeSet<String> = list(&dev, "", &source.volume_id).into_iter().collect();
-    assert_eq!(by_source, [snap1.snapshot_id.clone(), snap2.snapshot_id.clone()].into());
+    assert_eq!(
+        by_source,
+        [snap1.snapshot_id.clone(), snap2.snapshot_id.clone()].into()
+    );
     assert_eq!(list(&dev, "", &restored.volume_id), Vec::<String>::new());
     let everything = list(&dev, "", "");
     assert_eq!(everything.iter().cloned().collect::<BTreeSet<_>>(), all);
     assert_eq!(everything.len(), 3, "{everything:?}");
     let walked = walk(&dev, "");
-    assert_eq!(walked, everything, "paging one at a time must visit every snapshot once, in order");
+    assert_eq!(
+        walked, everything,
+        "paging one at a time must visit every snapshot once, in order"
+    );
     let walked_source = walk(&dev, &source.volume_id);
     assert_eq!(walked_source.len(), 2);
-    assert_eq!(walked_source.into_iter().collect::<BTreeSet<_>>(), by_source);
-    let listed = dev.controller.list_snapshots_opt(&list_snapshots_req(&snap1.snapshot_id, ""), call()).unwrap();
+    assert_eq!(
+        walked_source.into_iter().collect::<BTreeSet<_>>(),
+        by_source
+    );
+    let listed = dev
+        .controller
+        .list_snapshots_opt(&list_snapshots_req(&snap1.snapshot_id, ""), call())
+        .unwrap();
     let entry = &listed.entries[0].snapshot;
-    assert!(entry.ready_to_use && entry.size_bytes == snap1.size_bytes, "{entry:?}");
+    assert!(
+        entry.ready_to_use && entry.size_bytes == snap1.size_bytes,
+        "{entry:?}"
+    );
     assert_eq!(entry.creation_time, snap1.creation_time);
 
     for snap in [&snap1, &snap2, &snap3] {
         let req = delete_snapshot_req(&snap.snapshot_id);
         retry(|| dev.controller.delete_snapshot_opt(&req, call())).unwrap();
-        assert_eq!(list(&dev, &snap.snapshot_id, ""), Vec::<String>::new(), "deleted snapshot still listed");
+        assert_eq!(
+            list(&dev, &snap.snapshot_id, ""),
+            Vec::<String>::new(),
+            "deleted snapshot still listed"
+        );
         retry(|| dev.controller.delete_snapshot_opt(&req, call())).expect("deleting twice is OK");
     }
     assert_eq!(list(&dev, "", ""), Vec::<String>::new());
     // The restore does not depend on its snapshot once made.
-    assert_eq!(dev.read(&r_pod.join("data.txt")).unwrap(), "restored and edited");
+    assert_eq!(
+        dev.read(&r_pod.join("data.txt")).unwrap(),
+        "restored and edited"
+    );
 
     unmount(&dev, &source.volume_id, &staging, &[&pod]);
     unmount(&dev, &restored.volume_id, &r_staging, &[&r_pod]);
@@ -141,6 +219,55 @@ fn snapshot_restore_and_listing() {
     assert_eq!(state.filesystems(), Vec::<(u64, String, String)>::new());
     assert_eq!(state.snapshots(), Vec::<(u64, u64, String, String)>::new());
     assert_eq!(state.entries("exports"), Vec::<String>::new());
-    assert_eq!(state.entries("snapshots"), Vec::<String>::new(), "snapshot copies outlived their snapshots");
+    assert_eq!(
+        state.entries("snapshots"),
+        Vec::<String>::new(),
+        "snapshot copies outlived their snapshots"
+    );
     assert_eq!(dev.mounts_under_state(), Vec::<std::path::PathBuf>::new());
+}
+
+/// The backend keeps snapshots under their filesystem, so deleting the
+/// volume takes its snapshots along; dev mode's copies of them must go too.
+#[test]
+fn deleting_a_volume_takes_its_snapshots_along() {
+    let state = StateDir::new("e2e-snap-cascade");
+    let dev = Dev::start(&state, &[]);
+    let doomed = create_volume(&dev, "pvc-snap-doomed", GIB);
+    let kept = create_volume(&dev, "pvc-snap-kept", GIB);
+    let gone = snapshot_until_ready(&dev, "snap-of-doomed", &doomed.volume_id);
+    let stays = snapshot_until_ready(&dev, "snap-of-kept", &kept.volume_id);
+    delete_volume(&dev, &doomed.volume_id);
+    assert_eq!(list(&dev, &gone.snapshot_id, ""), Vec::<String>::new());
+    assert_eq!(list(&dev, "", ""), vec![stays.snapshot_id.clone()]);
+    let copies = || {
+        walkdir_files(&state.path().join("snapshots"))
+            .into_iter()
+            .filter(|p| p.ends_with(gone.snapshot_id.rsplit('/').next().unwrap()))
+            .count()
+    };
+    assert_eq!(copies(), 0, "the deleted volume's snapshot copy is still in the state dir");
+    // The surviving snapshot still restores.
+    let restored = retry(|| dev.controller.create_volume_opt(&restore_req("pvc-from-kept", &stays.snapshot_id), call()))
+        .unwrap()
+        .volume
+        .unwrap();
+    delete_volume(&dev, &restored.volume_id);
+    delete_volume(&dev, &kept.volume_id);
+    assert_eq!(state.entries("snapshots"), Vec::<String>::new(), "snapshot copies outlived their volumes");
+}
+
+/// Every directory below `dir`, recursively.
+fn walkdir_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walkdir_files(&p));
+            }
+            out.push(p);
+        }
+    }
+    out
 }

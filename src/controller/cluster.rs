@@ -10,7 +10,8 @@ use std::sync::Mutex;
 const REGION_LABEL: &str = "topology.kubernetes.io/region";
 const BETA_REGION_LABEL: &str = "failure-domain.beta.kubernetes.io/region";
 /// Control-plane nodes may sit outside the workload VPC/region.
-const WORKLOAD_NODES: &str = "!node-role.kubernetes.io/control-plane,!node-role.kubernetes.io/master";
+const WORKLOAD_NODES: &str =
+    "!node-role.kubernetes.io/control-plane,!node-role.kubernetes.io/master";
 
 pub struct Cluster {
     kube: KubeClient,
@@ -32,13 +33,17 @@ impl Cluster {
         if let Some(region) = cached.as_ref() {
             return Ok(region.clone());
         }
-        let nodes = self
-            .kube
-            .list_nodes(WORKLOAD_NODES, 1)
-            .map_err(|e| Error::FailedPrecondition(format!("resolve cluster region: list nodes: {}", e.message())))?;
-        let node = nodes
-            .first()
-            .ok_or_else(|| Error::FailedPrecondition("resolve cluster region: cluster has no workload nodes".into()))?;
+        let nodes = self.kube.list_nodes(WORKLOAD_NODES, 1).map_err(|e| {
+            Error::FailedPrecondition(format!(
+                "resolve cluster region: list nodes: {}",
+                e.message()
+            ))
+        })?;
+        let node = nodes.first().ok_or_else(|| {
+            Error::FailedPrecondition(
+                "resolve cluster region: cluster has no workload nodes".into(),
+            )
+        })?;
         let region = [REGION_LABEL, BETA_REGION_LABEL]
             .iter()
             .find_map(|l| node.labels.get(*l).filter(|v| !v.is_empty()))

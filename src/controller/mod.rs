@@ -63,24 +63,52 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
 }
 
 fn unimplemented<T>(method: &str) -> Result<T, Error> {
-    Err(Error::Unimplemented(format!("{method}: operation not implemented")))
+    Err(Error::Unimplemented(format!(
+        "{method}: operation not implemented"
+    )))
 }
 
 /// One handler per RPC: move the request to the pool, call the domain function.
 macro_rules! on_pool {
     ($self:ident, $ctx:ident, $name:literal, $req:ident, $sink:ident, $f:path) => {{
         let c = $self.inner.clone();
-        $self.rpc.spawn(&$ctx, $name, $req, $sink, move |req| $f(&c, req));
+        $self
+            .rpc
+            .spawn(&$ctx, $name, $req, $sink, move |req| $f(&c, req));
     }};
 }
 
 impl csi_grpc::Controller for ControllerService {
-    fn create_volume(&mut self, ctx: RpcContext, req: csi::CreateVolumeRequest, sink: UnarySink<csi::CreateVolumeResponse>) {
-        on_pool!(self, ctx, "CreateVolume", req, sink, provision::create_volume)
+    fn create_volume(
+        &mut self,
+        ctx: RpcContext,
+        req: csi::CreateVolumeRequest,
+        sink: UnarySink<csi::CreateVolumeResponse>,
+    ) {
+        on_pool!(
+            self,
+            ctx,
+            "CreateVolume",
+            req,
+            sink,
+            provision::create_volume
+        )
     }
 
-    fn delete_volume(&mut self, ctx: RpcContext, req: csi::DeleteVolumeRequest, sink: UnarySink<csi::DeleteVolumeResponse>) {
-        on_pool!(self, ctx, "DeleteVolume", req, sink, provision::delete_volume)
+    fn delete_volume(
+        &mut self,
+        ctx: RpcContext,
+        req: csi::DeleteVolumeRequest,
+        sink: UnarySink<csi::DeleteVolumeResponse>,
+    ) {
+        on_pool!(
+            self,
+            ctx,
+            "DeleteVolume",
+            req,
+            sink,
+            provision::delete_volume
+        )
     }
 
     fn controller_publish_volume(
@@ -90,9 +118,20 @@ impl csi_grpc::Controller for ControllerService {
         sink: UnarySink<csi::ControllerPublishVolumeResponse>,
     ) {
         if self.inner.mode == AccessPolicyMode::Space {
-            return self.rpc.inline(&ctx, "ControllerPublishVolume", req, sink, |_| unimplemented("ControllerPublishVolume"));
+            return self
+                .rpc
+                .inline(&ctx, "ControllerPublishVolume", req, sink, |_| {
+                    unimplemented("ControllerPublishVolume")
+                });
         }
-        on_pool!(self, ctx, "ControllerPublishVolume", req, sink, publish::publish)
+        on_pool!(
+            self,
+            ctx,
+            "ControllerPublishVolume",
+            req,
+            sink,
+            publish::publish
+        )
     }
 
     fn controller_unpublish_volume(
@@ -102,9 +141,20 @@ impl csi_grpc::Controller for ControllerService {
         sink: UnarySink<csi::ControllerUnpublishVolumeResponse>,
     ) {
         if self.inner.mode == AccessPolicyMode::Space {
-            return self.rpc.inline(&ctx, "ControllerUnpublishVolume", req, sink, |_| unimplemented("ControllerUnpublishVolume"));
+            return self
+                .rpc
+                .inline(&ctx, "ControllerUnpublishVolume", req, sink, |_| {
+                    unimplemented("ControllerUnpublishVolume")
+                });
         }
-        on_pool!(self, ctx, "ControllerUnpublishVolume", req, sink, publish::unpublish)
+        on_pool!(
+            self,
+            ctx,
+            "ControllerUnpublishVolume",
+            req,
+            sink,
+            publish::unpublish
+        )
     }
 
     fn validate_volume_capabilities(
@@ -113,15 +163,36 @@ impl csi_grpc::Controller for ControllerService {
         req: csi::ValidateVolumeCapabilitiesRequest,
         sink: UnarySink<csi::ValidateVolumeCapabilitiesResponse>,
     ) {
-        on_pool!(self, ctx, "ValidateVolumeCapabilities", req, sink, provision::validate_capabilities)
+        on_pool!(
+            self,
+            ctx,
+            "ValidateVolumeCapabilities",
+            req,
+            sink,
+            provision::validate_capabilities
+        )
     }
 
-    fn list_volumes(&mut self, ctx: RpcContext, req: csi::ListVolumesRequest, sink: UnarySink<csi::ListVolumesResponse>) {
-        self.rpc.inline(&ctx, "ListVolumes", req, sink, |_| unimplemented("ListVolumes"))
+    fn list_volumes(
+        &mut self,
+        ctx: RpcContext,
+        req: csi::ListVolumesRequest,
+        sink: UnarySink<csi::ListVolumesResponse>,
+    ) {
+        self.rpc.inline(&ctx, "ListVolumes", req, sink, |_| {
+            unimplemented("ListVolumes")
+        })
     }
 
-    fn get_capacity(&mut self, ctx: RpcContext, req: csi::GetCapacityRequest, sink: UnarySink<csi::GetCapacityResponse>) {
-        self.rpc.inline(&ctx, "GetCapacity", req, sink, |_| unimplemented("GetCapacity"))
+    fn get_capacity(
+        &mut self,
+        ctx: RpcContext,
+        req: csi::GetCapacityRequest,
+        sink: UnarySink<csi::GetCapacityResponse>,
+    ) {
+        self.rpc.inline(&ctx, "GetCapacity", req, sink, |_| {
+            unimplemented("GetCapacity")
+        })
     }
 
     fn controller_get_capabilities(
@@ -131,27 +202,50 @@ impl csi_grpc::Controller for ControllerService {
         sink: UnarySink<csi::ControllerGetCapabilitiesResponse>,
     ) {
         let mode = self.inner.mode;
-        self.rpc.inline(&ctx, "ControllerGetCapabilities", req, sink, move |_| {
-            let mut resp = csi::ControllerGetCapabilitiesResponse::new();
-            resp.capabilities = capabilities::controller(mode);
-            Ok(resp)
-        })
+        self.rpc
+            .inline(&ctx, "ControllerGetCapabilities", req, sink, move |_| {
+                let mut resp = csi::ControllerGetCapabilitiesResponse::new();
+                resp.capabilities = capabilities::controller(mode);
+                Ok(resp)
+            })
     }
 
-    fn create_snapshot(&mut self, ctx: RpcContext, req: csi::CreateSnapshotRequest, sink: UnarySink<csi::CreateSnapshotResponse>) {
+    fn create_snapshot(
+        &mut self,
+        ctx: RpcContext,
+        req: csi::CreateSnapshotRequest,
+        sink: UnarySink<csi::CreateSnapshotResponse>,
+    ) {
         on_pool!(self, ctx, "CreateSnapshot", req, sink, snapshots::create)
     }
 
-    fn delete_snapshot(&mut self, ctx: RpcContext, req: csi::DeleteSnapshotRequest, sink: UnarySink<csi::DeleteSnapshotResponse>) {
+    fn delete_snapshot(
+        &mut self,
+        ctx: RpcContext,
+        req: csi::DeleteSnapshotRequest,
+        sink: UnarySink<csi::DeleteSnapshotResponse>,
+    ) {
         on_pool!(self, ctx, "DeleteSnapshot", req, sink, snapshots::delete)
     }
 
-    fn list_snapshots(&mut self, ctx: RpcContext, req: csi::ListSnapshotsRequest, sink: UnarySink<csi::ListSnapshotsResponse>) {
+    fn list_snapshots(
+        &mut self,
+        ctx: RpcContext,
+        req: csi::ListSnapshotsRequest,
+        sink: UnarySink<csi::ListSnapshotsResponse>,
+    ) {
         on_pool!(self, ctx, "ListSnapshots", req, sink, snapshots::list)
     }
 
-    fn get_snapshot(&mut self, ctx: RpcContext, req: csi::GetSnapshotRequest, sink: UnarySink<csi::GetSnapshotResponse>) {
-        self.rpc.inline(&ctx, "GetSnapshot", req, sink, |_| unimplemented("GetSnapshot"))
+    fn get_snapshot(
+        &mut self,
+        ctx: RpcContext,
+        req: csi::GetSnapshotRequest,
+        sink: UnarySink<csi::GetSnapshotResponse>,
+    ) {
+        self.rpc.inline(&ctx, "GetSnapshot", req, sink, |_| {
+            unimplemented("GetSnapshot")
+        })
     }
 
     fn controller_expand_volume(
@@ -160,7 +254,10 @@ impl csi_grpc::Controller for ControllerService {
         req: csi::ControllerExpandVolumeRequest,
         sink: UnarySink<csi::ControllerExpandVolumeResponse>,
     ) {
-        self.rpc.inline(&ctx, "ControllerExpandVolume", req, sink, |_| unimplemented("ControllerExpandVolume"))
+        self.rpc
+            .inline(&ctx, "ControllerExpandVolume", req, sink, |_| {
+                unimplemented("ControllerExpandVolume")
+            })
     }
 
     fn controller_get_volume(
@@ -169,7 +266,14 @@ impl csi_grpc::Controller for ControllerService {
         req: csi::ControllerGetVolumeRequest,
         sink: UnarySink<csi::ControllerGetVolumeResponse>,
     ) {
-        on_pool!(self, ctx, "ControllerGetVolume", req, sink, provision::get_volume)
+        on_pool!(
+            self,
+            ctx,
+            "ControllerGetVolume",
+            req,
+            sink,
+            provision::get_volume
+        )
     }
 
     fn controller_modify_volume(
@@ -178,6 +282,9 @@ impl csi_grpc::Controller for ControllerService {
         req: csi::ControllerModifyVolumeRequest,
         sink: UnarySink<csi::ControllerModifyVolumeResponse>,
     ) {
-        self.rpc.inline(&ctx, "ControllerModifyVolume", req, sink, |_| unimplemented("ControllerModifyVolume"))
+        self.rpc
+            .inline(&ctx, "ControllerModifyVolume", req, sink, |_| {
+                unimplemented("ControllerModifyVolume")
+            })
     }
 }

@@ -53,7 +53,12 @@ impl Params {
             (None, Some(label)) => SpaceRef::Label(label.to_string()),
         };
         let mut tags: Vec<String> = Vec::new();
-        for tag in get(TAGS).unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        for tag in get(TAGS)
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
             if !tags.iter().any(|t| t == tag) {
                 tags.push(tag.to_string());
             }
@@ -67,7 +72,11 @@ impl Params {
                 )))
             }
         };
-        Ok(Params { space, tags, squash })
+        Ok(Params {
+            space,
+            tags,
+            squash,
+        })
     }
 }
 
@@ -76,13 +85,21 @@ mod tests {
     use super::*;
 
     fn parse(pairs: &[(&str, &str)]) -> Result<Params, Error> {
-        Params::parse(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        Params::parse(
+            &pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
     }
 
     #[test]
     fn space_by_id_or_label() {
         assert_eq!(parse(&[(SPACE_ID, " 7 ")]).unwrap().space, SpaceRef::Id(7));
-        assert_eq!(parse(&[(SPACE_LABEL, "Shared")]).unwrap().space, SpaceRef::Label("Shared".into()));
+        assert_eq!(
+            parse(&[(SPACE_LABEL, "Shared")]).unwrap().space,
+            SpaceRef::Label("Shared".into())
+        );
         for bad in [
             vec![],
             vec![(SPACE_ID, "7"), (SPACE_LABEL, "x")],
@@ -91,18 +108,30 @@ mod tests {
             vec![(SPACE_ID, "seven")],
             vec![("space-id", "7")],
         ] {
-            assert!(matches!(parse(&bad), Err(Error::InvalidArgument(_))), "{bad:?}");
+            assert!(
+                matches!(parse(&bad), Err(Error::InvalidArgument(_))),
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
     fn tags_and_squash() {
-        let p = parse(&[(SPACE_ID, "1"), (TAGS, " a, b,,a , "), (ROOT_SQUASH, "all_squash"), ("csi.storage.k8s.io/pvc/name", "x")]).unwrap();
+        let p = parse(&[
+            (SPACE_ID, "1"),
+            (TAGS, " a, b,,a , "),
+            (ROOT_SQUASH, "all_squash"),
+            ("csi.storage.k8s.io/pvc/name", "x"),
+        ])
+        .unwrap();
         assert_eq!(p.tags, vec!["a", "b"]);
         assert_eq!(p.squash, Some(SquashPolicy::AllSquash));
         let p = parse(&[(SPACE_ID, "1"), (TAGS, "  ")]).unwrap();
         assert!(p.tags.is_empty());
         assert_eq!(p.squash, None);
-        assert!(matches!(parse(&[(SPACE_ID, "1"), (ROOT_SQUASH, "squash")]), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            parse(&[(SPACE_ID, "1"), (ROOT_SQUASH, "squash")]),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }

@@ -34,7 +34,9 @@ pub fn capability_problem(cap: &csi::VolumeCapability) -> Option<String> {
 /// Every capability, as CreateVolume and ControllerPublishVolume require.
 pub fn check_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Error> {
     if caps.is_empty() {
-        return Err(Error::InvalidArgument("volume capabilities are required".into()));
+        return Err(Error::InvalidArgument(
+            "volume capabilities are required".into(),
+        ));
     }
     caps.iter()
         .find_map(capability_problem)
@@ -61,7 +63,9 @@ fn parse_create(req: &csi::CreateVolumeRequest) -> Result<CreateRequest, Error> 
         None => (0, 0),
     };
     if required < 0 || limit < 0 {
-        return Err(Error::InvalidArgument("capacity_range bytes must not be negative".into()));
+        return Err(Error::InvalidArgument(
+            "capacity_range bytes must not be negative".into(),
+        ));
     }
     if limit > 0 && required > limit {
         return Err(Error::InvalidArgument(format!(
@@ -80,7 +84,11 @@ fn parse_create(req: &csi::CreateVolumeRequest) -> Result<CreateRequest, Error> 
                 .map_err(|_| Error::NotFound(format!("snapshot id \"{id}\" was not found")))?;
             Some((parsed, id.clone()))
         }
-        Some(_) => return Err(Error::InvalidArgument("unsupported volume content source".into())),
+        Some(_) => {
+            return Err(Error::InvalidArgument(
+                "unsupported volume content source".into(),
+            ))
+        }
     };
     let params = Params::parse(&req.parameters)?;
     Ok(CreateRequest {
@@ -95,7 +103,10 @@ fn parse_create(req: &csi::CreateVolumeRequest) -> Result<CreateRequest, Error> 
 
 /// CreateVolume. InvalidArgument for bad requests, AlreadyExists when the
 /// name is taken by an incompatible filesystem; a repeat returns the same volume.
-pub fn create_volume(c: &Controller, req: csi::CreateVolumeRequest) -> Result<csi::CreateVolumeResponse, Error> {
+pub fn create_volume(
+    c: &Controller,
+    req: csi::CreateVolumeRequest,
+) -> Result<csi::CreateVolumeResponse, Error> {
     let want = parse_create(&req)?;
     let _guard = c.locks.try_lock(&format!("create/{}", want.name))?;
     let region = c.cluster.region()?;
@@ -107,7 +118,10 @@ pub fn create_volume(c: &Controller, req: csi::CreateVolumeRequest) -> Result<cs
         None => (provision(c, &want, &space, &region)?, false),
     };
     if let Some(squash) = &want.params.squash {
-        let vol = VolumeId { space: space.id, filesystem: fs.id };
+        let vol = VolumeId {
+            space: space.id,
+            filesystem: fs.id,
+        };
         c.acl.set_squash(c, vol, squash.clone(), adopting)?;
     }
 
@@ -139,16 +153,23 @@ fn capacity_to_request(c: &Controller, want: &CreateRequest) -> i64 {
 
 fn resolve_space(c: &Controller, space: &SpaceRef) -> Result<Space, Error> {
     match space {
-        SpaceRef::Id(id) => c.cloud.get_space(*id).map_err(|e| e.context("get NFS space")),
+        SpaceRef::Id(id) => c
+            .cloud
+            .get_space(*id)
+            .map_err(|e| e.context("get NFS space")),
         SpaceRef::Label(label) => {
             let mut found = c
                 .cloud
                 .find_spaces_by_label(label)
                 .map_err(|e| e.context("list NFS spaces"))?;
             match found.len() {
-                0 => Err(Error::NotFound(format!("NFS space with label \"{label}\" was not found"))),
+                0 => Err(Error::NotFound(format!(
+                    "NFS space with label \"{label}\" was not found"
+                ))),
                 1 => Ok(found.remove(0)),
-                _ => Err(Error::FailedPrecondition(format!("multiple NFS spaces match label \"{label}\""))),
+                _ => Err(Error::FailedPrecondition(format!(
+                    "multiple NFS spaces match label \"{label}\""
+                ))),
             }
         }
     }
@@ -166,7 +187,12 @@ fn space_mtls_mode(c: &Controller, space_id: u64) -> Result<Option<MtlsMode>, Er
 
 /// The one live filesystem carrying `label` in `region`; one on its way out
 /// (`deleting`) is not a match: it will never serve this volume.
-fn find_by_label(c: &Controller, space_id: u64, label: &str, region: &str) -> Result<Option<Filesystem>, Error> {
+fn find_by_label(
+    c: &Controller,
+    space_id: u64,
+    label: &str,
+    region: &str,
+) -> Result<Option<Filesystem>, Error> {
     let mut found: Vec<Filesystem> = c
         .cloud
         .find_filesystems(space_id, label, region)
@@ -186,7 +212,12 @@ fn find_by_label(c: &Controller, space_id: u64, label: &str, region: &str) -> Re
 /// A filesystem with our label already exists: an earlier attempt made it
 /// (its reply was lost, or it was still creating), or the name is reused
 /// with different parameters, which is AlreadyExists.
-fn adopt(c: &Controller, want: &CreateRequest, region: &str, fs: Filesystem) -> Result<Filesystem, Error> {
+fn adopt(
+    c: &Controller,
+    want: &CreateRequest,
+    region: &str,
+    fs: Filesystem,
+) -> Result<Filesystem, Error> {
     check_source(want, &fs)?;
     let fs = wait_active(c, fs)?;
     if fs.region != region {
@@ -239,7 +270,12 @@ fn check_source(want: &CreateRequest, fs: &Filesystem) -> Result<(), Error> {
 /// Creates (or clones) the filesystem and waits for it. A POST is never
 /// repeated blindly: when its outcome is unknown (5xx, timeout) the label is
 /// looked up once, so a create that happened is adopted instead of leaked.
-fn provision(c: &Controller, want: &CreateRequest, space: &Space, region: &str) -> Result<Filesystem, Error> {
+fn provision(
+    c: &Controller,
+    want: &CreateRequest,
+    space: &Space,
+    region: &str,
+) -> Result<Filesystem, Error> {
     let posted = match &want.source {
         None => c
             .cloud
@@ -275,7 +311,11 @@ fn provision(c: &Controller, want: &CreateRequest, space: &Space, region: &str) 
         Err(e @ (Error::Unavailable(_) | Error::Internal(_) | Error::DeadlineExceeded(_))) => {
             match find_by_label(c, space.id, &want.label, region) {
                 Ok(Some(fs)) => {
-                    log::warn!("create of \"{}\" reported {e}; adopting filesystem {}", want.label, fs.id);
+                    log::warn!(
+                        "create of \"{}\" reported {e}; adopting filesystem {}",
+                        want.label,
+                        fs.id
+                    );
                     fs
                 }
                 _ => return Err(e),
@@ -292,7 +332,8 @@ fn provision(c: &Controller, want: &CreateRequest, space: &Space, region: &str) 
 /// than failing the clone.
 fn wait_snapshot_active(c: &Controller, snap: &SnapshotId) -> Result<(), Error> {
     crate::linode::wait_until_active(&format!("NFS snapshot {snap}"), &c.wait, || {
-        c.cloud.get_snapshot(snap.space, snap.filesystem, snap.snapshot)
+        c.cloud
+            .get_snapshot(snap.space, snap.filesystem, snap.snapshot)
     })
     .map(|_| ())
 }
@@ -308,11 +349,17 @@ fn wait_active(c: &Controller, fs: Filesystem) -> Result<Filesystem, Error> {
 }
 
 fn require_mount_target(fs: &Filesystem) -> Result<(), Error> {
-    let has_fqdn = fs.mount_target_fqdn.as_deref().is_some_and(|s| !s.is_empty());
+    let has_fqdn = fs
+        .mount_target_fqdn
+        .as_deref()
+        .is_some_and(|s| !s.is_empty());
     if has_fqdn || !fs.mount_target_ips.is_empty() {
         Ok(())
     } else {
-        Err(Error::FailedPrecondition(format!("NFS filesystem {} does not have a mount target", fs.id)))
+        Err(Error::FailedPrecondition(format!(
+            "NFS filesystem {} does not have a mount target",
+            fs.id
+        )))
     }
 }
 
@@ -325,13 +372,23 @@ pub fn volume_of(fs: &Filesystem, mtls: Option<&MtlsMode>) -> csi::Volume {
         handles::CTX_MOUNT_TARGET.to_string(),
         fs.mount_target_fqdn.clone().unwrap_or_default(),
     );
-    ctx.insert(handles::CTX_MOUNT_TARGET_IPS.to_string(), fs.mount_target_ips.join(","));
+    ctx.insert(
+        handles::CTX_MOUNT_TARGET_IPS.to_string(),
+        fs.mount_target_ips.join(","),
+    );
     ctx.insert(handles::CTX_REGION.to_string(), fs.region.clone());
     if let Some(mode) = mtls.filter(|m| !m.as_str().is_empty()) {
-        ctx.insert(handles::CTX_MTLS_MODE.to_string(), mode.as_str().to_string());
+        ctx.insert(
+            handles::CTX_MTLS_MODE.to_string(),
+            mode.as_str().to_string(),
+        );
     }
     let mut v = csi::Volume::new();
-    v.volume_id = VolumeId { space: fs.space_id, filesystem: fs.id }.to_string();
+    v.volume_id = VolumeId {
+        space: fs.space_id,
+        filesystem: fs.id,
+    }
+    .to_string();
     v.capacity_bytes = fs.max_capacity_bytes.unwrap_or(0);
     v.volume_context = ctx;
     v
@@ -339,12 +396,18 @@ pub fn volume_of(fs: &Filesystem, mtls: Option<&MtlsMode>) -> csi::Volume {
 
 /// DeleteVolume. Unknown, malformed or already-deleted volumes are OK (CSI
 /// requires it); a filesystem the backend refuses to delete is FailedPrecondition.
-pub fn delete_volume(c: &Controller, req: csi::DeleteVolumeRequest) -> Result<csi::DeleteVolumeResponse, Error> {
+pub fn delete_volume(
+    c: &Controller,
+    req: csi::DeleteVolumeRequest,
+) -> Result<csi::DeleteVolumeResponse, Error> {
     if req.volume_id.is_empty() {
         return Err(Error::InvalidArgument("volume ID is not set".into()));
     }
     let Ok(id) = VolumeId::parse(&req.volume_id) else {
-        log::info!("DeleteVolume: {:?} is not one of our handles; nothing to delete", req.volume_id);
+        log::info!(
+            "DeleteVolume: {:?} is not one of our handles; nothing to delete",
+            req.volume_id
+        );
         return Ok(csi::DeleteVolumeResponse::new());
     };
     match c.cloud.delete_filesystem(id.space, id.filesystem) {
@@ -364,9 +427,12 @@ pub fn validate_capabilities(
         return Err(Error::InvalidArgument("volume ID is not set".into()));
     }
     if req.volume_capabilities.is_empty() {
-        return Err(Error::InvalidArgument("volume capabilities are required".into()));
+        return Err(Error::InvalidArgument(
+            "volume capabilities are required".into(),
+        ));
     }
-    let id = VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
+    let id =
+        VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
     c.cloud
         .get_filesystem(id.space, id.filesystem)
         .map_err(|e| e.context("get NFS filesystem"))?;
@@ -386,20 +452,28 @@ pub fn validate_capabilities(
 
 /// ControllerGetVolume: the volume, the nodes it is published to (node
 /// mode) and its condition (abnormal when the filesystem is not active).
-pub fn get_volume(c: &Controller, req: csi::ControllerGetVolumeRequest) -> Result<csi::ControllerGetVolumeResponse, Error> {
+pub fn get_volume(
+    c: &Controller,
+    req: csi::ControllerGetVolumeRequest,
+) -> Result<csi::ControllerGetVolumeResponse, Error> {
     if req.volume_id.is_empty() {
         return Err(Error::InvalidArgument("volume ID is not set".into()));
     }
-    let id = VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
+    let id =
+        VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
     let fs = c
         .cloud
         .get_filesystem(id.space, id.filesystem)
         .map_err(|e| e.context("get NFS filesystem"))?;
     let mut status = csi::controller_get_volume_response::VolumeStatus::new();
     if c.mode == crate::config::AccessPolicyMode::Node {
-        match c.cloud.get_filesystem_access_policy(id.space, id.filesystem) {
+        match c
+            .cloud
+            .get_filesystem_access_policy(id.space, id.filesystem)
+        {
             Ok(policy) if policy.enabled => {
-                status.published_node_ids = policy.linode_ids().iter().map(u64::to_string).collect();
+                status.published_node_ids =
+                    policy.linode_ids().iter().map(u64::to_string).collect();
             }
             Ok(_) | Err(Error::NotFound(_)) => {}
             Err(e) => return Err(e.context("get NFS filesystem access policy")),

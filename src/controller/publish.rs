@@ -21,7 +21,10 @@ enum Change {
     Revoke(u64),
     /// `adopting`: the filesystem may predate this request, so a squash
     /// someone already chose is a conflict rather than something to overwrite.
-    Squash { policy: SquashPolicy, adopting: bool },
+    Squash {
+        policy: SquashPolicy,
+        adopting: bool,
+    },
 }
 
 #[derive(Default)]
@@ -48,7 +51,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl AclQueue {
-    pub fn set_squash(&self, c: &Controller, vol: VolumeId, policy: SquashPolicy, adopting: bool) -> Result<(), Error> {
+    pub fn set_squash(
+        &self,
+        c: &Controller,
+        vol: VolumeId,
+        policy: SquashPolicy,
+        adopting: bool,
+    ) -> Result<(), Error> {
         self.apply(c, vol, Change::Squash { policy, adopting })
     }
 
@@ -94,7 +103,10 @@ impl FsQueue {
 
 /// One GET, the merged policy, a PUT only when something changes, one wait.
 fn apply_batch(c: &Controller, vol: VolumeId, batch: &[(u64, Change)]) -> Vec<Result<(), Error>> {
-    let current = match c.cloud.get_filesystem_access_policy(vol.space, vol.filesystem) {
+    let current = match c
+        .cloud
+        .get_filesystem_access_policy(vol.space, vol.filesystem)
+    {
         Ok(p) => p,
         Err(Error::NotFound(m)) => {
             // No filesystem: nothing to revoke, nothing to allow.
@@ -102,7 +114,9 @@ fn apply_batch(c: &Controller, vol: VolumeId, batch: &[(u64, Change)]) -> Vec<Re
                 .iter()
                 .map(|(_, ch)| match ch {
                     Change::Revoke(_) => Ok(()),
-                    _ => Err(Error::NotFound(format!("get NFS filesystem access policy: {m}"))),
+                    _ => Err(Error::NotFound(format!(
+                        "get NFS filesystem access policy: {m}"
+                    ))),
                 })
                 .collect();
         }
@@ -169,13 +183,22 @@ fn apply_batch(c: &Controller, vol: VolumeId, batch: &[(u64, Change)]) -> Vec<Re
     }
 }
 
-fn wait_policy_active(c: &Controller, vol: VolumeId, policy: FilesystemAccessPolicy) -> Result<(), Error> {
+fn wait_policy_active(
+    c: &Controller,
+    vol: VolumeId,
+    policy: FilesystemAccessPolicy,
+) -> Result<(), Error> {
     if policy.status == crate::linode::Status::Active {
         return Ok(());
     }
-    crate::linode::wait_until_active(&format!("NFS filesystem {} access policy", vol.filesystem), &c.wait, || {
-        c.cloud.get_filesystem_access_policy(vol.space, vol.filesystem)
-    })
+    crate::linode::wait_until_active(
+        &format!("NFS filesystem {} access policy", vol.filesystem),
+        &c.wait,
+        || {
+            c.cloud
+                .get_filesystem_access_policy(vol.space, vol.filesystem)
+        },
+    )
     .map(|_| ())
 }
 
@@ -191,7 +214,10 @@ fn linode_id(node_id: &str) -> Result<u64, Error> {
 
 /// ControllerPublishVolume (node mode): allow the node's Linode on the
 /// filesystem. NotFound for unknown volumes or nodes; repeats are no-ops.
-pub fn publish(c: &Controller, req: csi::ControllerPublishVolumeRequest) -> Result<csi::ControllerPublishVolumeResponse, Error> {
+pub fn publish(
+    c: &Controller,
+    req: csi::ControllerPublishVolumeRequest,
+) -> Result<csi::ControllerPublishVolumeResponse, Error> {
     if req.volume_id.is_empty() {
         return Err(Error::InvalidArgument("volume ID is not set".into()));
     }
@@ -199,10 +225,13 @@ pub fn publish(c: &Controller, req: csi::ControllerPublishVolumeRequest) -> Resu
         return Err(Error::InvalidArgument("node id is required".into()));
     }
     let Some(cap) = req.volume_capability.as_ref() else {
-        return Err(Error::InvalidArgument("volume capability is required".into()));
+        return Err(Error::InvalidArgument(
+            "volume capability is required".into(),
+        ));
     };
     check_capabilities(std::slice::from_ref(cap))?;
-    let vol = VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound(format!("volume {:?} not found", req.volume_id)))?;
+    let vol = VolumeId::parse(&req.volume_id)
+        .map_err(|_| Error::NotFound(format!("volume {:?} not found", req.volume_id)))?;
     let node = linode_id(&req.node_id)?;
     let policy = c
         .cloud

@@ -14,12 +14,16 @@ fn snapshot_of(s: &Snapshot) -> Result<csi::Snapshot, Error> {
         filesystem: s.filesystem_id,
         snapshot: s.id,
     };
-    let created = s
-        .created
-        .as_deref()
-        .ok_or_else(|| Error::Internal(format!("NFS snapshot {id} does not have a created timestamp")))?;
-    let seconds = naive_to_unix(created)
-        .ok_or_else(|| Error::Internal(format!("failed to parse snapshot created time: {created:?}")))?;
+    let created = s.created.as_deref().ok_or_else(|| {
+        Error::Internal(format!(
+            "NFS snapshot {id} does not have a created timestamp"
+        ))
+    })?;
+    let seconds = naive_to_unix(created).ok_or_else(|| {
+        Error::Internal(format!(
+            "failed to parse snapshot created time: {created:?}"
+        ))
+    })?;
     let mut out = csi::Snapshot::new();
     out.snapshot_id = id.to_string();
     out.source_volume_id = id.volume().to_string();
@@ -36,7 +40,11 @@ fn snapshot_of(s: &Snapshot) -> Result<csi::Snapshot, Error> {
 /// The snapshot named `label` anywhere in the space other than on `source`:
 /// CSI names are unique per plugin, while the backend only keeps labels
 /// unique per filesystem.
-fn taken_elsewhere(c: &Controller, source: VolumeId, label: &str) -> Result<Option<Snapshot>, Error> {
+fn taken_elsewhere(
+    c: &Controller,
+    source: VolumeId,
+    label: &str,
+) -> Result<Option<Snapshot>, Error> {
     let filesystems = c
         .cloud
         .list_filesystems(source.space)
@@ -57,15 +65,22 @@ fn taken_elsewhere(c: &Controller, source: VolumeId, label: &str) -> Result<Opti
 
 /// CreateSnapshot. AlreadyExists when the name belongs to a snapshot of
 /// another volume; NotFound for an unknown source; a repeat returns the same snapshot.
-pub fn create(c: &Controller, req: csi::CreateSnapshotRequest) -> Result<csi::CreateSnapshotResponse, Error> {
+pub fn create(
+    c: &Controller,
+    req: csi::CreateSnapshotRequest,
+) -> Result<csi::CreateSnapshotResponse, Error> {
     if req.name.is_empty() {
         return Err(Error::InvalidArgument("snapshot name is required".into()));
     }
     if req.source_volume_id.is_empty() {
         return Err(Error::InvalidArgument("source volume ID is not set".into()));
     }
-    let source = VolumeId::parse(&req.source_volume_id)
-        .map_err(|_| Error::NotFound(format!("source volume {:?} not found", req.source_volume_id)))?;
+    let source = VolumeId::parse(&req.source_volume_id).map_err(|_| {
+        Error::NotFound(format!(
+            "source volume {:?} not found",
+            req.source_volume_id
+        ))
+    })?;
     let _guard = c.locks.try_lock(&format!("snapshot/{source}"))?;
     let label = label_for(&req.name);
     let mine = |s: &Snapshot| s.label == label;
@@ -83,11 +98,16 @@ pub fn create(c: &Controller, req: csi::CreateSnapshotRequest) -> Result<csi::Cr
                     "NFS snapshot \"{label}\" already exists with a different source volume"
                 )));
             }
-            match c.cloud.create_snapshot(source.space, source.filesystem, &label) {
+            match c
+                .cloud
+                .create_snapshot(source.space, source.filesystem, &label)
+            {
                 Ok(s) => s,
                 // A duplicate label (409) or a create whose reply was lost:
                 // look again before giving up.
-                Err(e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_))) => c
+                Err(
+                    e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
+                ) => c
                     .cloud
                     .list_snapshots(source.space, source.filesystem)
                     .map_err(|e| e.context("list NFS snapshots"))?
@@ -110,14 +130,20 @@ pub fn create(c: &Controller, req: csi::CreateSnapshotRequest) -> Result<csi::Cr
 }
 
 /// DeleteSnapshot. Unknown or malformed ids are OK; a locked snapshot is FailedPrecondition.
-pub fn delete(c: &Controller, req: csi::DeleteSnapshotRequest) -> Result<csi::DeleteSnapshotResponse, Error> {
+pub fn delete(
+    c: &Controller,
+    req: csi::DeleteSnapshotRequest,
+) -> Result<csi::DeleteSnapshotResponse, Error> {
     if req.snapshot_id.is_empty() {
         return Err(Error::InvalidArgument("snapshot id is required".into()));
     }
     let Ok(id) = SnapshotId::parse(&req.snapshot_id) else {
         return Ok(csi::DeleteSnapshotResponse::new());
     };
-    match c.cloud.delete_snapshot(id.space, id.filesystem, id.snapshot) {
+    match c
+        .cloud
+        .delete_snapshot(id.space, id.filesystem, id.snapshot)
+    {
         Ok(()) | Err(Error::NotFound(_)) => Ok(csi::DeleteSnapshotResponse::new()),
         Err(e) => Err(e.context("delete NFS snapshot")),
     }
@@ -125,7 +151,10 @@ pub fn delete(c: &Controller, req: csi::DeleteSnapshotRequest) -> Result<csi::De
 
 /// ListSnapshots. Filters that name nothing give an empty list; a bad
 /// `starting_token` is Aborted.
-pub fn list(c: &Controller, req: csi::ListSnapshotsRequest) -> Result<csi::ListSnapshotsResponse, Error> {
+pub fn list(
+    c: &Controller,
+    req: csi::ListSnapshotsRequest,
+) -> Result<csi::ListSnapshotsResponse, Error> {
     if req.max_entries < 0 {
         return Err(Error::InvalidArgument(format!(
             "max entries must not be negative: {}",
@@ -135,9 +164,9 @@ pub fn list(c: &Controller, req: csi::ListSnapshotsRequest) -> Result<csi::ListS
     let start = if req.starting_token.is_empty() {
         0
     } else {
-        req.starting_token
-            .parse::<usize>()
-            .map_err(|_| Error::Aborted(format!("invalid starting token \"{}\"", req.starting_token)))?
+        req.starting_token.parse::<usize>().map_err(|_| {
+            Error::Aborted(format!("invalid starting token \"{}\"", req.starting_token))
+        })?
     };
     let mut found = matching(c, &req)?;
     found.sort_by_key(|s| (s.space_id, s.filesystem_id, s.id));
@@ -191,7 +220,11 @@ fn matching(c: &Controller, req: &csi::ListSnapshotsRequest) -> Result<Vec<Snaps
         return ignore_not_found(c.cloud.list_snapshots(vol.space, vol.filesystem));
     }
     let mut all = Vec::new();
-    for space in c.cloud.list_spaces().map_err(|e| e.context("list NFS spaces"))? {
+    for space in c
+        .cloud
+        .list_spaces()
+        .map_err(|e| e.context("list NFS spaces"))?
+    {
         let filesystems = match c.cloud.list_filesystems(space.id) {
             Err(Error::NotFound(_)) => continue,
             other => other.map_err(|e| e.context("list NFS filesystems"))?,

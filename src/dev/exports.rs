@@ -20,15 +20,17 @@ impl Exports {
         for sub in ["exports", "snapshots"] {
             std::fs::create_dir_all(root.join(sub))?;
         }
-        Ok(Exports { root: root.to_path_buf() })
+        Ok(Exports {
+            root: root.to_path_buf(),
+        })
     }
 
     /// The directory serving an NFS source `host:/export` (or `[ip]:/export`).
     /// The host is dropped so the FQDN and IP forms of one filesystem agree.
     pub fn dir_of(&self, source: &str) -> Result<PathBuf> {
-        let (_, export) = source
-            .rsplit_once(':')
-            .ok_or_else(|| Error::InvalidArgument(format!("not an NFS export source: {source:?}")))?;
+        let (_, export) = source.rsplit_once(':').ok_or_else(|| {
+            Error::InvalidArgument(format!("not an NFS export source: {source:?}"))
+        })?;
         self.export_dir(export)
     }
 
@@ -36,7 +38,9 @@ impl Exports {
     fn export_dir(&self, export: &str) -> Result<PathBuf> {
         let name = export.strip_prefix('/').unwrap_or(export);
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            return Err(Error::InvalidArgument(format!("not an NFS export path: {export:?}")));
+            return Err(Error::InvalidArgument(format!(
+                "not an NFS export path: {export:?}"
+            )));
         }
         Ok(self.root.join("exports").join(name))
     }
@@ -124,7 +128,8 @@ impl DevMounter {
 
     /// Unmounts everything this mounter mounted, newest first.
     pub fn unmount_all(&self) {
-        let targets: Vec<PathBuf> = std::mem::take(&mut *self.mounted.lock().unwrap_or_else(|p| p.into_inner()));
+        let targets: Vec<PathBuf> =
+            std::mem::take(&mut *self.mounted.lock().unwrap_or_else(|p| p.into_inner()));
         for target in targets.iter().rev() {
             // Stacked mounts come off one layer per unmount; the bound keeps
             // a confused mount table from spinning forever.
@@ -149,8 +154,15 @@ impl Mounter for DevMounter {
                 "mount.nfs4: mounting {source} failed, reason given by server: No such file or directory"
             )));
         }
-        log::debug!("dev: NFS {source} (options {options:?}) emulated by binding {}", dir.display());
-        let flags: Vec<String> = options.iter().filter(|o| o.as_str() == "ro").cloned().collect();
+        log::debug!(
+            "dev: NFS {source} (options {options:?}) emulated by binding {}",
+            dir.display()
+        );
+        let flags: Vec<String> = options
+            .iter()
+            .filter(|o| o.as_str() == "ro")
+            .cloned()
+            .collect();
         self.real.bind(&dir, target, &flags)?;
         self.record(target);
         Ok(())
@@ -191,9 +203,17 @@ mod tests {
 
     #[test]
     fn export_dirs_follow_the_export_path_not_the_host() {
-        let e = Exports { root: PathBuf::from("/state") };
-        assert_eq!(e.dir_of("space.nfs.us-dev.example:/pvc-1").unwrap(), PathBuf::from("/state/exports/pvc-1"));
-        assert_eq!(e.dir_of("[2001:db8::1]:/pvc-1").unwrap(), PathBuf::from("/state/exports/pvc-1"));
+        let e = Exports {
+            root: PathBuf::from("/state"),
+        };
+        assert_eq!(
+            e.dir_of("space.nfs.us-dev.example:/pvc-1").unwrap(),
+            PathBuf::from("/state/exports/pvc-1")
+        );
+        assert_eq!(
+            e.dir_of("[2001:db8::1]:/pvc-1").unwrap(),
+            PathBuf::from("/state/exports/pvc-1")
+        );
         for bad in ["nohost", "h:/", "h:/a/b", "h:/..", "h:", ""] {
             assert!(e.dir_of(bad).is_err(), "{bad:?}");
         }
@@ -208,7 +228,10 @@ mod tests {
         e.snapshot("/a", 9).unwrap();
         std::fs::write(e.dir_of("h:/a").unwrap().join("f"), "two").unwrap();
         e.restore(9, "/b").unwrap();
-        assert_eq!(std::fs::read_to_string(e.dir_of("h:/b").unwrap().join("f")).unwrap(), "one");
+        assert_eq!(
+            std::fs::read_to_string(e.dir_of("h:/b").unwrap().join("f")).unwrap(),
+            "one"
+        );
         e.remove("/a").unwrap();
         e.remove("/a").unwrap();
         assert!(!e.dir_of("h:/a").unwrap().exists());

@@ -9,7 +9,10 @@ pub mod exports;
 
 use crate::client::DEV_SPACE_LABEL;
 use crate::config::{Config, LinodeConfig};
-use crate::fake::{FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, InstanceSeed, Seed, SpaceSeed};
+use crate::fake::{
+    FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, InstanceSeed, Seed,
+    SpaceSeed,
+};
 use crate::kube::KubeClient;
 use crate::metadata::MetadataClient;
 use crate::mount::LinuxMounter;
@@ -47,14 +50,24 @@ pub fn ensure_mount_privileges() -> Result<(), String> {
         .map(|s| s.success())
         .unwrap_or(false);
     if !usable {
-        return Err("dev mode mounts (bind mounts emulate NFS) and needs root, or unprivileged user \
+        return Err(
+            "dev mode mounts (bind mounts emulate NFS) and needs root, or unprivileged user \
              namespaces with util-linux `unshare`; neither is available: run it as root (sudo)"
-            .to_string());
+                .to_string(),
+        );
     }
-    let exe = std::env::current_exe().map_err(|e| format!("dev mode: cannot find own executable: {e}"))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("dev mode: cannot find own executable: {e}"))?;
     use std::os::unix::process::CommandExt;
     let err = std::process::Command::new("unshare")
-        .args(["--user", "--map-root-user", "--mount", "--propagation", "private", "--"])
+        .args([
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+        ])
         .arg(exe)
         .args(std::env::args_os().skip(1))
         .env(REEXEC_MARK, "1")
@@ -106,7 +119,11 @@ fn seed(activation_delay: Duration) -> Seed {
 fn mirror(exports: &Exports, event: &FakeEvent) {
     let done = match event {
         FakeEvent::FilesystemActive { export, .. } => exports.create(export),
-        FakeEvent::CloneCreated { snapshot_id, export, .. } => exports.restore(*snapshot_id, export),
+        FakeEvent::CloneCreated {
+            snapshot_id,
+            export,
+            ..
+        } => exports.restore(*snapshot_id, export),
         FakeEvent::SnapshotCreated {
             snapshot_id,
             source_export,
@@ -127,14 +144,18 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     let dev = config.dev.as_ref().ok_or("dev settings missing")?;
     let state = dev.state_dir.clone();
     let fail = |what: &str, e: crate::Error| format!("dev mode: {what}: {}", e.message());
-    std::fs::create_dir_all(&state).map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
-    std::fs::write(state.join(MARKER), "").map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
+    std::fs::create_dir_all(&state)
+        .map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
+    std::fs::write(state.join(MARKER), "")
+        .map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
     let exports = Arc::new(Exports::new(&state).map_err(|e| fail("exports", e))?);
 
-    let linode = FakeLinode::start_persistent(seed(dev.activation_delay), &state.join("linode.json"))
-        .map_err(|e| fail("fake Linode API", e))?;
+    let linode =
+        FakeLinode::start_persistent(seed(dev.activation_delay), &state.join("linode.json"))
+            .map_err(|e| fail("fake Linode API", e))?;
     if !dev.faults.is_empty() {
-        let profile = FaultProfile::parse(&dev.faults).map_err(|e| format!("DEV_FAULTS: {}", e.message()))?;
+        let profile =
+            FaultProfile::parse(&dev.faults).map_err(|e| format!("DEV_FAULTS: {}", e.message()))?;
         linode.set_fault_profile(Some(profile));
     }
     let observed = exports.clone();
@@ -146,9 +167,11 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
             .label("topology.kubernetes.io/region", DEV_REGION)
             .provider_id(&format!("linode://{DEV_LINODE_ID}")),
     );
-    let metadata = FakeMetadata::start(DEV_LINODE_ID, DEV_REGION).map_err(|e| fail("fake metadata service", e))?;
+    let metadata = FakeMetadata::start(DEV_LINODE_ID, DEV_REGION)
+        .map_err(|e| fail("fake metadata service", e))?;
     let kubeconfig = write_kubeconfig(&state, &kube.url())?;
-    let kube_client = || KubeClient::from_env(Some(&kubeconfig)).map_err(|e| fail("Kubernetes client", e));
+    let kube_client =
+        || KubeClient::from_env(Some(&kubeconfig)).map_err(|e| fail("Kubernetes client", e));
 
     let linode_config = LinodeConfig {
         url: linode.url(),
@@ -241,7 +264,10 @@ fn banner(config: &Config, state: &Path, storage_class: &Path) -> String {
         sc = storage_class.display(),
         state = state.display(),
         mounts = if std::env::var_os(REEXEC_MARK).is_some() {
-            format!("in this process's user+mount namespace (see them: nsenter -U -m -t {})", std::process::id())
+            format!(
+                "in this process's user+mount namespace (see them: nsenter -U -m -t {})",
+                std::process::id()
+            )
         } else {
             "in the host mount namespace, all unmounted on exit".to_string()
         },

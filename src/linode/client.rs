@@ -253,10 +253,11 @@ impl LinodeCloud {
                 .map_err(|e| crate::Error::InvalidArgument(format!("{what}: {e}")))?;
             // LINODE_CA is an extra root: the public roots stay trusted, so a
             // CA for a private proxy does not break the public endpoint.
-            let mut certs: Vec<ureq::tls::Certificate<'static>> = webpki_root_certs::TLS_SERVER_ROOT_CERTS
-                .iter()
-                .map(|der| ureq::tls::Certificate::from_der(der.as_ref()))
-                .collect();
+            let mut certs: Vec<ureq::tls::Certificate<'static>> =
+                webpki_root_certs::TLS_SERVER_ROOT_CERTS
+                    .iter()
+                    .map(|der| ureq::tls::Certificate::from_der(der.as_ref()))
+                    .collect();
             certs.extend(pem_certificates(&pem, &what)?);
             let roots = ureq::tls::RootCerts::new_with_certs(&certs);
             config = config.tls_config(ureq::tls::TlsConfig::builder().root_certs(roots).build());

@@ -80,7 +80,9 @@ impl csi_grpc::Node for NodeService {
     ) {
         let plugin = self.plugin.clone();
         self.rpc
-            .spawn(&ctx, "NodeStageVolume", req, sink, move |req| plugin.stage(&req));
+            .spawn(&ctx, "NodeStageVolume", req, sink, move |req| {
+                plugin.stage(&req)
+            });
     }
 
     fn node_unstage_volume(
@@ -90,9 +92,10 @@ impl csi_grpc::Node for NodeService {
         sink: UnarySink<csi::NodeUnstageVolumeResponse>,
     ) {
         let plugin = self.plugin.clone();
-        self.rpc.spawn(&ctx, "NodeUnstageVolume", req, sink, move |req| {
-            plugin.unstage(&req)
-        });
+        self.rpc
+            .spawn(&ctx, "NodeUnstageVolume", req, sink, move |req| {
+                plugin.unstage(&req)
+            });
     }
 
     fn node_publish_volume(
@@ -102,9 +105,10 @@ impl csi_grpc::Node for NodeService {
         sink: UnarySink<csi::NodePublishVolumeResponse>,
     ) {
         let plugin = self.plugin.clone();
-        self.rpc.spawn(&ctx, "NodePublishVolume", req, sink, move |req| {
-            plugin.publish(&req)
-        });
+        self.rpc
+            .spawn(&ctx, "NodePublishVolume", req, sink, move |req| {
+                plugin.publish(&req)
+            });
     }
 
     fn node_unpublish_volume(
@@ -127,9 +131,10 @@ impl csi_grpc::Node for NodeService {
         sink: UnarySink<csi::NodeGetVolumeStatsResponse>,
     ) {
         let plugin = self.plugin.clone();
-        self.rpc.spawn(&ctx, "NodeGetVolumeStats", req, sink, move |req| {
-            plugin.stats(&req)
-        });
+        self.rpc
+            .spawn(&ctx, "NodeGetVolumeStats", req, sink, move |req| {
+                plugin.stats(&req)
+            });
     }
 
     fn node_get_capabilities(
@@ -138,11 +143,12 @@ impl csi_grpc::Node for NodeService {
         req: csi::NodeGetCapabilitiesRequest,
         sink: UnarySink<csi::NodeGetCapabilitiesResponse>,
     ) {
-        self.rpc.inline(&ctx, "NodeGetCapabilities", req, sink, |_| {
-            let mut resp = csi::NodeGetCapabilitiesResponse::new();
-            resp.capabilities = capabilities::node();
-            Ok(resp)
-        });
+        self.rpc
+            .inline(&ctx, "NodeGetCapabilities", req, sink, |_| {
+                let mut resp = csi::NodeGetCapabilitiesResponse::new();
+                resp.capabilities = capabilities::node();
+                Ok(resp)
+            });
     }
 
     fn node_get_info(

@@ -154,10 +154,23 @@ impl NodePlugin {
             ))
         };
         // Already staged: kubelet retries after lost replies, and a second
-        // NFS mount on top would stack.
-        if self.mounter.is_mount_point(&r.staging).map_err(failed)? {
+        // NFS mount on top would stack. The existing mount is kept as it is;
+        // a different source is worth a warning for whoever debugs it.
+        let table = self.mounter.mount_table().map_err(failed)?;
+        if let Some(existing) = table.find(&r.staging) {
+            if existing.source != r.source {
+                log::warn!(
+                    "volume {}: {} is already mounted from {} ({}), not {}; keeping it",
+                    r.volume_id,
+                    r.staging.display(),
+                    existing.source,
+                    existing.fs_type,
+                    r.source
+                );
+            }
             return Ok(csi::NodeStageVolumeResponse::new());
         }
+        drop(table);
         create_dir(&r.staging)?;
         self.mount_with_fallback(&r).map_err(failed)?;
         log::info!(

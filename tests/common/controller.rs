@@ -130,7 +130,10 @@ pub struct Env {
 }
 
 impl Env {
-    pub fn create(&self, req: &csi::CreateVolumeRequest) -> grpcio::Result<csi::CreateVolumeResponse> {
+    pub fn create(
+        &self,
+        req: &csi::CreateVolumeRequest,
+    ) -> grpcio::Result<csi::CreateVolumeResponse> {
         self.client.create_volume(req)
     }
 
@@ -158,7 +161,11 @@ impl Env {
     }
 
     pub fn filesystem(&self, label: &str) -> Filesystem {
-        let mut found: Vec<Filesystem> = self.live_filesystems().into_iter().filter(|f| f.label == label).collect();
+        let mut found: Vec<Filesystem> = self
+            .live_filesystems()
+            .into_iter()
+            .filter(|f| f.label == label)
+            .collect();
         assert_eq!(found.len(), 1, "filesystems labelled {label}: {found:?}");
         found.remove(0)
     }
@@ -204,7 +211,11 @@ pub fn volume_req(name: &str, p: &[(&str, String)]) -> csi::CreateVolumeRequest 
     req
 }
 
-pub fn with_capacity(mut req: csi::CreateVolumeRequest, required: i64, limit: i64) -> csi::CreateVolumeRequest {
+pub fn with_capacity(
+    mut req: csi::CreateVolumeRequest,
+    required: i64,
+    limit: i64,
+) -> csi::CreateVolumeRequest {
     let mut range = csi::CapacityRange::new();
     range.required_bytes = required;
     range.limit_bytes = limit;
@@ -212,7 +223,10 @@ pub fn with_capacity(mut req: csi::CreateVolumeRequest, required: i64, limit: i6
     req
 }
 
-pub fn from_snapshot(mut req: csi::CreateVolumeRequest, snapshot_id: &str) -> csi::CreateVolumeRequest {
+pub fn from_snapshot(
+    mut req: csi::CreateVolumeRequest,
+    snapshot_id: &str,
+) -> csi::CreateVolumeRequest {
     let mut snap = csi::volume_content_source::SnapshotSource::new();
     snap.snapshot_id = snapshot_id.to_string();
     let mut src = csi::VolumeContentSource::new();
@@ -249,20 +263,35 @@ impl KubeSpy {
         let url = format!("http://{}", server.server_addr().to_ip().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (srv, log, upstream) = (server.clone(), seen.clone(), upstream.to_string());
-        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
         let thread = std::thread::spawn(move || {
             while let Ok(req) = srv.recv() {
                 log.lock().unwrap().push(req.url().to_string());
                 let mut fwd = agent.get(format!("{upstream}{}", req.url()));
-                if let Some(h) = req.headers().iter().find(|h| h.field.equiv("Authorization")) {
+                if let Some(h) = req
+                    .headers()
+                    .iter()
+                    .find(|h| h.field.equiv("Authorization"))
+                {
                     fwd = fwd.header("Authorization", h.value.as_str());
                 }
                 let (status, body) = match fwd.call() {
-                    Ok(mut resp) => (resp.status().as_u16(), resp.body_mut().read_to_string().unwrap_or_default()),
+                    Ok(mut resp) => (
+                        resp.status().as_u16(),
+                        resp.body_mut().read_to_string().unwrap_or_default(),
+                    ),
                     Err(_) => (502, String::new()),
                 };
-                let header = tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
-                let _ = req.respond(tiny_http::Response::from_string(body).with_status_code(status).with_header(header));
+                let header =
+                    tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
+                let _ = req.respond(
+                    tiny_http::Response::from_string(body)
+                        .with_status_code(status)
+                        .with_header(header),
+                );
             }
         });
         KubeSpy {

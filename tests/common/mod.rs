@@ -45,7 +45,10 @@ impl Drop for TempDir {
 pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !cond() {
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -157,7 +160,9 @@ impl Driver {
     pub fn role(role: &str) -> DriverBuilder {
         let b = Driver::builder().env("DRIVER_ROLE", role);
         match role {
-            "node" => b.env("NODE_NAME", "test-node").env("METADATA_URL", "http://127.0.0.1:9"),
+            "node" => b
+                .env("NODE_NAME", "test-node")
+                .env("METADATA_URL", "http://127.0.0.1:9"),
             "controller" => {
                 let kubeconfig = write_kubeconfig(b.dir(), "http://127.0.0.1:9", "kube-token");
                 b.env("LINODE_TOKEN", "test-token")
@@ -191,7 +196,11 @@ impl Driver {
             if let Some(status) = self.try_exit() {
                 return status;
             }
-            assert!(Instant::now() < deadline, "driver did not exit within {limit:?}\n{}", self.logs());
+            assert!(
+                Instant::now() < deadline,
+                "driver did not exit within {limit:?}\n{}",
+                self.logs()
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -207,7 +216,10 @@ impl Driver {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.try_exit() {
-                panic!("driver exited with {status} before serving\n{}", self.logs());
+                panic!(
+                    "driver exited with {status} before serving\n{}",
+                    self.logs()
+                );
             }
             if self.socket.exists() {
                 let probe = self.identity().probe_opt(
@@ -220,7 +232,11 @@ impl Driver {
                     }
                 }
             }
-            assert!(Instant::now() < deadline, "driver not ready in 30s\n{}", self.logs());
+            assert!(
+                Instant::now() < deadline,
+                "driver not ready in 30s\n{}",
+                self.logs()
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }

@@ -349,7 +349,10 @@ pub fn get_volume_req(volume_id: &str) -> csi::ControllerGetVolumeRequest {
     req
 }
 
-pub fn controller_publish_req(volume: &csi::Volume, node_id: &str) -> csi::ControllerPublishVolumeRequest {
+pub fn controller_publish_req(
+    volume: &csi::Volume,
+    node_id: &str,
+) -> csi::ControllerPublishVolumeRequest {
     let mut req = csi::ControllerPublishVolumeRequest::new();
     req.volume_id = volume.volume_id.clone();
     req.node_id = node_id.to_string();
@@ -358,7 +361,10 @@ pub fn controller_publish_req(volume: &csi::Volume, node_id: &str) -> csi::Contr
     req
 }
 
-pub fn controller_unpublish_req(volume_id: &str, node_id: &str) -> csi::ControllerUnpublishVolumeRequest {
+pub fn controller_unpublish_req(
+    volume_id: &str,
+    node_id: &str,
+) -> csi::ControllerUnpublishVolumeRequest {
     let mut req = csi::ControllerUnpublishVolumeRequest::new();
     req.volume_id = volume_id.to_string();
     req.node_id = node_id.to_string();
@@ -388,7 +394,12 @@ pub fn unstage_req(volume_id: &str, staging: &Path) -> csi::NodeUnstageVolumeReq
     req
 }
 
-pub fn publish_req(volume: &csi::Volume, staging: &Path, target: &Path, readonly: bool) -> csi::NodePublishVolumeRequest {
+pub fn publish_req(
+    volume: &csi::Volume,
+    staging: &Path,
+    target: &Path,
+    readonly: bool,
+) -> csi::NodePublishVolumeRequest {
     let mut req = csi::NodePublishVolumeRequest::new();
     req.volume_id = volume.volume_id.clone();
     req.staging_target_path = staging.to_string_lossy().into_owned();
@@ -436,8 +447,13 @@ pub fn list_snapshots_req(snapshot_id: &str, source_volume_id: &str) -> csi::Lis
 /// The filesystem id in a `space/filesystem[/snapshot]` handle.
 pub fn filesystem_of(handle: &str) -> u64 {
     let parts: Vec<&str> = handle.split('/').collect();
-    assert!(parts.len() >= 2 && parts[0] == "1", "not a dev-space handle: {handle:?}");
-    parts[1].parse().unwrap_or_else(|_| panic!("bad handle {handle:?}"))
+    assert!(
+        parts.len() >= 2 && parts[0] == "1",
+        "not a dev-space handle: {handle:?}"
+    );
+    parts[1]
+        .parse()
+        .unwrap_or_else(|_| panic!("bad handle {handle:?}"))
 }
 
 /// Creates a volume, retrying transient answers as external-provisioner does.
