@@ -204,10 +204,17 @@ impl Clients {
                 let resp = rpc(self
                     .controller
                     .controller_get_volume(&self.get_volume_req(&id)))?;
+                let condition = &resp.status.volume_condition;
+                let health = if condition.abnormal {
+                    "abnormal"
+                } else {
+                    "normal"
+                };
                 Ok(format!(
-                    "{}status: {:?}\n",
+                    "{}published_node_ids: {}\ncondition: {health} ({})\n",
                     describe_volume(&resp.volume),
-                    resp.status
+                    resp.status.published_node_ids.join(","),
+                    condition.message
                 ))
             }
             "publish-controller" | "unpublish-controller" => {

@@ -241,30 +241,41 @@ fn deleting_a_volume_takes_its_snapshots_along() {
     assert_eq!(list(&dev, &gone.snapshot_id, ""), Vec::<String>::new());
     assert_eq!(list(&dev, "", ""), vec![stays.snapshot_id.clone()]);
     let copies = || {
-        walkdir_files(&state.path().join("snapshots"))
+        paths_below(&state.path().join("snapshots"))
             .into_iter()
             .filter(|p| p.ends_with(gone.snapshot_id.rsplit('/').next().unwrap()))
             .count()
     };
-    assert_eq!(copies(), 0, "the deleted volume's snapshot copy is still in the state dir");
+    assert_eq!(
+        copies(),
+        0,
+        "the deleted volume's snapshot copy is still in the state dir"
+    );
     // The surviving snapshot still restores.
-    let restored = retry(|| dev.controller.create_volume_opt(&restore_req("pvc-from-kept", &stays.snapshot_id), call()))
-        .unwrap()
-        .volume
-        .unwrap();
+    let restored = retry(|| {
+        dev.controller
+            .create_volume_opt(&restore_req("pvc-from-kept", &stays.snapshot_id), call())
+    })
+    .unwrap()
+    .volume
+    .unwrap();
     delete_volume(&dev, &restored.volume_id);
     delete_volume(&dev, &kept.volume_id);
-    assert_eq!(state.entries("snapshots"), Vec::<String>::new(), "snapshot copies outlived their volumes");
+    assert_eq!(
+        state.entries("snapshots"),
+        Vec::<String>::new(),
+        "snapshot copies outlived their volumes"
+    );
 }
 
-/// Every directory below `dir`, recursively.
-fn walkdir_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+/// Every path below `dir`, recursively.
+fn paths_below(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             let p = e.path();
             if p.is_dir() {
-                out.extend(walkdir_files(&p));
+                out.extend(paths_below(&p));
             }
             out.push(p);
         }

@@ -1,6 +1,7 @@
 //! `dev` mode's stand-in for NFS: every filesystem the fake Linode API makes
 //! active gets a directory under the state dir, a snapshot copies it, a
-//! clone copies the snapshot back, deleting the filesystem removes it; and
+//! clone copies the snapshot back, deleting the filesystem removes it and
+//! its snapshots (the backend keeps snapshots under their filesystem); and
 //! the node's "NFS mount" is a bind mount of that directory. Only the NFS
 //! step is emulated: bind, remount, unmount and stats go to the real
 //! `LinuxMounter`, as in production.
@@ -45,8 +46,21 @@ impl Exports {
         Ok(self.root.join("exports").join(name))
     }
 
-    fn snapshot_dir(&self, snapshot: u64) -> PathBuf {
-        self.root.join("snapshots").join(snapshot.to_string())
+    /// Snapshot copies live under their filesystem's export name, so
+    /// removing the filesystem can take them along.
+    fn snapshots_of(&self, export: &str) -> Result<PathBuf> {
+        let dir = self.export_dir(export)?;
+        let name = dir.file_name().expect("export_dir ends in a name");
+        Ok(self.root.join("snapshots").join(name))
+    }
+
+    /// The copy of `snapshot`, whichever filesystem it was taken of.
+    fn find_snapshot(&self, snapshot: u64) -> Option<PathBuf> {
+        std::fs::read_dir(self.root.join("snapshots"))
+            .ok()?
+            .flatten()
+            .map(|e| e.path().join(snapshot.to_string()))
+            .find(|p| p.is_dir())
     }
 
     pub fn create(&self, export: &str) -> Result<()> {
@@ -56,7 +70,7 @@ impl Exports {
 
     /// Copies the export's content as it is now.
     pub fn snapshot(&self, export: &str, snapshot: u64) -> Result<()> {
-        let to = self.snapshot_dir(snapshot);
+        let to = self.snapshots_of(export)?.join(snapshot.to_string());
         let _ = std::fs::remove_dir_all(&to);
         copy_tree(&self.export_dir(export)?, &to)
     }
@@ -65,23 +79,31 @@ impl Exports {
     pub fn restore(&self, snapshot: u64, export: &str) -> Result<()> {
         let to = self.export_dir(export)?;
         let _ = std::fs::remove_dir_all(&to);
-        let from = self.snapshot_dir(snapshot);
-        if from.exists() {
-            copy_tree(&from, &to)
-        } else {
-            std::fs::create_dir_all(&to).map_err(Error::from)
+        match self.find_snapshot(snapshot) {
+            Some(from) => copy_tree(&from, &to),
+            None => std::fs::create_dir_all(&to).map_err(Error::from),
         }
     }
 
+    /// Removes the export and every snapshot copy taken of it.
     pub fn remove(&self, export: &str) -> Result<()> {
-        match std::fs::remove_dir_all(self.export_dir(export)?) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
+        for dir in [self.export_dir(export)?, self.snapshots_of(export)?] {
+            match std::fs::remove_dir_all(dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
         }
+        Ok(())
     }
 
     pub fn remove_snapshot(&self, snapshot: u64) {
-        let _ = std::fs::remove_dir_all(self.snapshot_dir(snapshot));
+        if let Some(dir) = self.find_snapshot(snapshot) {
+            let _ = std::fs::remove_dir_all(&dir);
+            // The filesystem's directory goes with its last snapshot.
+            if let Some(parent) = dir.parent() {
+                let _ = std::fs::remove_dir(parent);
+            }
+        }
     }
 }
 
@@ -235,6 +257,29 @@ mod tests {
         e.remove("/a").unwrap();
         e.remove("/a").unwrap();
         assert!(!e.dir_of("h:/a").unwrap().exists());
+        assert!(
+            e.find_snapshot(9).is_none(),
+            "a snapshot outlived its filesystem"
+        );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn deleting_a_snapshot_keeps_the_others() {
+        let root = std::env::temp_dir().join(format!("exports-snap-test-{}", std::process::id()));
+        let e = Exports::new(&root).unwrap();
+        e.create("/a").unwrap();
+        e.snapshot("/a", 1).unwrap();
+        e.snapshot("/a", 2).unwrap();
+        e.remove_snapshot(1);
+        e.remove_snapshot(1);
+        assert!(e.find_snapshot(1).is_none());
+        assert!(e.find_snapshot(2).is_some());
+        e.remove_snapshot(2);
+        assert_eq!(
+            std::fs::read_dir(root.join("snapshots")).unwrap().count(),
+            0
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 }

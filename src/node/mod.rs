@@ -16,9 +16,11 @@ use crate::rpc::Rpc;
 use crate::{Error, Result};
 use grpcio::{RpcContext, UnarySink};
 use identity::NodeIdentity;
+use std::collections::HashSet;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// What the node service needs from the process.
 pub struct NodeDeps {
@@ -46,7 +48,13 @@ struct NodePlugin {
     /// never wait on each other.
     targets: OpLocks,
     identity: NodeIdentity,
+    /// Paths whose `statvfs` is running (see `stats`).
+    stats_pending: Arc<Mutex<HashSet<PathBuf>>>,
+    stats_timeout: Duration,
 }
+
+/// How long NodeGetVolumeStats waits for `statvfs`.
+const STATS_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl NodePlugin {
     fn new(deps: NodeDeps) -> NodePlugin {
@@ -55,6 +63,8 @@ impl NodePlugin {
             volumes: OpLocks::new(),
             targets: OpLocks::new(),
             identity: NodeIdentity::new(deps.node_name, deps.metadata, deps.kube),
+            stats_pending: Arc::default(),
+            stats_timeout: STATS_TIMEOUT,
         }
     }
 

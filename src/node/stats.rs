@@ -1,9 +1,12 @@
 //! NodeGetVolumeStats: the `statvfs` figures of the path kubelet names, as
 //! CSI usage. Polled every minute per volume, so it takes no lock and does
-//! nothing beyond the one `statvfs`.
+//! nothing beyond the one `statvfs`. On a hard NFS mount whose server is
+//! gone `statvfs` never returns, so it runs on a thread of its own with a
+//! bound, and a path whose last `statvfs` is still stuck is not asked again:
+//! a dead server costs one thread, never the worker pool.
 
 use super::{absolute_path, required, NodePlugin};
-use crate::mount::FsStats;
+use crate::mount::{FsStats, Mounter};
 use crate::proto::csi;
 use crate::proto::csi::volume_usage::Unit;
 use crate::{Error, Result};
@@ -15,13 +18,52 @@ impl NodePlugin {
     ) -> Result<csi::NodeGetVolumeStatsResponse> {
         required(&req.volume_id, "volume ID is not set")?;
         let path = absolute_path(&req.volume_path, "volume path is not set")?;
-        let stats = self.mounter.statvfs(&path).map_err(|e| match e {
+        let stats = self.bounded_statvfs(&path).map_err(|e| match e {
             Error::NotFound(m) => Error::NotFound(format!("volume path not found: {m}")),
             other => Error::Internal(format!("failed to get stats: {}", other.message())),
         })?;
         let mut resp = csi::NodeGetVolumeStatsResponse::new();
         resp.usage = usage(&stats);
         Ok(resp)
+    }
+}
+
+impl NodePlugin {
+    fn bounded_statvfs(&self, path: &std::path::Path) -> Result<FsStats> {
+        {
+            let mut pending = self.stats_pending.lock().unwrap_or_else(|p| p.into_inner());
+            if pending.contains(path) {
+                return Err(Error::Internal(format!(
+                    "an earlier statvfs of {} has not returned: is the NFS server reachable?",
+                    path.display()
+                )));
+            }
+            pending.insert(path.to_path_buf());
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (mounter, pending, owned) = (
+            self.mounter.clone(),
+            self.stats_pending.clone(),
+            path.to_path_buf(),
+        );
+        std::thread::Builder::new()
+            .name("statvfs".into())
+            .spawn(move || {
+                let result = Mounter::statvfs(mounter.as_ref(), &owned);
+                pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&owned);
+                let _ = tx.send(result);
+            })
+            .map_err(|e| Error::Internal(format!("spawn statvfs thread: {e}")))?;
+        rx.recv_timeout(self.stats_timeout).unwrap_or_else(|_| {
+            Err(Error::Internal(format!(
+                "statvfs of {} did not return within {:?}",
+                path.display(),
+                self.stats_timeout
+            )))
+        })
     }
 }
 

@@ -12,6 +12,10 @@ use std::time::Duration;
 #[derive(Default)]
 struct FakeMounter {
     state: Mutex<FakeState>,
+    /// While true, `statvfs` blocks like one on a dead hard NFS mount.
+    stats_hang: Mutex<bool>,
+    stats_released: std::sync::Condvar,
+    stats_calls: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
@@ -107,6 +111,13 @@ impl Mounter for FakeMounter {
     }
 
     fn statvfs(&self, path: &Path) -> Result<FsStats> {
+        self.stats_calls
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut hang = self.stats_hang.lock().unwrap();
+        while *hang {
+            hang = self.stats_released.wait(hang).unwrap();
+        }
+        drop(hang);
         if !path.exists() {
             return Err(Error::NotFound(format!("statvfs {}: gone", path.display())));
         }
@@ -334,6 +345,55 @@ fn stats_errors_map_to_not_found_and_internal() {
     assert!(
         matches!(&err, Error::Internal(m) if m.starts_with("failed to get stats: ")),
         "{err:?}"
+    );
+}
+
+#[test]
+fn a_hung_statvfs_is_bounded_and_not_piled_up() {
+    let mut f = Fixture::new("stats-hang");
+    f.plugin.stats_timeout = Duration::from_millis(50);
+    *f.mounter.stats_hang.lock().unwrap() = true;
+    let mut r = csi::NodeGetVolumeStatsRequest::new();
+    r.volume_id = "1/2".into();
+    r.volume_path = f.path("");
+    let err = f.plugin.stats(&r).unwrap_err();
+    assert!(
+        matches!(&err, Error::Internal(m) if m.contains("did not return")),
+        "{err:?}"
+    );
+    // The stuck call is not repeated while it is still stuck.
+    let err = f.plugin.stats(&r).unwrap_err();
+    assert!(
+        matches!(&err, Error::Internal(m) if m.contains("has not returned")),
+        "{err:?}"
+    );
+    assert_eq!(
+        f.mounter
+            .stats_calls
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    // Once the server answers again, the path is asked normally.
+    *f.mounter.stats_hang.lock().unwrap() = false;
+    f.mounter.stats_released.notify_all();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !f.plugin.stats_pending.lock().unwrap().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "stuck statvfs never finished"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let err = f.plugin.stats(&r).unwrap_err();
+    assert!(
+        matches!(&err, Error::Internal(m) if m.contains("EIO")),
+        "{err:?}"
+    );
+    assert_eq!(
+        f.mounter
+            .stats_calls
+            .load(std::sync::atomic::Ordering::SeqCst),
+        2
     );
 }
 
