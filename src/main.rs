@@ -40,10 +40,11 @@ fn main() {
         }
     }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        // ureq documents that its trace output is not redacted: whatever
-        // RUST_LOG says, it never logs the Authorization header.
-        .filter_module("ureq", log::LevelFilter::Debug)
-        .filter_module("ureq_proto", log::LevelFilter::Debug)
+        // ureq documents that its trace output is not redacted, and its
+        // debug output is per-request noise: our client logs what matters.
+        .filter_module("ureq", log::LevelFilter::Warn)
+        .filter_module("ureq_proto", log::LevelFilter::Warn)
+        .filter_module("rustls", log::LevelFilter::Warn)
         .format_timestamp_millis()
         .init();
     grpcio::redirect_log();

@@ -235,3 +235,32 @@ fn pvc_lifecycle_in_space_mode() {
 fn pvc_lifecycle_in_node_mode() {
     lifecycle(true);
 }
+
+/// The context table of behaviour.md is "written by CreateVolume (and
+/// returned by ControllerGetVolume)": whoever rebuilds a volume's context
+/// from ControllerGetVolume (the `client stage` command does) must get what
+/// the node needs to mount it, `mtls-mode` included.
+#[test]
+fn controller_get_volume_returns_the_create_volume_context() {
+    let state = StateDir::new("e2e-getvol-ctx");
+    let dev = Dev::start(&state, &[]);
+    let created = create_volume(&dev, "pvc-context", GIB);
+    assert!(
+        created.volume_context.contains_key("mtls-mode"),
+        "{created:?}"
+    );
+    let got = dev
+        .controller
+        .controller_get_volume_opt(&get_volume_req(&created.volume_id), call())
+        .unwrap()
+        .volume
+        .unwrap();
+    assert_eq!(got.volume_id, created.volume_id);
+    assert_eq!(got.capacity_bytes, created.capacity_bytes);
+    let sorted = |m: &HashMap<String, String>| {
+        let mut v: Vec<_> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(&got.volume_context), sorted(&created.volume_context));
+}

@@ -100,7 +100,20 @@ fn assert_faults_were_injected(dev: &Dev) {
 #[test]
 fn every_rpc_repeated_ten_times_under_injected_faults() {
     let (state, dev) = start("e2e-repeat");
-    let (c, n) = (&dev.controller, &dev.node);
+    let (c, n, i) = (&dev.controller, &dev.node, &dev.identity);
+    repeated("Probe", || i.probe_opt(&Default::default(), call()));
+    repeated("GetPluginInfo", || {
+        i.get_plugin_info_opt(&Default::default(), call())
+    });
+    repeated("GetPluginCapabilities", || {
+        i.get_plugin_capabilities_opt(&Default::default(), call())
+    });
+    repeated("ControllerGetCapabilities", || {
+        c.controller_get_capabilities_opt(&Default::default(), call())
+    });
+    repeated("NodeGetCapabilities", || {
+        n.node_get_capabilities_opt(&Default::default(), call())
+    });
 
     let req = create_req("pvc-repeat", GIB);
     let volume = repeated("CreateVolume", || {

@@ -484,7 +484,8 @@ pub fn get_volume(
     condition.message = format!("NFS filesystem {} is {}", fs.id, fs.status);
     status.volume_condition = Some(condition).into();
     let mut resp = csi::ControllerGetVolumeResponse::new();
-    resp.volume = Some(volume_of(&fs, None)).into();
+    let mtls = space_mtls_mode(c, id.space)?;
+    resp.volume = Some(volume_of(&fs, mtls.as_ref())).into();
     resp.status = Some(status).into();
     Ok(resp)
 }

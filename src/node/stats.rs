@@ -17,7 +17,12 @@ impl NodePlugin {
         req: &csi::NodeGetVolumeStatsRequest,
     ) -> Result<csi::NodeGetVolumeStatsResponse> {
         required(&req.volume_id, "volume ID is not set")?;
-        let path = absolute_path(&req.volume_path, "volume path is not set")?;
+        let raw = required(&req.volume_path, "volume path is not set")?;
+        // kubelet only ever sends absolute paths; a relative one cannot name
+        // a published volume, which CSI reports as NotFound.
+        let path = absolute_path(&raw, "volume path is not set").map_err(|_| {
+            Error::NotFound(format!("volume path not found: {raw:?} is not absolute"))
+        })?;
         let stats = self.bounded_statvfs(&path).map_err(|e| match e {
             Error::NotFound(m) => Error::NotFound(format!("volume path not found: {m}")),
             other => Error::Internal(format!("failed to get stats: {}", other.message())),

@@ -205,8 +205,13 @@ impl Driver {
         }
     }
 
-    pub fn signal(&self, sig: i32) {
-        // SAFETY: plain kill(2) on our own child's pid.
+    /// Signals the process unless it has already exited (its pid could
+    /// belong to someone else by then).
+    pub fn signal(&mut self, sig: i32) {
+        if self.try_exit().is_some() {
+            return;
+        }
+        // SAFETY: plain kill(2) on our own child's pid, not yet reaped.
         unsafe {
             libc::kill(self.child.id() as i32, sig);
         }
