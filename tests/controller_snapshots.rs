@@ -367,3 +367,50 @@ fn restore_waits_for_a_snapshot_that_is_still_being_taken() {
     );
     assert_eq!(env.linode.calls("POST", CLONE), 1);
 }
+
+/// A clone is as large as its source; a restore asking for more must not be
+/// answered with a smaller volume, and a retry must give the same answer.
+#[test]
+fn restore_never_returns_less_than_the_requested_capacity() {
+    const GIB: i64 = 1 << 30;
+    let env = Setup::new().start();
+    let v = env
+        .create(&with_capacity(volume_req("small", &by_id()), GIB, 0))
+        .unwrap()
+        .volume
+        .unwrap();
+    let s = snap_ready(&env, "small-snap", &v.volume_id);
+
+    let fits = with_capacity(
+        from_snapshot(volume_req("same-size", &by_id()), &s.snapshot_id),
+        GIB,
+        0,
+    );
+    assert_eq!(
+        env.create(&fits).unwrap().volume.unwrap().capacity_bytes,
+        GIB
+    );
+
+    let bigger = with_capacity(
+        from_snapshot(volume_req("bigger", &by_id()), &s.snapshot_id),
+        2 * GIB,
+        0,
+    );
+    let first = env.create(&bigger);
+    let again = env.create(&bigger);
+    match (&first, &again) {
+        (Ok(a), Ok(b)) => {
+            assert!(a.volume.capacity_bytes >= 2 * GIB, "{a:?}");
+            assert_eq!(a, b);
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(common::code_of(a), Code::OUT_OF_RANGE, "{a:?}");
+            assert_eq!(common::code_of(b), Code::OUT_OF_RANGE, "{b:?}");
+            assert!(
+                env.live_filesystems().iter().all(|f| f.label != "bigger"),
+                "nothing is left behind"
+            );
+        }
+        other => panic!("inconsistent answers: {other:?}"),
+    }
+}

@@ -974,3 +974,30 @@ fn secrets_and_the_token_never_reach_the_log() {
     assert!(!log.contains(&env.linode.token()), "{log}");
     assert!(!log.contains(KUBE_TOKEN), "{log}");
 }
+
+#[test]
+fn a_squash_retry_waits_for_the_policy_an_earlier_attempt_wrote() {
+    let env = Setup::new().wait_timeout("1s").start();
+    // The first filesystem of a fresh fake is 101; its policy PUT never settles.
+    env.linode.set_policy_lifecycle(101, Lifecycle::NeverActive);
+    let req = volume_req(
+        "settling",
+        &[(P_SPACE_ID, "7".into()), (P_SQUASH, "none".into())],
+    );
+    let puts = || {
+        env.linode
+            .requests()
+            .iter()
+            .filter(|r| r.method == "PUT")
+            .count()
+    };
+    assert_eq!(err_code(env.create(&req)), Code::DEADLINE_EXCEEDED);
+    assert_eq!(env.filesystem("settling").id, 101);
+    assert_eq!(puts(), 1);
+    // The retry has nothing left to write, but the policy is not in force yet.
+    assert_eq!(err_code(env.create(&req)), Code::DEADLINE_EXCEEDED);
+    assert_eq!(puts(), 1);
+    env.linode.set_policy_lifecycle(101, Lifecycle::Normal);
+    env.create(&req).unwrap();
+    assert_eq!(puts(), 1);
+}

@@ -101,8 +101,8 @@ fn parse_create(req: &csi::CreateVolumeRequest) -> Result<CreateRequest, Error> 
     })
 }
 
-/// CreateVolume. InvalidArgument for bad requests, AlreadyExists when the
-/// name is taken by an incompatible filesystem; a repeat returns the same volume.
+/// CreateVolume. InvalidArgument for bad input, AlreadyExists for a name held by an incompatible
+/// filesystem, OutOfRange for a restore its snapshot cannot size; repeats return the same volume.
 pub fn create_volume(
     c: &Controller,
     req: csi::CreateVolumeRequest,
@@ -227,9 +227,7 @@ fn adopt(
         )));
     }
     if let Some(capacity) = fs.max_capacity_bytes {
-        let too_small = want.required > 0 && capacity < want.required;
-        let too_big = want.limit > 0 && capacity > want.limit;
-        if too_small || too_big {
+        if !fits(want, capacity) {
             return Err(Error::AlreadyExists(format!(
                 "NFS filesystem \"{}\" already exists with incompatible capacity {capacity}",
                 want.label
@@ -291,6 +289,7 @@ fn provision(
             .map_err(|e| e.context("create NFS filesystem")),
         Some((snap, _)) => {
             wait_snapshot_active(c, snap)?;
+            check_restore_capacity(c, want, snap)?;
             c.cloud
                 .clone_snapshot(
                     snap.space,
@@ -326,6 +325,34 @@ fn provision(
     let fs = wait_active(c, fs)?;
     require_mount_target(&fs)?;
     Ok(fs)
+}
+
+/// Whether a filesystem of `capacity` bytes meets the requested range.
+fn fits(want: &CreateRequest, capacity: i64) -> bool {
+    let too_small = want.required > 0 && capacity < want.required;
+    let too_big = want.limit > 0 && capacity > want.limit;
+    !(too_small || too_big)
+}
+
+/// A clone is as large as the snapshot's source filesystem (no size is sent
+/// with the clone), so a range that size cannot meet is refused before
+/// anything is made: answering with a smaller volume breaks the CSI
+/// contract, and every retry would then see AlreadyExists.
+fn check_restore_capacity(
+    c: &Controller,
+    want: &CreateRequest,
+    snap: &SnapshotId,
+) -> Result<(), Error> {
+    let source = c
+        .cloud
+        .get_filesystem(snap.space, snap.filesystem)
+        .map_err(|e| e.context(format!("get source filesystem of snapshot {snap}")))?;
+    match source.max_capacity_bytes {
+        Some(capacity) if !fits(want, capacity) => Err(Error::OutOfRange(format!(
+            "snapshot {snap} restores to {capacity} bytes, outside the requested capacity range"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A restore from a snapshot that is still being taken waits for it rather

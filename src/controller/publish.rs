@@ -156,7 +156,15 @@ fn apply_batch(c: &Controller, vol: VolumeId, batch: &[(u64, Change)]) -> Vec<Re
     }
     let before: BTreeSet<u64> = current.linode_ids().into_iter().collect();
     if ids == before && enabled == current.enabled && squash == current.squash_policy {
-        return results;
+        // Nothing to write, but an earlier attempt's PUT may still be
+        // settling: the caller asked for the policy in force, not queued.
+        return match wait_policy_active(c, vol, current) {
+            Ok(()) => results,
+            Err(e) => results
+                .into_iter()
+                .map(|r| r.and_then(|_| Err(e.clone())))
+                .collect(),
+        };
     }
     let update = FilesystemAccessPolicyUpdate {
         label: current.label.clone().unwrap_or_default(),

@@ -157,9 +157,17 @@ fn serve(mut request: tiny_http::Request, handler: &Handler) {
         body,
     };
     let reply = handler(req);
+    // One request per connection: tiny_http can park a new connection
+    // behind a kept-alive one, which turns one slow request into a stall of
+    // unrelated ones. Clients reconnect; the real API's keep-alive is not
+    // what these fakes are for.
     let headers = reply
         .headers
         .iter()
+        .chain(std::iter::once(&(
+            "Connection".to_string(),
+            "close".to_string(),
+        )))
         .filter_map(|(k, v)| tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).ok())
         .collect();
     let len = reply.body.len();
