@@ -494,3 +494,32 @@ fn tls_kubeconfig_variants() {
         std::fs::remove_dir_all(d).unwrap();
     }
 }
+
+/// LINODE_CA shares this PKI: the Linode client must trust an extra CA (a
+/// private proxy's) and refuse a server its roots cannot verify.
+#[test]
+fn linode_ca_is_trusted_by_the_linode_client() {
+    use linode_nfs_csi::linode::{Cloud, LinodeCloud, LinodeSettings};
+    let Some(pki) = make_pki("linode-ca") else {
+        return;
+    };
+    let (url, served) = tls_server(&pki);
+    let client = |ca: Option<PathBuf>| {
+        let mut settings = LinodeSettings::new("kube-token");
+        settings.base_url = url.clone();
+        settings.ca_file = ca;
+        LinodeCloud::new(settings).unwrap()
+    };
+    let count = || served.load(std::sync::atomic::Ordering::SeqCst);
+
+    // Without the CA the handshake fails before any request is served.
+    let err = client(None).get_space(7).unwrap_err();
+    assert_eq!(count(), 0, "{err:?}");
+    let err = client(Some(pki.path("other-ca.crt")))
+        .get_space(7)
+        .unwrap_err();
+    assert_eq!(count(), 0, "{err:?}");
+    // With it the request reaches the server (whose answer is not a Space).
+    let _ = client(Some(pki.path("ca.crt"))).get_space(7);
+    assert_eq!(count(), 1);
+}
