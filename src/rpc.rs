@@ -121,11 +121,6 @@ impl Rpc {
     pub fn drain(&self, grace: Duration) -> usize {
         self.pool.wait_idle(grace)
     }
-
-    /// Requests accepted and not yet answered.
-    pub fn in_flight(&self) -> usize {
-        self.pool.lock().in_flight
-    }
 }
 
 impl Pool {

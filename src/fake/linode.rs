@@ -1634,24 +1634,40 @@ fn create_filesystem(
     b: &serde_json::Map<String, Value>,
 ) -> ApiResult {
     state.space(space_id)?;
+    let capacity = b.get("max_capacity_bytes").and_then(Value::as_i64);
+    let id = insert_from_body(state, space_id, b, capacity.unwrap_or(0), None, |errors| {
+        if capacity.is_none_or(|c| c <= 0) {
+            errors.push((
+                Some("max_capacity_bytes".to_string()),
+                "Must be a positive integer".to_string(),
+            ));
+        }
+        if let Some(p) = b.get("protocol_versions") {
+            if string_list(Some(p)) != Some(vec!["nfsv4".to_string()]) {
+                errors.push((
+                    Some("protocol_versions".to_string()),
+                    "Must be [\"nfsv4\"]".to_string(),
+                ));
+            }
+        }
+    })?;
+    Ok(state.fs_json(&state.filesystems[&id]))
+}
+
+/// The checks create and clone share (label, region, `extra`, tags, label
+/// uniqueness), then the new filesystem; its id.
+fn insert_from_body(
+    state: &mut State,
+    space_id: u64,
+    b: &serde_json::Map<String, Value>,
+    capacity: i64,
+    source_snapshot: Option<u64>,
+    extra: impl FnOnce(&mut Vec<(Option<String>, String)>),
+) -> Result<u64, ApiError> {
     let mut errors = Vec::new();
     validate_label(b.get("label"), &mut errors);
     validate_region(state, b.get("region"), &mut errors);
-    let capacity = b.get("max_capacity_bytes").and_then(Value::as_i64);
-    if capacity.is_none_or(|c| c <= 0) {
-        errors.push((
-            Some("max_capacity_bytes".to_string()),
-            "Must be a positive integer".to_string(),
-        ));
-    }
-    if let Some(p) = b.get("protocol_versions") {
-        if string_list(Some(p)) != Some(vec!["nfsv4".to_string()]) {
-            errors.push((
-                Some("protocol_versions".to_string()),
-                "Must be [\"nfsv4\"]".to_string(),
-            ));
-        }
-    }
+    extra(&mut errors);
     let tags = validate_tags(b.get("tags"), &mut errors);
     if !errors.is_empty() {
         return Err(ApiError {
@@ -1662,16 +1678,15 @@ fn create_filesystem(
     let label = b["label"].as_str().unwrap_or_default();
     check_unique_label(state, space_id, label)?;
     let region = b["region"].as_str().unwrap_or_default();
-    let id = insert_filesystem(
+    Ok(insert_filesystem(
         state,
         space_id,
         label,
         region,
-        capacity.unwrap_or(0),
+        capacity,
         tags,
-        None,
-    );
-    Ok(state.fs_json(&state.filesystems[&id]))
+        source_snapshot,
+    ))
 }
 
 fn delete_filesystem(
@@ -1922,33 +1937,12 @@ fn clone_snapshot(
             .ok_or_else(|| ApiError::bad("space_id", "Must be an integer"))?,
     };
     state.space(target_space)?;
-    let mut errors = Vec::new();
-    validate_label(b.get("label"), &mut errors);
-    validate_region(state, b.get("region"), &mut errors);
-    let tags = validate_tags(b.get("tags"), &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError {
-            status: 400,
-            errors,
-        });
-    }
-    let label = b["label"].as_str().unwrap_or_default();
-    check_unique_label(state, target_space, label)?;
-    let region = b["region"].as_str().unwrap_or_default();
-    let id = insert_filesystem(
-        state,
-        target_space,
-        label,
-        region,
-        capacity,
-        tags,
-        Some(snap_id),
-    );
+    let id = insert_from_body(state, target_space, b, capacity, Some(snap_id), |_| {})?;
     events.push(FakeEvent::CloneCreated {
         snapshot_id: snap_id,
         space_id: target_space,
         filesystem_id: id,
-        export: export_path(label, id),
+        export: export_path(&state.filesystems[&id].label, id),
     });
     Ok(state.fs_json(&state.filesystems[&id]))
 }
