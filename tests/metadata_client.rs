@@ -75,14 +75,17 @@ fn unreachable_slow_or_stopped_is_unavailable() {
     assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
 
     let fake = FakeMetadata::start(1, "us-ord").unwrap();
-    fake.set_delay(Duration::from_millis(500));
+    fake.set_delay(Duration::from_secs(5));
     let impatient = MetadataClient::new(&fake.url(), Duration::from_millis(100));
     let started = Instant::now();
     assert!(matches!(
         impatient.instance().unwrap_err(),
         Error::Unavailable(_)
     ));
-    assert!(started.elapsed() < Duration::from_millis(450));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "gave up at its timeout, not at the reply"
+    );
 
     fake.set_delay(Duration::ZERO);
     let client = MetadataClient::new(&fake.url(), Duration::from_secs(2));

@@ -4,12 +4,13 @@
 //! the CSI requests.
 
 use super::{write_kubeconfig, Driver};
-use linode_nfs_csi::fake::{FakeKube, FakeLinode, FakeNode, Seed, SpaceSeed};
+use linode_nfs_csi::fake::{
+    FakeKube, FakeLinode, FakeNode, HttpRequest, HttpResponse, HttpServer, Seed, SpaceSeed,
+};
 use linode_nfs_csi::linode::{Filesystem, Status};
 use linode_nfs_csi::proto::{csi, csi_grpc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 pub use csi::volume_capability::access_mode::Mode;
 
@@ -252,52 +253,37 @@ pub fn ids_of(volume_id: &str) -> (u64, u64) {
 /// request line (path and query).
 pub struct KubeSpy {
     pub url: String,
-    server: Arc<tiny_http::Server>,
-    thread: Option<JoinHandle<()>>,
+    _server: HttpServer,
     seen: Arc<Mutex<Vec<String>>>,
 }
 
 impl KubeSpy {
     fn start(upstream: &str) -> KubeSpy {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("spy listen"));
-        let url = format!("http://{}", server.server_addr().to_ip().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let (srv, log, upstream) = (server.clone(), seen.clone(), upstream.to_string());
+        let (log, upstream) = (seen.clone(), upstream.to_string());
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .build()
             .into();
-        let thread = std::thread::spawn(move || {
-            while let Ok(req) = srv.recv() {
-                log.lock().unwrap().push(req.url().to_string());
-                let mut fwd = agent.get(format!("{upstream}{}", req.url()));
-                if let Some(h) = req
-                    .headers()
-                    .iter()
-                    .find(|h| h.field.equiv("Authorization"))
-                {
-                    fwd = fwd.header("Authorization", h.value.as_str());
-                }
-                let (status, body) = match fwd.call() {
-                    Ok(mut resp) => (
-                        resp.status().as_u16(),
-                        resp.body_mut().read_to_string().unwrap_or_default(),
-                    ),
-                    Err(_) => (502, String::new()),
-                };
-                let header =
-                    tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
-                let _ = req.respond(
-                    tiny_http::Response::from_string(body)
-                        .with_status_code(status)
-                        .with_header(header),
-                );
+        let forward = move |req: HttpRequest| {
+            log.lock().unwrap().push(req.target());
+            let mut fwd = agent.get(format!("{upstream}{}", req.target()));
+            if let Some(auth) = req.header("Authorization") {
+                fwd = fwd.header("Authorization", auth);
             }
-        });
+            let (status, body) = match fwd.call() {
+                Ok(mut resp) => (
+                    resp.status().as_u16(),
+                    resp.body_mut().read_to_string().unwrap_or_default(),
+                ),
+                Err(_) => (502, String::new()),
+            };
+            HttpResponse::raw(status, "application/json", body.into_bytes())
+        };
+        let server = HttpServer::start("kube-spy", Arc::new(forward)).expect("spy listen");
         KubeSpy {
-            url,
-            server,
-            thread: Some(thread),
+            url: server.url(),
+            _server: server,
             seen,
         }
     }
@@ -305,15 +291,6 @@ impl KubeSpy {
     /// Request lines (`/api/v1/nodes?...`) seen so far.
     pub fn seen(&self) -> Vec<String> {
         self.seen.lock().unwrap().clone()
-    }
-}
-
-impl Drop for KubeSpy {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
