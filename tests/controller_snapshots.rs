@@ -368,10 +368,25 @@ fn restore_waits_for_a_snapshot_that_is_still_being_taken() {
     assert_eq!(env.linode.calls("POST", CLONE), 1);
 }
 
-/// A clone is as large as its source; a restore asking for more must not be
-/// answered with a smaller volume, and a retry must give the same answer.
+/// The `size_gib` of every clone POST so far, in order (`None` = omitted).
+fn clone_sizes(env: &Env) -> Vec<Option<u64>> {
+    env.linode
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/clone"))
+        .map(|r| {
+            let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+            body.get("size_gib").map(|g| g.as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// A clone is as large as its source unless asked for more: a restore that
+/// fits is sent with no size, a larger one grows to the next whole GiB, and
+/// a range no clone can meet is OutOfRange with nothing left behind. A
+/// retry of each gives the same answer.
 #[test]
-fn restore_never_returns_less_than_the_requested_capacity() {
+fn restore_honours_the_requested_capacity() {
     const GIB: i64 = 1 << 30;
     let env = Setup::new().start();
     let v = env
@@ -380,37 +395,44 @@ fn restore_never_returns_less_than_the_requested_capacity() {
         .volume
         .unwrap();
     let s = snap_ready(&env, "small-snap", &v.volume_id);
+    let restore = |name: &str, required: i64, limit: i64| {
+        with_capacity(
+            from_snapshot(volume_req(name, &by_id()), &s.snapshot_id),
+            required,
+            limit,
+        )
+    };
 
-    let fits = with_capacity(
-        from_snapshot(volume_req("same-size", &by_id()), &s.snapshot_id),
-        GIB,
-        0,
-    );
-    assert_eq!(
-        env.create(&fits).unwrap().volume.unwrap().capacity_bytes,
-        GIB
-    );
+    let same = env.create(&restore("same-size", GIB, 0)).unwrap();
+    assert_eq!(same.volume.capacity_bytes, GIB);
+    assert_eq!(clone_sizes(&env), [None]);
 
-    let bigger = with_capacity(
-        from_snapshot(volume_req("bigger", &by_id()), &s.snapshot_id),
-        2 * GIB,
-        0,
-    );
-    let first = env.create(&bigger);
-    let again = env.create(&bigger);
-    match (&first, &again) {
-        (Ok(a), Ok(b)) => {
-            assert!(a.volume.capacity_bytes >= 2 * GIB, "{a:?}");
-            assert_eq!(a, b);
-        }
-        (Err(a), Err(b)) => {
-            assert_eq!(common::code_of(a), Code::OUT_OF_RANGE, "{a:?}");
-            assert_eq!(common::code_of(b), Code::OUT_OF_RANGE, "{b:?}");
-            assert!(
-                env.live_filesystems().iter().all(|f| f.label != "bigger"),
-                "nothing is left behind"
+    // 1.5 GiB required: grown to 2 GiB, and the retry adopts that clone.
+    let bigger = restore("bigger", GIB + GIB / 2, 0);
+    let first = env.create(&bigger).unwrap();
+    assert_eq!(first.volume.capacity_bytes, 2 * GIB);
+    assert_eq!(env.filesystem("bigger").max_capacity_bytes, Some(2 * GIB));
+    assert_eq!(env.create(&bigger).unwrap(), first);
+    assert_eq!(clone_sizes(&env), [None, Some(2)]);
+
+    for (name, required, limit) in [
+        // Smaller than the source: a clone cannot shrink.
+        ("shrunk", 0, GIB / 2),
+        // 1.5 GiB up to 1.75 GiB: no whole GiB lies in between.
+        ("between", GIB + GIB / 2, GIB + 3 * GIB / 4),
+    ] {
+        for attempt in 0..2 {
+            let err = env.create(&restore(name, required, limit)).unwrap_err();
+            assert_eq!(
+                common::code_of(&err),
+                Code::OUT_OF_RANGE,
+                "{name} #{attempt}: {err:?}"
             );
         }
-        other => panic!("inconsistent answers: {other:?}"),
+        assert!(
+            env.live_filesystems().iter().all(|f| f.label != name),
+            "{name} left a filesystem behind"
+        );
     }
+    assert_eq!(clone_sizes(&env).len(), 2, "refused restores never POST");
 }

@@ -378,3 +378,59 @@ fn latency_and_hang_faults() {
     let log = fake.requests();
     assert!(log.iter().all(|r| r.authorized && r.status.is_some()));
 }
+
+#[test]
+fn a_clone_may_grow_by_size_gib_but_never_shrink() {
+    const GIB: u64 = 1 << 30;
+    let fake = fake();
+    let (status, _, fs) = raw(
+        &fake,
+        "POST",
+        "v4beta/nfs/spaces/7/filesystems",
+        &[],
+        Some(json!({"label": "src", "region": "us-ord", "max_capacity_bytes": 2 * GIB})),
+    );
+    assert_eq!(status, 200, "{fs}");
+    let id = fs["id"].as_u64().unwrap();
+    let (_, _, snap) = raw(
+        &fake,
+        "POST",
+        &format!("v4beta/nfs/spaces/7/filesystems/{id}/snapshots"),
+        &[],
+        Some(json!({"label": "s"})),
+    );
+    let snap_path = format!(
+        "v4beta/nfs/spaces/7/filesystems/{id}/snapshots/{}",
+        snap["id"]
+    );
+    assert_eq!(
+        raw(&fake, "GET", &snap_path, &[], None).2["status"],
+        "active"
+    );
+    let clone = |label: &str, size: Value| {
+        let (status, _, body) = raw(
+            &fake,
+            "POST",
+            &format!("{snap_path}/clone"),
+            &[],
+            Some(json!({"label": label, "region": "us-ord", "size_gib": size})),
+        );
+        (status, body)
+    };
+
+    let (status, body) = clone("same", Value::Null);
+    assert_eq!(
+        (status, &body["max_capacity_bytes"]),
+        (200, &json!(2 * GIB))
+    );
+    let (status, body) = clone("grown", json!(5));
+    assert_eq!(
+        (status, &body["max_capacity_bytes"]),
+        (200, &json!(5 * GIB))
+    );
+    for bad in [json!(1), json!(0), json!(-3), json!("2")] {
+        let (status, body) = clone("bad", bad.clone());
+        assert_eq!(status, 400, "size_gib {bad}: {body}");
+        assert_eq!(body["errors"][0]["field"], "size_gib", "{body}");
+    }
+}

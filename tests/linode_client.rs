@@ -423,6 +423,7 @@ fn clone_creates_a_filesystem_in_the_target_space() {
         label: "pvc-restored".into(),
         region: "us-ord".into(),
         space_id: Some(8),
+        size_gib: None,
         tags: vec!["t".into()],
     };
     // `creating` snapshot: the fake refuses, as the API is expected to.

@@ -12,6 +12,9 @@ use crate::Error;
 use csi::volume_capability::access_mode::Mode;
 use std::collections::{BTreeSet, HashMap};
 
+/// The clone API sizes filesystems in whole GiB.
+const GIB: u64 = 1 << 30;
+
 /// Why a capability cannot be served, or `None` when it can: mount access
 /// with any of the seven defined access modes (NFS serves them all).
 pub fn capability_problem(cap: &csi::VolumeCapability) -> Option<String> {
@@ -289,7 +292,7 @@ fn provision(
             .map_err(|e| e.context("create NFS filesystem")),
         Some((snap, _)) => {
             wait_snapshot_active(c, snap)?;
-            check_restore_capacity(c, want, snap)?;
+            let size_gib = restore_size_gib(c, want, snap)?;
             c.cloud
                 .clone_snapshot(
                     snap.space,
@@ -299,6 +302,7 @@ fn provision(
                         label: want.label.clone(),
                         region: region.to_string(),
                         space_id: Some(space.id),
+                        size_gib,
                         tags: want.params.tags.clone(),
                     },
                 )
@@ -334,25 +338,47 @@ fn fits(want: &CreateRequest, capacity: i64) -> bool {
     !(too_small || too_big)
 }
 
-/// A clone is as large as the snapshot's source filesystem (no size is sent
-/// with the clone), so a range that size cannot meet is refused before
-/// anything is made: answering with a smaller volume breaks the CSI
-/// contract, and every retry would then see AlreadyExists.
-fn check_restore_capacity(
+/// The size to ask of a clone. Unasked, a clone is as large as the
+/// snapshot's source filesystem; a range that size meets sends nothing. A
+/// range above it grows the clone to the smallest whole GiB (the API's
+/// unit) at or above `required`. A range below it, or one no whole GiB
+/// meets, is refused before anything is made: answering with another size
+/// breaks the CSI contract, and every retry would then see AlreadyExists.
+fn restore_size_gib(
     c: &Controller,
     want: &CreateRequest,
     snap: &SnapshotId,
-) -> Result<(), Error> {
+) -> Result<Option<u64>, Error> {
     let source = c
         .cloud
         .get_filesystem(snap.space, snap.filesystem)
         .map_err(|e| e.context(format!("get source filesystem of snapshot {snap}")))?;
-    match source.max_capacity_bytes {
-        Some(capacity) if !fits(want, capacity) => Err(Error::OutOfRange(format!(
-            "snapshot {snap} restores to {capacity} bytes, outside the requested capacity range"
-        ))),
-        _ => Ok(()),
+    let Some(capacity) = source.max_capacity_bytes else {
+        return Ok(None);
+    };
+    if fits(want, capacity) {
+        return Ok(None);
     }
+    let out_of_range = |what: String| {
+        Err(Error::OutOfRange(format!(
+            "snapshot {snap} restores to {capacity} bytes; {what}"
+        )))
+    };
+    if want.required <= capacity {
+        return out_of_range(format!(
+            "a restore cannot be smaller than its source, and the limit is {} bytes",
+            want.limit
+        ));
+    }
+    let gib = (want.required as u64).div_ceil(GIB);
+    let grown = gib.saturating_mul(GIB);
+    if want.limit > 0 && grown > want.limit as u64 {
+        return out_of_range(format!(
+            "growing it to {gib} GiB ({grown} bytes) for the required {} bytes exceeds the limit {} bytes",
+            want.required, want.limit
+        ));
+    }
+    Ok(Some(gib))
 }
 
 /// A restore from a snapshot that is still being taken waits for it rather

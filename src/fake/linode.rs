@@ -1926,10 +1926,21 @@ fn clone_snapshot(
         return Err(ApiError::new(400, None, "Snapshot is not active"));
     }
     let source = &state.filesystems[&fs_id];
-    let capacity = b
-        .get("size_gib")
-        .and_then(Value::as_i64)
-        .map_or(source.max_capacity_bytes, |g| g << 30);
+    // Modelled, not documented: a clone may grow but never shrink below
+    // the data it copies.
+    let capacity = match b.get("size_gib") {
+        None | Some(Value::Null) => source.max_capacity_bytes,
+        Some(v) => match v.as_i64().filter(|g| (1..=1 << 20).contains(g)) {
+            Some(g) if g << 30 >= source.max_capacity_bytes => g << 30,
+            Some(_) => {
+                return Err(ApiError::bad(
+                    "size_gib",
+                    "Must not be smaller than the source filesystem",
+                ))
+            }
+            None => return Err(ApiError::bad("size_gib", "Must be a positive integer")),
+        },
+    };
     let target_space = match b.get("space_id") {
         None | Some(Value::Null) => space_id,
         Some(v) => v

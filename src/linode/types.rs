@@ -448,6 +448,9 @@ pub struct CloneFilesystem {
     /// Target space; `None` lets the API default to the source space.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub space_id: Option<u64>,
+    /// Size of the new filesystem in GiB; `None` keeps the source's size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size_gib: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
 }
@@ -619,11 +622,22 @@ mod tests {
             label: "pvc-b".into(),
             region: "us-ord".into(),
             space_id: Some(7),
+            size_gib: None,
             tags: vec![],
         };
         assert_eq!(
             serde_json::to_value(&clone).unwrap(),
             serde_json::json!({"label":"pvc-b","region":"us-ord","space_id":7})
+        );
+        let grown = CloneFilesystem {
+            size_gib: Some(3),
+            tags: vec!["a".into()],
+            ..clone
+        };
+        assert_eq!(
+            serde_json::to_value(&grown).unwrap(),
+            serde_json::json!({"label":"pvc-b","region":"us-ord","space_id":7,
+                "size_gib":3,"tags":["a"]})
         );
         let put = FilesystemAccessPolicyUpdate {
             label: "pvc-b".into(),
