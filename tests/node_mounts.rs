@@ -181,6 +181,58 @@ fn stage_publish_stats_unpublish_unstage_with_every_step_twice() {
     );
 }
 
+/// A repeated publish answers from what is at the target: a writable bind
+/// left by an attempt that died before its read-only remount is finished
+/// read-only; a read-only one asked to be writable, or a mount of another
+/// volume, is AlreadyExists and left untouched.
+#[test]
+fn a_repeated_publish_checks_the_mount_already_at_the_target() {
+    const OTHER: &str = "fs-9.nfs.us-east.linode.com:/pvc-9";
+    let node = NfsNode::start();
+    node.export(FQDN);
+    node.export(OTHER);
+    let staging = node.kubelet_path("staging");
+    let other_staging = node.kubelet_path("staging-other");
+    let target = node.kubelet_path("pods/a/mount");
+    node.stage("1/2", &staging, &fqdn_context()).unwrap();
+    node.stage("1/9", &other_staging, &[("mount-target", OTHER)])
+        .unwrap();
+
+    node.publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
+        .unwrap();
+    node.publish(&staging, &target, true, Mode::MULTI_NODE_MULTI_WRITER, &[])
+        .unwrap();
+    assert_eq!(node.mount_count(&target), 1);
+    assert!(node
+        .mount_options(&target)
+        .unwrap()
+        .contains(&"ro".to_string()));
+    assert!(std::fs::write(node.inside(&target).join("x"), "x").is_err());
+
+    let err = node
+        .publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
+        .unwrap_err();
+    assert_eq!(code_of(&err), RpcStatusCode::ALREADY_EXISTS, "{err:?}");
+    let err = node
+        .publish(
+            &other_staging,
+            &target,
+            true,
+            Mode::MULTI_NODE_MULTI_WRITER,
+            &[],
+        )
+        .unwrap_err();
+    assert_eq!(code_of(&err), RpcStatusCode::ALREADY_EXISTS, "{err:?}");
+    assert_eq!(node.mount_count(&target), 1);
+    assert!(node
+        .mount_options(&target)
+        .unwrap()
+        .contains(&"ro".to_string()));
+    for path in [&staging, &other_staging] {
+        assert_eq!(node.mount_count(path), 1, "{}", path.display());
+    }
+}
+
 #[test]
 fn two_targets_share_one_staging_mount_and_leave_independently() {
     let node = NfsNode::start();
@@ -397,6 +449,60 @@ fn mtls_optional_retries_without_it_when_the_first_attempt_fails() {
         format!("-t nfs4 -o vers=4.2 {FQDN} {}", staging.display())
     );
     assert_eq!(node.mount_count(&staging), 1);
+}
+
+/// A TLS handshake that never completes is a failure like any other for
+/// `optional`: the helper is killed at the timeout and the plain mount is
+/// tried. `required` has nothing to fall back to and reports the timeout.
+#[test]
+fn mtls_optional_falls_back_after_a_timed_out_attempt() {
+    let node = NfsNode::start_with("1s");
+    node.export(FQDN);
+    node.control("hang-mtls", true);
+    let staging = node.kubelet_path("staging");
+
+    node.stage_with(
+        "1/2",
+        &staging,
+        &[("mount-target", FQDN), ("mtls-mode", "optional")],
+        &["vers=4.2,noatime"],
+    )
+    .unwrap();
+    let runs = node.helper_runs();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(
+        runs[0].contains("-o vers=4.2,noatime,xprtsec=mtls"),
+        "{runs:?}"
+    );
+    assert_eq!(
+        runs[1],
+        format!("-t nfs4 -o vers=4.2,noatime {FQDN} {}", staging.display())
+    );
+    assert_eq!(node.mount_count(&staging), 1);
+    node.unstage("1/2", &staging).unwrap();
+
+    let err = node
+        .stage(
+            "1/2",
+            &staging,
+            &[("mount-target", FQDN), ("mtls-mode", "required")],
+        )
+        .unwrap_err();
+    assert_eq!(code_of(&err), RpcStatusCode::DEADLINE_EXCEEDED, "{err:?}");
+    assert_eq!(node.helper_runs().len(), 3);
+    assert_eq!(node.mount_count(&staging), 0);
+
+    // An explicit xprtsec that contradicts `required` never reaches the helper.
+    let err = node
+        .stage_with(
+            "1/2",
+            &staging,
+            &[("mount-target", FQDN), ("mtls-mode", "required")],
+            &["xprtsec=tls"],
+        )
+        .unwrap_err();
+    assert_eq!(code_of(&err), RpcStatusCode::INVALID_ARGUMENT, "{err:?}");
+    assert_eq!(node.helper_runs().len(), 3);
 }
 
 #[test]

@@ -22,9 +22,10 @@ const STDERR_LIMIT: usize = 8 * 1024;
 /// How long a killed helper gets to be reaped and close its stderr.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
-/// `ST_RELATIME` is missing from the libc crate's musl bindings; the kernel
-/// value is the same everywhere.
-const ST_RELATIME: libc::c_ulong = 4096;
+/// How long one `umount2` may take. Unmounting the last user of a hard NFS
+/// mount flushes its dirty pages, which never finishes while the server is
+/// unreachable; past this the mount is detached lazily, which does not wait.
+const UNMOUNT_PATIENCE: Duration = Duration::from_secs(30);
 
 const ATIME_FLAGS: libc::c_ulong = libc::MS_NOATIME | libc::MS_RELATIME | libc::MS_STRICTATIME;
 
@@ -51,11 +52,15 @@ impl LinuxMounter {
 
     /// Bind remount adding `extra` while keeping the mount's other flags: a
     /// remount replaces them all, and dropping a locked flag (for example
-    /// `nosuid` inherited in a user namespace) would be refused.
+    /// `nosuid` inherited in a user namespace) would be refused. The current
+    /// flags come from the mount table, not `statvfs`: on a hard NFS mount
+    /// whose server is gone, `statvfs` never returns.
     fn remount_bind(&self, target: &Path, extra: libc::c_ulong) -> Result<()> {
-        let current = statvfs_raw(target)
-            .map_err(|e| Error::Internal(format!("statvfs {}: {e}", target.display())))?;
-        let mut keep = mount_flags_of(current.f_flag);
+        let table = self.mount_table()?;
+        let entry = table.find(target).ok_or_else(|| {
+            Error::Internal(format!("bind remount {}: not mounted", target.display()))
+        })?;
+        let mut keep = per_mount_flags(&entry.mount_options);
         if extra & ATIME_FLAGS != 0 {
             keep &= !ATIME_FLAGS;
         }
@@ -135,23 +140,27 @@ impl Mounter for LinuxMounter {
     }
 
     fn unmount(&self, target: &Path) -> Result<()> {
-        match sys_umount(target, 0) {
-            Ok(()) => Ok(()),
-            Err(e) if not_mounted(&e) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                log::warn!(
-                    "{} is busy; detaching it lazily (stale NFS or a process still inside)",
+        let detach = |why: &str| {
+            log::warn!("{}: {why}; detaching it lazily", target.display());
+            match sys_umount(target, libc::MNT_DETACH) {
+                Err(e) if !not_mounted(&e) => Err(Error::Internal(format!(
+                    "lazy unmount {}: {e}",
                     target.display()
-                );
-                match sys_umount(target, libc::MNT_DETACH) {
-                    Err(e) if !not_mounted(&e) => Err(Error::Internal(format!(
-                        "lazy unmount {}: {e}",
-                        target.display()
-                    ))),
-                    _ => Ok(()),
-                }
+                ))),
+                _ => Ok(()),
             }
-            Err(e) => Err(Error::Internal(format!(
+        };
+        let path = target.to_path_buf();
+        match within(UNMOUNT_PATIENCE, move || sys_umount(&path, 0)) {
+            Ok(Some(Ok(()))) => Ok(()),
+            Ok(Some(Err(e))) if not_mounted(&e) => Ok(()),
+            Ok(Some(Err(e))) if e.raw_os_error() == Some(libc::EBUSY) => {
+                detach("busy (stale NFS or a process still inside)")
+            }
+            Ok(None) => detach(&format!(
+                "unmount did not return within {UNMOUNT_PATIENCE:?} (NFS server unreachable?)"
+            )),
+            Ok(Some(Err(e))) | Err(e) => Err(Error::Internal(format!(
                 "unmount {}: {e}",
                 target.display()
             ))),
@@ -182,6 +191,22 @@ impl Mounter for LinuxMounter {
             files_free: raw.f_ffree,
         })
     }
+}
+
+/// Runs `work` on a thread of its own and waits at most `limit` for it.
+/// `Ok(None)` when it has not returned by then: the thread is left to finish
+/// (a syscall stuck in the kernel cannot be cancelled), costing one thread.
+fn within<T: Send + 'static>(
+    limit: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<Option<T>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("bounded-syscall".into())
+        .spawn(move || {
+            let _ = tx.send(work());
+        })?;
+    Ok(rx.recv_timeout(limit).ok())
 }
 
 enum Run {
@@ -268,6 +293,7 @@ fn detail(stderr: &[u8]) -> String {
 fn per_mount_flags(flags: &[String]) -> libc::c_ulong {
     flags
         .iter()
+        .flat_map(|f| f.split(','))
         .map(|f| match f.trim() {
             "ro" => libc::MS_RDONLY,
             "nosuid" => libc::MS_NOSUID,
@@ -281,22 +307,6 @@ fn per_mount_flags(flags: &[String]) -> libc::c_ulong {
             _ => 0,
         })
         .fold(0, |acc, bit| acc | bit)
-}
-
-/// Translates `statvfs` `ST_*` bits into the `MS_*` bits that reproduce them.
-fn mount_flags_of(st: libc::c_ulong) -> libc::c_ulong {
-    [
-        (libc::ST_RDONLY, libc::MS_RDONLY),
-        (libc::ST_NOSUID, libc::MS_NOSUID),
-        (libc::ST_NODEV, libc::MS_NODEV),
-        (libc::ST_NOEXEC, libc::MS_NOEXEC),
-        (libc::ST_NOATIME, libc::MS_NOATIME),
-        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (ST_RELATIME, libc::MS_RELATIME),
-    ]
-    .iter()
-    .filter(|(st_bit, _)| st & st_bit != 0)
-    .fold(0, |acc, (_, ms_bit)| acc | ms_bit)
 }
 
 fn not_mounted(e: &io::Error) -> bool {
@@ -374,12 +384,31 @@ mod tests {
     }
 
     #[test]
-    fn statvfs_flags_translate_to_mount_flags() {
+    fn mount_table_options_translate_to_the_flags_a_remount_keeps() {
         assert_eq!(
-            mount_flags_of(libc::ST_NOSUID | libc::ST_NODEV | ST_RELATIME),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_RELATIME
+            per_mount_flags(&flags(&[
+                "rw",
+                "nosuid",
+                "nodev",
+                "relatime",
+                "nosymfollow"
+            ])),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_RELATIME | libc::MS_NOSYMFOLLOW
         );
-        assert_eq!(mount_flags_of(0), 0);
+        assert_eq!(per_mount_flags(&flags(&["rw"])), 0);
+        // A StorageClass may join several options in one entry.
+        assert_eq!(
+            per_mount_flags(&flags(&["vers=4.2, noexec", "ro"])),
+            libc::MS_NOEXEC | libc::MS_RDONLY
+        );
+    }
+
+    #[test]
+    fn within_answers_what_returns_and_gives_up_on_what_does_not() {
+        assert_eq!(within(Duration::from_secs(30), || 7).unwrap(), Some(7));
+        let (_never_sent, blocked) = mpsc::channel::<()>();
+        let waited = within(Duration::from_millis(50), move || blocked.recv()).unwrap();
+        assert!(waited.is_none());
     }
 
     /// A scratch directory holding a stand-in helper script.

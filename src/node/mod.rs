@@ -208,6 +208,20 @@ fn mount_capability(
     Ok(capability.mount())
 }
 
+/// The capability's mount flags one option per entry: a StorageClass may
+/// join several in one (`"vers=4.2,noexec"`), and every later check (the
+/// explicit `xprtsec=`, the per-mount bind flags) looks at single options.
+fn mount_flags(mount: &csi::volume_capability::MountVolume) -> Vec<String> {
+    mount
+        .mount_flags
+        .iter()
+        .flat_map(|f| f.split(','))
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// `mkdir -p` with 0755, like kubelet's own volume directories.
 fn create_dir(path: &Path) -> Result<()> {
     std::fs::DirBuilder::new()

@@ -1,11 +1,14 @@
 //! NodePublishVolume and NodeUnpublishVolume: binding the staged NFS mount
 //! into a pod's target path, read-only when asked, and taking it away again.
 //! This path runs once per pod start, so it spawns no helper and reads the
-//! mount table once (twice for read-only, to verify the result). It must
+//! mount table once (more for read-only, to keep flags and verify the
+//! result). A repeat is answered from the mount table, checking that the
+//! target holds this staging mount with the asked-for writability. It must
 //! never unmount or remove the staging path: other pods share it.
 
 use super::{
-    absolute_path, cleanup_mount_point, create_dir, mount_capability, required, NodePlugin,
+    absolute_path, cleanup_mount_point, create_dir, mount_capability, mount_flags, required,
+    NodePlugin,
 };
 use crate::proto::csi;
 use crate::proto::csi::volume_capability::access_mode::Mode;
@@ -47,7 +50,7 @@ impl PublishRequest {
         Ok(PublishRequest {
             staging,
             target,
-            flags: mount.mount_flags.clone(),
+            flags: mount_flags(mount),
             readonly: req.readonly || reader_only,
         })
     }
@@ -61,50 +64,86 @@ impl NodePlugin {
         let r = PublishRequest::parse(req)?;
         let _guard = self.targets.try_lock(&r.target.to_string_lossy())?;
         let table = self.mounter.mount_table()?;
-        if table.find(&r.target).is_some() {
-            return Ok(csi::NodePublishVolumeResponse::new());
-        }
         // Binding an unstaged directory would hand the pod node-local disk
         // that silently looks like the volume.
-        if table.find(&r.staging).is_none() {
+        let Some(staged) = table.find(&r.staging) else {
             return Err(Error::FailedPrecondition(format!(
                 "staging target path {} is not mounted: the volume is not staged",
                 r.staging.display()
             )));
+        };
+        if let Some(existing) = table.find(&r.target) {
+            // A repeat: answer only if what is there is what was asked for.
+            if existing.device != staged.device || existing.root != staged.root {
+                return Err(Error::AlreadyExists(format!(
+                    "target path {} is already mounted from {} ({}), not from the staging path {}",
+                    r.target.display(),
+                    existing.source,
+                    existing.root.display(),
+                    r.staging.display()
+                )));
+            }
+            match (r.readonly, existing.is_read_only()) {
+                (false, true) => {
+                    return Err(Error::AlreadyExists(format!(
+                        "target path {} is already published read-only; a writable publish was requested",
+                        r.target.display()
+                    )))
+                }
+                // An earlier attempt bound the target and died before the
+                // read-only remount: finish it rather than hand out a
+                // writable view.
+                (true, false) => {
+                    drop(table);
+                    self.read_only_or_cleanup(&r)?;
+                }
+                _ => {}
+            }
+            return Ok(csi::NodePublishVolumeResponse::new());
         }
         drop(table);
         create_dir(&r.target)?;
-        if let Err(e) = self.bind_target(&r) {
-            if let Err(cleanup) = cleanup_mount_point(self.mounter.as_ref(), &r.target) {
-                log::error!(
-                    "cleaning up {} after a failed publish: {cleanup}",
-                    r.target.display()
-                );
-            }
-            return Err(Error::Internal(format!(
-                "NodePublishVolume could not mount {} at {}: {}",
-                r.staging.display(),
-                r.target.display(),
-                e.message()
-            )));
+        self.mounter
+            .bind(&r.staging, &r.target, &r.flags)
+            .map_err(|e| self.failed_publish(&r, e))?;
+        if r.readonly {
+            self.read_only_or_cleanup(&r)?;
         }
         Ok(csi::NodePublishVolumeResponse::new())
     }
 
-    fn bind_target(&self, r: &PublishRequest) -> Result<()> {
-        self.mounter.bind(&r.staging, &r.target, &r.flags)?;
-        if r.readonly {
-            self.mounter.remount_readonly(&r.target)?;
-            // A pod that asked for read-only must never get a writable view,
-            // so the kernel's own account is checked rather than trusted.
+    /// Remounts the target read-only and checks the kernel's own account of
+    /// it: a pod that asked for read-only must never get a writable view,
+    /// so on any failure the target is taken away again.
+    fn read_only_or_cleanup(&self, r: &PublishRequest) -> Result<()> {
+        let made = self.mounter.remount_readonly(&r.target).and_then(|()| {
             let table = self.mounter.mount_table()?;
-            if !table.find(&r.target).is_some_and(|e| e.is_read_only()) {
-                return Err(Error::Internal(
+            if table.find(&r.target).is_some_and(|e| e.is_read_only()) {
+                Ok(())
+            } else {
+                Err(Error::Internal(
                     "the mount is not read-only after remount".into(),
-                ));
+                ))
             }
+        });
+        made.map_err(|e| self.failed_publish(r, e))
+    }
+
+    /// Cleans up the TARGET only (never the staging mount other pods share)
+    /// and words the error.
+    fn failed_publish(&self, r: &PublishRequest, e: Error) -> Error {
+        if let Err(cleanup) = cleanup_mount_point(self.mounter.as_ref(), &r.target) {
+            log::error!(
+                "cleaning up {} after a failed publish: {cleanup}",
+                r.target.display()
+            );
         }
-        Ok(())
+        Error::Internal(format!(
+            "NodePublishVolume could not mount {} at {}: {}",
+            r.staging.display(),
+            r.target.display(),
+            e.message()
+        ))
     }
 
     pub(super) fn unpublish(

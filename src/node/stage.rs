@@ -4,7 +4,8 @@
 //! through `Mounter`; nothing here calls the kernel.
 
 use super::{
-    absolute_path, cleanup_mount_point, create_dir, mount_capability, required, NodePlugin,
+    absolute_path, cleanup_mount_point, create_dir, mount_capability, mount_flags, required,
+    NodePlugin,
 };
 use crate::proto::csi;
 use crate::{Error, Result};
@@ -43,22 +44,30 @@ impl MtlsMode {
     }
 
     /// The option lists to try, in order. An `xprtsec=` the StorageClass set
-    /// explicitly wins over the mode: an admin's mount option is deliberate,
-    /// and passing two `xprtsec` values would leave the outcome to mount.nfs.
-    pub fn attempts(self, flags: &[String]) -> Vec<Vec<String>> {
+    /// explicitly is kept alone (two values would leave the outcome to
+    /// mount.nfs): in `optional` or `disabled` mode it is the admin's
+    /// deliberate choice; in `required` mode anything but `mtls` contradicts
+    /// the Space and is refused rather than tried.
+    pub fn attempts(self, flags: &[String]) -> Result<Vec<Vec<String>>> {
+        let explicit = flags.iter().find(|f| f.starts_with("xprtsec="));
+        if let Some(explicit) = explicit {
+            if self == MtlsMode::Required && explicit != MTLS_OPTION {
+                return Err(Error::InvalidArgument(format!(
+                    "mount flag {explicit} conflicts with the volume's mtls-mode required ({MTLS_OPTION})"
+                )));
+            }
+            return Ok(vec![flags.to_vec()]);
+        }
         let with_mtls = || {
             let mut options = flags.to_vec();
             options.push(MTLS_OPTION.to_string());
             options
         };
-        if flags.iter().any(|f| f.trim_start().starts_with("xprtsec=")) {
-            return vec![flags.to_vec()];
-        }
-        match self {
+        Ok(match self {
             MtlsMode::Required => vec![with_mtls()],
             MtlsMode::Optional => vec![with_mtls(), flags.to_vec()],
             MtlsMode::Disabled => vec![flags.to_vec()],
-        }
+        })
     }
 }
 
@@ -124,11 +133,13 @@ impl StageRequest {
         let mount = mount_capability(req.volume_capability.as_ref())?;
         let source = mount_source(&req.volume_context)?;
         let mtls = MtlsMode::from_context(&req.volume_context)?;
+        let flags = mount_flags(mount);
+        mtls.attempts(&flags)?;
         Ok(StageRequest {
             volume_id,
             staging,
             source,
-            flags: mount.mount_flags.clone(),
+            flags,
             mtls,
         })
     }
@@ -182,15 +193,15 @@ impl NodePlugin {
         Ok(csi::NodeStageVolumeResponse::new())
     }
 
-    /// Runs the attempts of the mTLS mode in order. A timed-out attempt ends
-    /// the sequence: it says the server is unreachable, which a plain mount
-    /// would only wait out a second time.
+    /// Runs the attempts of the mTLS mode in order; `optional` falls back to
+    /// a plain mount after any failure, a timed-out TLS handshake included.
+    /// The last attempt's error is the RPC's (its code decides how kubelet
+    /// treats the stage), with the first one's kept in the message.
     fn mount_with_fallback(&self, r: &StageRequest) -> Result<()> {
         let mut first_error: Option<Error> = None;
-        for options in r.mtls.attempts(&r.flags) {
+        for options in r.mtls.attempts(&r.flags)? {
             match self.mounter.mount_nfs4(&r.source, &r.staging, &options) {
                 Ok(()) => return Ok(()),
-                Err(e @ Error::DeadlineExceeded(_)) => return Err(e),
                 Err(e) => match first_error {
                     None => {
                         if r.mtls == MtlsMode::Optional {
@@ -335,22 +346,36 @@ mod tests {
     fn attempts_follow_the_mode() {
         let base = flags(&["vers=4.2"]);
         assert_eq!(
-            MtlsMode::Required.attempts(&base),
+            MtlsMode::Required.attempts(&base).unwrap(),
             vec![flags(&["vers=4.2", "xprtsec=mtls"])]
         );
         assert_eq!(
-            MtlsMode::Optional.attempts(&base),
+            MtlsMode::Optional.attempts(&base).unwrap(),
             vec![flags(&["vers=4.2", "xprtsec=mtls"]), flags(&["vers=4.2"])]
         );
-        assert_eq!(MtlsMode::Disabled.attempts(&base), vec![base.clone()]);
-        assert_eq!(MtlsMode::Disabled.attempts(&[]), vec![Vec::<String>::new()]);
+        assert_eq!(
+            MtlsMode::Disabled.attempts(&base).unwrap(),
+            vec![base.clone()]
+        );
+        assert_eq!(
+            MtlsMode::Disabled.attempts(&[]).unwrap(),
+            vec![Vec::<String>::new()]
+        );
     }
 
     #[test]
-    fn an_explicit_xprtsec_flag_is_kept_alone() {
+    fn an_explicit_xprtsec_flag_is_kept_alone_unless_it_contradicts_required() {
         let explicit = flags(&["xprtsec=tls"]);
-        for mode in [MtlsMode::Required, MtlsMode::Optional, MtlsMode::Disabled] {
-            assert_eq!(mode.attempts(&explicit), vec![explicit.clone()], "{mode:?}");
+        for mode in [MtlsMode::Optional, MtlsMode::Disabled] {
+            assert_eq!(
+                mode.attempts(&explicit).unwrap(),
+                vec![explicit.clone()],
+                "{mode:?}"
+            );
         }
+        let err = MtlsMode::Required.attempts(&explicit).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        let mtls = flags(&["xprtsec=mtls"]);
+        assert_eq!(MtlsMode::Required.attempts(&mtls).unwrap(), vec![mtls]);
     }
 }

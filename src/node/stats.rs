@@ -61,7 +61,15 @@ impl NodePlugin {
                     .remove(&owned);
                 let _ = tx.send(result);
             })
-            .map_err(|e| Error::Internal(format!("spawn statvfs thread: {e}")))?;
+            .map_err(|e| {
+                // Nothing will ever clear the mark: clear it here, or the
+                // path could never be asked about again.
+                self.stats_pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(path);
+                Error::Internal(format!("spawn statvfs thread: {e}"))
+            })?;
         rx.recv_timeout(self.stats_timeout).unwrap_or_else(|_| {
             Err(Error::Internal(format!(
                 "statvfs of {} did not return within {:?}",

@@ -398,7 +398,7 @@ fn a_hung_statvfs_is_bounded_and_not_piled_up() {
 }
 
 #[test]
-fn optional_mtls_retries_plain_after_a_failure_but_not_after_a_timeout() {
+fn optional_mtls_retries_plain_after_a_failure_or_a_timeout() {
     let f = Fixture::new("optional");
     let req = f.stage_request(&[("mount-target", "fs:/e"), ("mtls-mode", "optional")]);
     f.mounter
@@ -421,9 +421,20 @@ fn optional_mtls_retries_plain_after_a_failure_but_not_after_a_timeout() {
         .state()
         .nfs_results
         .push_back(Err(Error::DeadlineExceeded("killed".into())));
+    f.plugin.stage(&req).unwrap();
+    assert_eq!(f.mounter.calls().len(), 2);
+
+    // Both timing out: the last attempt's code is the RPC's, so kubelet
+    // still treats the stage as uncertain.
+    let f = Fixture::new("optional-timeouts");
+    let req = f.stage_request(&[("mount-target", "fs:/e"), ("mtls-mode", "optional")]);
+    f.mounter.state().nfs_results.extend([
+        Err(Error::DeadlineExceeded("killed".into())),
+        Err(Error::DeadlineExceeded("killed again".into())),
+    ]);
     let err = f.plugin.stage(&req).unwrap_err();
     assert!(matches!(err, Error::DeadlineExceeded(_)), "{err:?}");
-    assert_eq!(f.mounter.calls().len(), 1);
+    assert_eq!(f.mounter.calls().len(), 2);
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! It appends its arguments to `helper.log`, and obeys control files in its
 //! directory: `fail-mtls` (fail when `xprtsec=mtls` is among the options),
 //! `hang` (never finish; the pid of its `sleep` goes to `hang.pid`),
+//! `hang-mtls` (never finish when `xprtsec=mtls` is among the options),
 //! `unbindable` (make the staged mount unbindable, so a later bind fails).
 //!
 //! The test sees the namespace through `/proc/<pid>/mountinfo` and reaches
@@ -44,6 +45,7 @@ if [ -e "$here/hang" ]; then
 fi
 case ",$opts," in
     *,xprtsec=mtls,*)
+        if [ -e "$here/hang-mtls" ]; then sleep 1000 & wait; fi
         if [ -e "$here/fail-mtls" ]; then echo "mount.nfs4: TLS handshake with $source failed" >&2; exit 32; fi ;;
 esac
 name=$(printf '%s' "$source" | tr -c 'A-Za-z0-9.-' '_')
