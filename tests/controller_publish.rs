@@ -6,7 +6,8 @@ mod common;
 
 use common::controller::*;
 use grpcio::RpcStatusCode as Code;
-use linode_nfs_csi::fake::{InstanceSeed, Seed};
+use linode_nfs_csi::fake::{InstanceSeed, Lifecycle, Seed};
+use linode_nfs_csi::linode::Status;
 use linode_nfs_csi::proto::csi;
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
@@ -317,6 +318,60 @@ fn unpublish_removes_only_its_node_and_keeps_the_policy_enabled() {
         "unpublish never disables the policy"
     );
     assert!(published_ids(&env, &v.volume_id).is_empty());
+}
+
+#[test]
+fn unpublishing_an_absent_node_does_not_wait_on_a_stuck_policy() {
+    let env = Setup::new()
+        .node_mode()
+        .seed(with_instances)
+        .wait_timeout("1s")
+        .start();
+    let v = env.create_ok("stuck");
+    let fs = ids_of(&v.volume_id).1;
+    env.client
+        .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
+        .unwrap();
+
+    // A PUT that leaves the policy in `error`.
+    env.linode.set_policy_lifecycle(fs, Lifecycle::StickInError);
+    assert_eq!(
+        err_code(
+            env.client
+                .controller_publish_volume(&publish_req(&v.volume_id, "1002"))
+        ),
+        Code::FAILED_PRECONDITION
+    );
+    let puts = env.linode.calls("PUT", FS_POLICY);
+    env.client
+        .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1003"))
+        .unwrap();
+
+    // A PUT that never settles: the unpublish that wrote it waits...
+    env.linode.set_policy_lifecycle(fs, Lifecycle::NeverActive);
+    assert_eq!(
+        err_code(
+            env.client
+                .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1002"))
+        ),
+        Code::DEADLINE_EXCEEDED
+    );
+    assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
+    assert_eq!(
+        env.linode.filesystem_policy(fs).unwrap().status,
+        Status::Updating
+    );
+    // ...but one with nothing to remove has nothing to wait for: it reads
+    // the policy once and polls nothing.
+    for node in ["1002", "1003"] {
+        let reads = env.linode.calls("GET", FS_POLICY);
+        env.client
+            .controller_unpublish_volume(&unpublish_req(&v.volume_id, node))
+            .unwrap_or_else(|e| panic!("unpublish {node}: {e:?}"));
+        assert_eq!(env.linode.calls("GET", FS_POLICY), reads + 1, "{node}");
+    }
+    assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
+    assert_eq!(acl(&env, &v.volume_id), ([1001].into(), true));
 }
 
 #[test]

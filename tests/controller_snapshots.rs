@@ -6,7 +6,7 @@ mod common;
 use common::controller::*;
 use common::wait_for;
 use grpcio::RpcStatusCode as Code;
-use linode_nfs_csi::fake::{FaultRule, Lifecycle, SpaceSeed};
+use linode_nfs_csi::fake::{FaultRule, Lifecycle, SnapshotTimes, SpaceSeed};
 use linode_nfs_csi::linode::naive_to_unix;
 use linode_nfs_csi::proto::csi;
 use std::time::Duration;
@@ -166,6 +166,107 @@ fn delete_snapshot_cases() {
     assert!(env.linode.snapshots().is_empty());
     delete_snap(&env, &s.snapshot_id).unwrap();
     delete_snap(&env, &format!("{}/424242", v.volume_id)).unwrap();
+}
+
+#[test]
+fn deleted_snapshots_leave_lists_and_names_at_once() {
+    let env = Setup::new().start();
+    // Deleted snapshots stay visible as `deleting` for the whole test.
+    env.linode.set_deletion_delay(Duration::from_secs(600));
+    let a = env.create_ok("vol-a");
+    let b = env.create_ok("vol-b");
+    let gone = snap(&env, "gone", &a.volume_id).unwrap();
+    let kept = snap(&env, "kept", &a.volume_id).unwrap();
+    let moved = snap(&env, "moved", &a.volume_id).unwrap();
+    let other = snap(&env, "other", &b.volume_id).unwrap();
+    for s in [&gone, &moved] {
+        delete_snap(&env, &s.snapshot_id).unwrap();
+    }
+    let deleting = env
+        .linode
+        .snapshots()
+        .iter()
+        .filter(|s| s.status.as_str() == "deleting")
+        .count();
+    assert_eq!(deleting, 2, "the backend still shows them");
+
+    assert_eq!(
+        ids(&list(&env, |_| {}).unwrap()),
+        [kept.snapshot_id.clone(), other.snapshot_id.clone()]
+    );
+    assert_eq!(
+        ids(&list(&env, |r| r.source_volume_id = a.volume_id.clone()).unwrap()),
+        vec![kept.snapshot_id.clone()]
+    );
+    assert!(list(&env, |r| r.snapshot_id = gone.snapshot_id.clone())
+        .unwrap()
+        .entries
+        .is_empty());
+
+    // The name of a deleted snapshot is free for another volume...
+    let reused = snap(&env, "moved", &b.volume_id).unwrap();
+    assert!(reused.snapshot_id.starts_with(&format!("{}/", b.volume_id)));
+    // ...and is never answered with the snapshot on its way out: here the
+    // backend still holds the label on that filesystem (409).
+    assert_eq!(
+        err_code(snap(&env, "gone", &a.volume_id)),
+        Code::FAILED_PRECONDITION
+    );
+}
+
+#[test]
+fn snapshots_without_created_are_dated_by_updated_or_left_out() {
+    let env = Setup::new().start();
+    let v = env.create_ok("vol");
+    let dated = snap(&env, "dated", &v.volume_id).unwrap();
+    let updated_only = snap(&env, "updated-only", &v.volume_id).unwrap();
+    let undated = snap(&env, "undated", &v.volume_id).unwrap();
+    let backend = |label: &str| {
+        env.linode
+            .snapshots()
+            .into_iter()
+            .find(|s| s.label == label)
+            .unwrap()
+    };
+    env.linode
+        .set_snapshot_times(backend("updated-only").id, SnapshotTimes::NoCreated);
+    env.linode
+        .set_snapshot_times(backend("undated").id, SnapshotTimes::Neither);
+    let updated = backend("updated-only");
+    assert_eq!(updated.created, None);
+    let updated_at = naive_to_unix(updated.updated.as_deref().unwrap()).unwrap();
+
+    // One undated snapshot does not sink the list; it is left out.
+    let all = list(&env, |_| {}).unwrap();
+    assert_eq!(
+        ids(&all),
+        [dated.snapshot_id.clone(), updated_only.snapshot_id.clone()]
+    );
+    assert_eq!(all.entries[1].snapshot.creation_time.seconds, updated_at);
+    assert_eq!(
+        ids(&list(&env, |r| r.source_volume_id = v.volume_id.clone()).unwrap()),
+        [dated.snapshot_id.clone(), updated_only.snapshot_id.clone()]
+    );
+    assert!(list(&env, |r| r.snapshot_id = undated.snapshot_id.clone())
+        .unwrap()
+        .entries
+        .is_empty());
+    assert!(
+        env.driver.logs().contains("leaving out NFS snapshot"),
+        "{}",
+        env.driver.logs()
+    );
+
+    // CreateSnapshot must answer with a time: `updated`, else the present.
+    let again = snap(&env, "updated-only", &v.volume_id).unwrap();
+    assert_eq!(again.creation_time.seconds, updated_at);
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let again = snap(&env, "undated", &v.volume_id).unwrap();
+    assert_eq!(again.snapshot_id, undated.snapshot_id);
+    assert!(again.creation_time.seconds >= before, "{again:?}");
 }
 
 #[test]

@@ -7,12 +7,14 @@ mod common;
 
 use common::controller::*;
 use common::{code_of, wait_for};
-use grpcio::RpcStatusCode as Code;
+use grpcio::{CallOption, RpcStatusCode as Code};
 use linode_nfs_csi::fake::{FakeNode, FaultRule, Lifecycle, SpaceSeed};
 use linode_nfs_csi::proto::csi;
 use std::time::{Duration, Instant};
 
 const GIB: i64 = 1 << 30;
+/// Long enough that only a wedged driver misses it.
+const PATIENCE: Duration = Duration::from_secs(30);
 
 fn ctx<'a>(v: &'a csi::Volume, key: &str) -> Option<&'a str> {
     v.volume_context.get(key).map(String::as_str)
@@ -81,13 +83,16 @@ fn create_volume_capacity_defaults_and_limits() {
     assert_eq!(v.capacity_bytes, 2 * GIB);
     assert_eq!(env.filesystem("no-range").max_capacity_bytes, Some(2 * GIB));
 
-    // Only a limit: the default, capped by the limit.
-    let v = env
-        .create(&with_capacity(volume_req("limit-only", &by_id()), 0, GIB))
-        .unwrap()
-        .volume
-        .unwrap();
-    assert_eq!(v.capacity_bytes, GIB);
+    // Only a limit: the limit, below the default or above it.
+    for (name, limit) in [("limit-below", GIB), ("limit-above", 3 * GIB)] {
+        let v = env
+            .create(&with_capacity(volume_req(name, &by_id()), 0, limit))
+            .unwrap()
+            .volume
+            .unwrap();
+        assert_eq!(v.capacity_bytes, limit, "{name}");
+        assert_eq!(env.filesystem(name).max_capacity_bytes, Some(limit));
+    }
 
     let bad = with_capacity(volume_req("inverted", &by_id()), 2 * GIB, GIB);
     assert_eq!(err_code(env.create(&bad)), Code::INVALID_ARGUMENT);
@@ -303,10 +308,12 @@ fn space_by_label_zero_one_or_many_matches() {
         err_code(env.create(&by_label("ambiguous", "dup"))),
         Code::FAILED_PRECONDITION
     );
-    assert_eq!(
-        err_code(env.create(&volume_req("unknown-id", &[(P_SPACE_ID, "99".into())]))),
-        Code::NOT_FOUND
-    );
+    let unknown = env
+        .create(&volume_req("unknown-id", &[(P_SPACE_ID, "99".into())]))
+        .unwrap_err();
+    assert_eq!(code_of(&unknown), Code::NOT_FOUND);
+    // The client names the call and the object once; nothing repeats it.
+    assert_eq!(message_of(&unknown), "get NFS space 99: [404] Not found");
     assert_eq!(env.live_filesystems().len(), 1);
 }
 
@@ -353,6 +360,35 @@ fn space_mtls_mode_lands_in_the_volume_context() {
         .requests()
         .iter()
         .all(|r| !(r.path.ends_with("access-policy") && r.method != "GET")));
+}
+
+#[test]
+fn a_space_policy_endpoint_answering_501_leaves_the_mtls_mode_unknown() {
+    let env = Setup::new().start();
+    env.linode
+        .inject(FaultRule::status("GET", "nfs/spaces/*/access-policy", 501));
+    let v = env.create_ok("no-policy-endpoint");
+    assert_eq!(ctx(&v, "mtls-mode"), None, "{:?}", v.volume_context);
+    assert_eq!(v.volume_context.len(), 5);
+
+    let mut req = csi::ControllerGetVolumeRequest::new();
+    req.volume_id = v.volume_id.clone();
+    let got = env
+        .client
+        .controller_get_volume(&req)
+        .unwrap()
+        .volume
+        .unwrap();
+    assert_eq!(got.volume_context, v.volume_context);
+
+    // Only 404 and 501 mean "no policy"; other failures still fail.
+    env.linode.clear_faults();
+    env.linode
+        .inject(FaultRule::status("GET", "nfs/spaces/*/access-policy", 500).times(1));
+    assert_eq!(
+        err_code(env.create(&volume_req("policy-broken", &by_id()))),
+        Code::INTERNAL
+    );
 }
 
 #[test]
@@ -696,6 +732,30 @@ fn concurrent_creates_of_one_name_make_one_filesystem() {
 }
 
 #[test]
+fn names_that_map_to_one_label_share_the_create_lock() {
+    let env = Setup::new().start();
+    let lookup = env.linode.hang("GET", FS_LIST);
+    let client = env.client.clone();
+    let first =
+        std::thread::spawn(move || client.create_volume(&volume_req("Case-Twin", &by_id())));
+    assert!(
+        lookup.wait_for_hits(1, PATIENCE),
+        "the first create never looked up its label"
+    );
+    // Another name, the same label "case-twin": the same filesystem.
+    let twin = env.client.create_volume_opt(
+        &volume_req("case-twin", &by_id()),
+        CallOption::default().timeout(PATIENCE),
+    );
+    assert_eq!(err_code(twin), Code::ABORTED);
+    lookup.release();
+    let made = first.join().unwrap().unwrap().volume.unwrap();
+    assert_eq!(env.live_filesystems().len(), 1);
+    assert_eq!(env.linode.calls("POST", FS_LIST), 1);
+    assert_eq!(env.create_ok("case-twin").volume_id, made.volume_id);
+}
+
+#[test]
 fn squash_is_applied_after_create_with_a_full_policy_put() {
     let env = Setup::new().start();
     let req = |name: &str, squash: &str| {
@@ -872,6 +932,190 @@ fn validate_volume_capabilities_cases() {
         before,
         "malformed ids need no backend call"
     );
+}
+
+#[test]
+fn validate_volume_capabilities_confirms_only_what_holds_for_the_volume() {
+    let env = Setup::new()
+        .seed(|s| s.with_space(SpaceSeed::new(8, "other")))
+        .start();
+    let tagged = |name: &str| {
+        volume_req(
+            name,
+            &[(P_SPACE_ID, "7".into()), (P_TAGS, "team-a,prod".into())],
+        )
+    };
+    let v = env.create(&tagged("checked")).unwrap().volume.unwrap();
+    let other = env.create(&tagged("neighbour")).unwrap().volume.unwrap();
+    let validate = |f: &dyn Fn(&mut csi::ValidateVolumeCapabilitiesRequest)| {
+        let mut r = csi::ValidateVolumeCapabilitiesRequest::new();
+        r.volume_id = v.volume_id.clone();
+        r.volume_capabilities = vec![mount_cap(Mode::MULTI_NODE_MULTI_WRITER)];
+        f(&mut r);
+        env.client.validate_volume_capabilities(&r).unwrap()
+    };
+    let confirmed = |what: &str, f: &dyn Fn(&mut csi::ValidateVolumeCapabilitiesRequest)| {
+        let resp = validate(f);
+        assert!(resp.message.is_empty(), "{what}: {}", resp.message);
+        resp.confirmed
+            .unwrap_or_else(|| panic!("{what}: not confirmed"))
+    };
+    let refused = |what: &str, f: &dyn Fn(&mut csi::ValidateVolumeCapabilitiesRequest)| {
+        let resp = validate(f);
+        assert!(resp.confirmed.is_none(), "{what}: confirmed {resp:?}");
+        assert!(!resp.message.is_empty(), "{what}: no message");
+        resp.message
+    };
+
+    // Parameters: those that made the volume, in any order, or none at all.
+    for (what, pairs) in [
+        (
+            "space id, tags reordered",
+            vec![(P_SPACE_ID, " 7 "), (P_TAGS, "prod, team-a")],
+        ),
+        (
+            "space label",
+            vec![(P_SPACE_LABEL, SPACE_LABEL), (P_TAGS, "team-a,prod")],
+        ),
+        (
+            "squash it has",
+            vec![
+                (P_SPACE_ID, "7"),
+                (P_TAGS, "team-a,prod"),
+                (P_SQUASH, "root_squash"),
+            ],
+        ),
+        (
+            "provisioner keys",
+            vec![
+                (P_SPACE_ID, "7"),
+                (P_TAGS, "team-a,prod"),
+                ("csi.storage.k8s.io/pvc/name", "x"),
+            ],
+        ),
+        ("none", vec![]),
+    ] {
+        let given = params(pairs.iter().map(|(k, v)| (*k, v.to_string())));
+        let got = confirmed(what, &|r| r.parameters = given.clone());
+        assert_eq!(got.parameters, given, "{what}");
+    }
+    for (what, pairs, says) in [
+        ("another space by id", vec![(P_SPACE_ID, "8")], "space 8"),
+        (
+            "another space by label",
+            vec![(P_SPACE_LABEL, "other"), (P_TAGS, "team-a,prod")],
+            "space 8",
+        ),
+        (
+            "an unknown label",
+            vec![(P_SPACE_LABEL, "nowhere")],
+            "nowhere",
+        ),
+        (
+            "both space keys",
+            vec![(P_SPACE_ID, "7"), (P_SPACE_LABEL, SPACE_LABEL)],
+            "mutually exclusive",
+        ),
+        ("no space", vec![(P_TAGS, "team-a,prod")], "space-id"),
+        (
+            "other tags",
+            vec![(P_SPACE_ID, "7"), (P_TAGS, "team-a")],
+            "tags",
+        ),
+        (
+            "another squash",
+            vec![
+                (P_SPACE_ID, "7"),
+                (P_TAGS, "team-a,prod"),
+                (P_SQUASH, "all_squash"),
+            ],
+            "squash",
+        ),
+    ] {
+        let given = params(pairs.iter().map(|(k, v)| (*k, v.to_string())));
+        let message = refused(what, &|r| r.parameters = given.clone());
+        assert!(message.contains(says), "{what}: {message}");
+    }
+
+    // Mutable parameters: ControllerModifyVolume is not implemented.
+    let message = refused("mutable parameters", &|r| {
+        r.mutable_parameters.insert("iops".into(), "100".into());
+    });
+    assert!(message.contains("mutable parameters"), "{message}");
+
+    // The context: every key the driver derives must match; others pass.
+    let mut with_extra = v.volume_context.clone();
+    with_extra.insert("csi.storage.k8s.io/pv/name".into(), "pv-1".into());
+    let got = confirmed("its own context plus a foreign key", &|r| {
+        r.volume_context = with_extra.clone()
+    });
+    assert_eq!(got.volume_context, with_extra);
+    let mut partial = v.volume_context.clone();
+    partial.retain(|k, _| k == "mount-target");
+    confirmed("part of its context", &|r| {
+        r.volume_context = partial.clone()
+    });
+    for (key, value) in [
+        ("mount-target", "elsewhere.example:/x"),
+        ("mtls-mode", "required"),
+        ("region", "fr-par"),
+        ("space-id", "8"),
+    ] {
+        let mut wrong = v.volume_context.clone();
+        wrong.insert(key.into(), value.into());
+        let message = refused(key, &|r| r.volume_context = wrong.clone());
+        assert!(message.contains(key), "{key}: {message}");
+    }
+    refused("another volume's context", &|r| {
+        r.volume_context = other.volume_context.clone()
+    });
+
+    // Unsupported capabilities are still a message, whatever else is asked.
+    let message = refused("block", &|r| r.volume_capabilities = vec![block_cap()]);
+    assert!(message.contains("mount"), "{message}");
+}
+
+#[test]
+fn volume_condition_is_abnormal_only_for_a_status_that_does_not_pass() {
+    let env = Setup::new().wait_timeout("1s").start();
+    env.linode
+        .set_filesystem_lifecycle("stuck-creating", Lifecycle::NeverActive);
+    env.linode
+        .set_filesystem_lifecycle("broken", Lifecycle::StickInError);
+    env.linode.set_deletion_delay(Duration::from_secs(600));
+    for name in ["stuck-creating", "broken"] {
+        env.create(&volume_req(name, &by_id())).unwrap_err();
+    }
+    let leaving = env.create_ok("leaving");
+    env.delete(&leaving.volume_id).unwrap();
+    let condition = |id: &str| {
+        let mut r = csi::ControllerGetVolumeRequest::new();
+        r.volume_id = id.to_string();
+        let status = env
+            .client
+            .controller_get_volume(&r)
+            .unwrap()
+            .status
+            .unwrap();
+        status.volume_condition.unwrap()
+    };
+    let id_of = |label: &str| {
+        let fs = env
+            .linode
+            .filesystems()
+            .into_iter()
+            .find(|f| f.label == label)
+            .unwrap();
+        format!("{SPACE}/{}", fs.id)
+    };
+    let creating = condition(&id_of("stuck-creating"));
+    assert!(!creating.abnormal, "{creating:?}");
+    assert!(creating.message.ends_with("is creating"), "{creating:?}");
+    for (label, status) in [("broken", "error"), ("leaving", "deleting")] {
+        let c = condition(&id_of(label));
+        assert!(c.abnormal, "{label}: {c:?}");
+        assert!(c.message.ends_with(&format!("is {status}")), "{c:?}");
+    }
 }
 
 #[test]

@@ -202,16 +202,27 @@ fn snapshot_lists_ask_for_500_per_page_and_aggregate() {
 }
 
 #[test]
-fn space_access_policy_reports_mtls_mode_or_not_found() {
-    let (_fake, cloud) = setup();
-    let p = cloud.get_space_access_policy(8).unwrap();
+fn space_access_policy_reports_mtls_mode_or_none_where_the_endpoint_is_missing() {
+    let (fake, cloud) = setup();
+    let p = cloud.get_space_access_policy(8).unwrap().unwrap();
     assert_eq!(p.mtls_mode, Some(MtlsMode::Required));
     assert_eq!(p.status, Status::Active);
     assert_eq!(
-        cloud.get_space_access_policy(7).unwrap().mtls_mode,
+        cloud.get_space_access_policy(7).unwrap().unwrap().mtls_mode,
         Some(MtlsMode::Disabled)
     );
-    assert!(cloud.get_space_access_policy(9).unwrap_err().is_not_found());
+    // A backend without the endpoint: 404 or 501 both mean "no policy".
+    assert_eq!(cloud.get_space_access_policy(9).unwrap(), None);
+    fake.inject(FaultRule::status("GET", "nfs/spaces/*/access-policy", 501).times(1));
+    assert_eq!(cloud.get_space_access_policy(7).unwrap(), None);
+    // Elsewhere a 501 stays a failure, and so does any other status here.
+    fake.inject(FaultRule::status("GET", "nfs/spaces/*", 501).times(1));
+    assert!(matches!(cloud.get_space(7), Err(Error::Internal(_))));
+    fake.inject(FaultRule::status("GET", "nfs/spaces/*/access-policy", 500).times(1));
+    assert!(matches!(
+        cloud.get_space_access_policy(7),
+        Err(Error::Internal(_))
+    ));
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Volume lifecycle on the backend: create (or adopt what an earlier attempt
 //! made), restore from a snapshot by cloning, delete, and the read-only
-//! RPCs. Idempotency rests on the deterministic label plus the per-name lock;
-//! nothing here is HTTP-aware beyond `dyn Cloud`.
+//! RPCs. Idempotency rests on the deterministic label plus the per-label
+//! lock; nothing here is HTTP-aware beyond `dyn Cloud`. The `Cloud` errors
+//! already name the call and the object, so they are passed on as they are.
 
 use super::params::{Params, SpaceRef};
 use super::Controller;
@@ -10,7 +11,7 @@ use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, Space,
 use crate::proto::csi;
 use crate::Error;
 use csi::volume_capability::access_mode::Mode;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The clone API sizes filesystems in whole GiB.
 const GIB: u64 = 1 << 30;
@@ -48,7 +49,6 @@ pub fn check_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Error> {
 
 /// What CreateVolume asked for, parsed.
 struct CreateRequest {
-    name: String,
     label: String,
     required: i64,
     limit: i64,
@@ -96,7 +96,6 @@ fn parse_create(req: &csi::CreateVolumeRequest) -> Result<CreateRequest, Error> 
     let params = Params::parse(&req.parameters)?;
     Ok(CreateRequest {
         label: label_for(&req.name),
-        name: req.name.clone(),
         required,
         limit,
         params,
@@ -111,7 +110,9 @@ pub fn create_volume(
     req: csi::CreateVolumeRequest,
 ) -> Result<csi::CreateVolumeResponse, Error> {
     let want = parse_create(&req)?;
-    let _guard = c.locks.try_lock(&format!("create/{}", want.name))?;
+    // The label is what the backend knows: two names that map to one label
+    // (they differ in case, say) are one filesystem and must not both POST.
+    let _guard = c.locks.try_lock(&format!("create/{}", want.label))?;
     let region = c.cluster.region()?;
     let space = resolve_space(c, &want.params.space)?;
     let mtls = space_mtls_mode(c, space.id)?;
@@ -144,11 +145,13 @@ pub fn create_volume(
     Ok(resp)
 }
 
+/// `max_capacity_bytes` of a new filesystem: required, else limit, else the
+/// configured default (behaviour.md).
 fn capacity_to_request(c: &Controller, want: &CreateRequest) -> i64 {
     if want.required > 0 {
         want.required
     } else if want.limit > 0 {
-        want.limit.min(c.default_capacity_bytes)
+        want.limit
     } else {
         c.default_capacity_bytes
     }
@@ -156,15 +159,9 @@ fn capacity_to_request(c: &Controller, want: &CreateRequest) -> i64 {
 
 fn resolve_space(c: &Controller, space: &SpaceRef) -> Result<Space, Error> {
     match space {
-        SpaceRef::Id(id) => c
-            .cloud
-            .get_space(*id)
-            .map_err(|e| e.context("get NFS space")),
+        SpaceRef::Id(id) => c.cloud.get_space(*id),
         SpaceRef::Label(label) => {
-            let mut found = c
-                .cloud
-                .find_spaces_by_label(label)
-                .map_err(|e| e.context("list NFS spaces"))?;
+            let mut found = c.cloud.find_spaces_by_label(label)?;
             match found.len() {
                 0 => Err(Error::NotFound(format!(
                     "NFS space with label \"{label}\" was not found"
@@ -178,14 +175,12 @@ fn resolve_space(c: &Controller, space: &SpaceRef) -> Result<Space, Error> {
     }
 }
 
-/// The Space's mTLS mode, read only to tell the node how to mount; a space
-/// without a policy endpoint (404/501) simply has no mode.
+/// The Space's mTLS mode, read only to tell the node how to mount; a
+/// backend that shows no policy for the space leaves the mode unknown.
 fn space_mtls_mode(c: &Controller, space_id: u64) -> Result<Option<MtlsMode>, Error> {
-    match c.cloud.get_space_access_policy(space_id) {
-        Ok(policy) => Ok(policy.mtls_mode),
-        Err(Error::NotFound(_)) | Err(Error::Unimplemented(_)) => Ok(None),
-        Err(e) => Err(e.context("get NFS space access policy")),
-    }
+    Ok(c.cloud
+        .get_space_access_policy(space_id)?
+        .and_then(|policy| policy.mtls_mode))
 }
 
 /// The one live filesystem carrying `label` in `region`; one on its way out
@@ -198,8 +193,7 @@ fn find_by_label(
 ) -> Result<Option<Filesystem>, Error> {
     let mut found: Vec<Filesystem> = c
         .cloud
-        .find_filesystems(space_id, label, region)
-        .map_err(|e| e.context("list NFS filesystems"))?
+        .find_filesystems(space_id, label, region)?
         .into_iter()
         .filter(|fs| fs.status != Status::Deleting)
         .collect();
@@ -278,35 +272,30 @@ fn provision(
     region: &str,
 ) -> Result<Filesystem, Error> {
     let posted = match &want.source {
-        None => c
-            .cloud
-            .create_filesystem(
-                space.id,
-                &NewFilesystem {
-                    label: want.label.clone(),
-                    region: region.to_string(),
-                    max_capacity_bytes: capacity_to_request(c, want),
-                    tags: want.params.tags.clone(),
-                },
-            )
-            .map_err(|e| e.context("create NFS filesystem")),
+        None => c.cloud.create_filesystem(
+            space.id,
+            &NewFilesystem {
+                label: want.label.clone(),
+                region: region.to_string(),
+                max_capacity_bytes: capacity_to_request(c, want),
+                tags: want.params.tags.clone(),
+            },
+        ),
         Some((snap, _)) => {
             wait_snapshot_active(c, snap)?;
             let size_gib = restore_size_gib(c, want, snap)?;
-            c.cloud
-                .clone_snapshot(
-                    snap.space,
-                    snap.filesystem,
-                    snap.snapshot,
-                    &CloneFilesystem {
-                        label: want.label.clone(),
-                        region: region.to_string(),
-                        space_id: Some(space.id),
-                        size_gib,
-                        tags: want.params.tags.clone(),
-                    },
-                )
-                .map_err(|e| e.context("clone snapshot failed"))
+            c.cloud.clone_snapshot(
+                snap.space,
+                snap.filesystem,
+                snap.snapshot,
+                &CloneFilesystem {
+                    label: want.label.clone(),
+                    region: region.to_string(),
+                    space_id: Some(space.id),
+                    size_gib,
+                    tags: want.params.tags.clone(),
+                },
+            )
         }
     };
     let fs = match posted {
@@ -352,7 +341,7 @@ fn restore_size_gib(
     let source = c
         .cloud
         .get_filesystem(snap.space, snap.filesystem)
-        .map_err(|e| e.context(format!("get source filesystem of snapshot {snap}")))?;
+        .map_err(|e| e.context(format!("source of snapshot {snap}")))?;
     let Some(capacity) = source.max_capacity_bytes else {
         return Ok(None);
     };
@@ -447,6 +436,15 @@ pub fn volume_of(fs: &Filesystem, mtls: Option<&MtlsMode>) -> csi::Volume {
     v
 }
 
+/// Abnormal only in a status the filesystem does not come back from by
+/// itself; `creating`, `updating` and statuses new to us pass.
+fn condition_of(fs: &Filesystem) -> csi::VolumeCondition {
+    let mut condition = csi::VolumeCondition::new();
+    condition.abnormal = matches!(fs.status, Status::Error | Status::Failed | Status::Deleting);
+    condition.message = format!("NFS filesystem {} is {}", fs.id, fs.status);
+    condition
+}
+
 /// DeleteVolume. Unknown, malformed or already-deleted volumes are OK (CSI
 /// requires it); a filesystem the backend refuses to delete is FailedPrecondition.
 pub fn delete_volume(
@@ -465,13 +463,15 @@ pub fn delete_volume(
     };
     match c.cloud.delete_filesystem(id.space, id.filesystem) {
         Ok(()) | Err(Error::NotFound(_)) => Ok(csi::DeleteVolumeResponse::new()),
-        Err(e) => Err(e.context("delete NFS filesystem")),
+        Err(e) => Err(e),
     }
 }
 
 /// ValidateVolumeCapabilities. NotFound for volumes that do not exist
-/// (malformed handles included); unsupported capabilities are a message,
-/// not an error.
+/// (malformed handles included). Only what holds for this volume is
+/// confirmed; anything else (an unsupported capability, parameters or a
+/// context that do not describe it, mutable parameters) is a message, not
+/// an error.
 pub fn validate_capabilities(
     c: &Controller,
     req: csi::ValidateVolumeCapabilitiesRequest,
@@ -486,11 +486,9 @@ pub fn validate_capabilities(
     }
     let id =
         VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
-    c.cloud
-        .get_filesystem(id.space, id.filesystem)
-        .map_err(|e| e.context("get NFS filesystem"))?;
+    let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
     let mut resp = csi::ValidateVolumeCapabilitiesResponse::new();
-    if let Some(problem) = req.volume_capabilities.iter().find_map(capability_problem) {
+    if let Some(problem) = unconfirmable(c, &req, &fs)? {
         resp.message = problem;
         return Ok(resp);
     }
@@ -498,13 +496,110 @@ pub fn validate_capabilities(
     confirmed.volume_context = req.volume_context;
     confirmed.volume_capabilities = req.volume_capabilities;
     confirmed.parameters = req.parameters;
-    confirmed.mutable_parameters = req.mutable_parameters;
     resp.confirmed = Some(confirmed).into();
     Ok(resp)
 }
 
+/// Why `req` cannot be confirmed for `fs`, or `None` when it can.
+fn unconfirmable(
+    c: &Controller,
+    req: &csi::ValidateVolumeCapabilitiesRequest,
+    fs: &Filesystem,
+) -> Result<Option<String>, Error> {
+    if let Some(problem) = req.volume_capabilities.iter().find_map(capability_problem) {
+        return Ok(Some(problem));
+    }
+    if !req.mutable_parameters.is_empty() {
+        return Ok(Some(
+            "mutable parameters are not supported: this driver cannot modify volumes".into(),
+        ));
+    }
+    if let Some(problem) = parameters_problem(c, &req.parameters, fs)? {
+        return Ok(Some(problem));
+    }
+    context_problem(c, &req.volume_context, fs)
+}
+
+/// Parameters hold for `fs` when CreateVolume, given them, would have
+/// adopted it: they parse, name its space and carry its tags and, if they
+/// ask for one, its squash policy. None at all is nothing to check.
+fn parameters_problem(
+    c: &Controller,
+    raw: &HashMap<String, String>,
+    fs: &Filesystem,
+) -> Result<Option<String>, Error> {
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    let params = match Params::parse(raw) {
+        Ok(params) => params,
+        Err(e) => return Ok(Some(e.to_string())),
+    };
+    let space = match &params.space {
+        SpaceRef::Id(id) => *id,
+        SpaceRef::Label(_) => match resolve_space(c, &params.space) {
+            Ok(space) => space.id,
+            Err(Error::NotFound(m) | Error::FailedPrecondition(m)) => return Ok(Some(m)),
+            Err(e) => return Err(e),
+        },
+    };
+    if space != fs.space_id {
+        return Ok(Some(format!(
+            "the parameters name NFS space {space}, but the volume is in NFS space {}",
+            fs.space_id
+        )));
+    }
+    let have: BTreeSet<&String> = fs.tags.iter().collect();
+    let asked: BTreeSet<&String> = params.tags.iter().collect();
+    if have != asked {
+        return Ok(Some(format!(
+            "the parameters' tags {:?} are not NFS filesystem {}'s tags {:?}",
+            params.tags, fs.id, fs.tags
+        )));
+    }
+    if let Some(squash) = &params.squash {
+        let policy = c.cloud.get_filesystem_access_policy(fs.space_id, fs.id)?;
+        if policy.squash_policy.as_ref() != Some(squash) {
+            let have = policy.squash_policy.map_or_else(
+                || "no squash policy".to_string(),
+                |p| format!("squash policy {p}"),
+            );
+            return Ok(Some(format!(
+                "the parameters ask for squash policy {squash}, but NFS filesystem {} has {have}",
+                fs.id
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// A context holds for `fs` when every key of it that the driver derives
+/// for `fs` has the derived value; other keys are the caller's own.
+fn context_problem(
+    c: &Controller,
+    ctx: &HashMap<String, String>,
+    fs: &Filesystem,
+) -> Result<Option<String>, Error> {
+    // The space policy is read only when there is a mode to compare.
+    let mtls = if ctx.contains_key(handles::CTX_MTLS_MODE) {
+        space_mtls_mode(c, fs.space_id)?
+    } else {
+        None
+    };
+    let derived = volume_of(fs, mtls.as_ref()).volume_context;
+    let sorted: BTreeMap<&String, &String> = ctx.iter().collect();
+    Ok(sorted
+        .into_iter()
+        .find_map(|(key, value)| match derived.get(key) {
+            Some(want) if want != value => Some(format!(
+                "volume context {key} is {value:?}, but the volume has {want:?}"
+            )),
+            _ => None,
+        }))
+}
+
 /// ControllerGetVolume: the volume, the nodes it is published to (node
-/// mode) and its condition (abnormal when the filesystem is not active).
+/// mode) and its condition.
 pub fn get_volume(
     c: &Controller,
     req: csi::ControllerGetVolumeRequest,
@@ -514,10 +609,7 @@ pub fn get_volume(
     }
     let id =
         VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
-    let fs = c
-        .cloud
-        .get_filesystem(id.space, id.filesystem)
-        .map_err(|e| e.context("get NFS filesystem"))?;
+    let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
     let mut status = csi::controller_get_volume_response::VolumeStatus::new();
     if c.mode == crate::config::AccessPolicyMode::Node {
         match c
@@ -529,16 +621,42 @@ pub fn get_volume(
                     policy.linode_ids().iter().map(u64::to_string).collect();
             }
             Ok(_) | Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e.context("get NFS filesystem access policy")),
+            Err(e) => return Err(e),
         }
     }
-    let mut condition = csi::VolumeCondition::new();
-    condition.abnormal = fs.status != Status::Active;
-    condition.message = format!("NFS filesystem {} is {}", fs.id, fs.status);
-    status.volume_condition = Some(condition).into();
+    status.volume_condition = Some(condition_of(&fs)).into();
     let mut resp = csi::ControllerGetVolumeResponse::new();
     let mtls = space_mtls_mode(c, id.space)?;
     resp.volume = Some(volume_of(&fs, mtls.as_ref())).into();
     resp.status = Some(status).into();
     Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_statuses_that_do_not_pass_are_abnormal() {
+        let fs = |status: &str| -> Filesystem {
+            serde_json::from_value(serde_json::json!({
+                "id": 101, "space_id": 7, "label": "v", "region": "us-ord", "status": status
+            }))
+            .unwrap()
+        };
+        for (status, abnormal) in [
+            ("active", false),
+            ("creating", false),
+            ("updating", false),
+            ("pending", false),
+            ("resizing", false),
+            ("error", true),
+            ("failed", true),
+            ("deleting", true),
+        ] {
+            let c = condition_of(&fs(status));
+            assert_eq!(c.abnormal, abnormal, "{status}");
+            assert_eq!(c.message, format!("NFS filesystem 101 is {status}"));
+        }
+    }
 }

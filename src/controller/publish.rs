@@ -114,16 +114,11 @@ fn apply_batch(c: &Controller, vol: VolumeId, batch: &[(u64, Change)]) -> Vec<Re
                 .iter()
                 .map(|(_, ch)| match ch {
                     Change::Revoke(_) => Ok(()),
-                    _ => Err(Error::NotFound(format!(
-                        "get NFS filesystem access policy: {m}"
-                    ))),
+                    _ => Err(Error::NotFound(m.clone())),
                 })
                 .collect();
         }
-        Err(e) => {
-            let e = e.context("get NFS filesystem access policy");
-            return batch.iter().map(|_| Err(e.clone())).collect();
-        }
+        Err(e) => return batch.iter().map(|_| Err(e.clone())).collect(),
     };
     let mut results: Vec<Result<(), Error>> = Vec::with_capacity(batch.len());
     let mut ids: BTreeSet<u64> = current.linode_ids().into_iter().collect();
@@ -157,14 +152,26 @@ fn apply_batch(c: &Controller, vol: VolumeId, batch: &[(u64, Change)]) -> Vec<Re
     let before: BTreeSet<u64> = current.linode_ids().into_iter().collect();
     if ids == before && enabled == current.enabled && squash == current.squash_policy {
         // Nothing to write, but an earlier attempt's PUT may still be
-        // settling: the caller asked for the policy in force, not queued.
-        return match wait_policy_active(c, vol, current) {
-            Ok(()) => results,
-            Err(e) => results
-                .into_iter()
-                .map(|r| r.and_then(|_| Err(e.clone())))
-                .collect(),
+        // settling: an allow or a squash asks for the policy in force, not
+        // queued. Revoking a node that is not there asks for nothing, and
+        // must not wait on (or fail with) a policy stuck in `updating` or
+        // `error`, or the detach would never finish.
+        let only_revokes = batch.iter().all(|(_, ch)| matches!(ch, Change::Revoke(_)));
+        let settled = if only_revokes {
+            Ok(())
+        } else {
+            wait_policy_active(c, vol, current)
         };
+        return results
+            .into_iter()
+            .zip(batch)
+            .map(|(r, (_, ch))| match (&settled, ch) {
+                (Err(e), Change::Allow(_) | Change::Squash { .. }) => {
+                    r.and_then(|_| Err(e.clone()))
+                }
+                _ => r,
+            })
+            .collect();
     }
     let update = FilesystemAccessPolicyUpdate {
         label: current.label.clone().unwrap_or_default(),
@@ -180,7 +187,6 @@ fn apply_batch(c: &Controller, vol: VolumeId, batch: &[(u64, Change)]) -> Vec<Re
     let written = c
         .cloud
         .put_filesystem_access_policy(vol.space, vol.filesystem, &update)
-        .map_err(|e| e.context("update NFS filesystem access policy"))
         .and_then(|p| wait_policy_active(c, vol, p));
     match written {
         Ok(()) => results,
@@ -243,14 +249,13 @@ pub fn publish(
     let node = linode_id(&req.node_id)?;
     let policy = c
         .cloud
-        .get_filesystem_access_policy(vol.space, vol.filesystem)
-        .map_err(|e| e.context("get NFS filesystem access policy"))?;
+        .get_filesystem_access_policy(vol.space, vol.filesystem)?;
     if !(policy.enabled && policy.linode_ids().contains(&node)) {
         // CSI wants NotFound for a node that does not exist; a token without
         // read access to instances must not block attaching, though: the
         // policy PUT rejects unknown ids anyway.
         match c.cloud.get_instance(node) {
-            Err(e @ Error::NotFound(_)) => return Err(e.context(format!("node {node}"))),
+            Err(e @ Error::NotFound(_)) => return Err(e),
             Err(e) => log::warn!("ControllerPublishVolume: cannot check Linode {node}: {e}"),
             Ok(_) => {}
         }

@@ -1,40 +1,51 @@
 //! Snapshots: create (idempotent by label, one name per plugin), delete,
 //! and list with offset tokens. Creation does not wait for `active`: the
 //! snapshotter calls again until `ready_to_use`, so no worker is held.
+//! A snapshot in `deleting` is already gone as far as CSI is concerned.
 
 use super::Controller;
 use crate::handles::{label_for, SnapshotId, VolumeId};
 use crate::linode::{naive_to_unix, Snapshot, Status};
 use crate::proto::csi;
 use crate::Error;
+use protobuf::well_known_types::timestamp::Timestamp;
 
-fn snapshot_of(s: &Snapshot) -> Result<csi::Snapshot, Error> {
-    let id = SnapshotId {
+/// Not on its way out. DeleteSnapshot returns before the backend lets go of
+/// a snapshot, and CSI expects it gone from lists and free for reuse at once.
+fn is_live(s: &Snapshot) -> bool {
+    s.status != Status::Deleting
+}
+
+fn id_of(s: &Snapshot) -> SnapshotId {
+    SnapshotId {
         space: s.space_id,
         filesystem: s.filesystem_id,
         snapshot: s.id,
-    };
-    let created = s.created.as_deref().ok_or_else(|| {
-        Error::Internal(format!(
-            "NFS snapshot {id} does not have a created timestamp"
-        ))
-    })?;
-    let seconds = naive_to_unix(created).ok_or_else(|| {
-        Error::Internal(format!(
-            "failed to parse snapshot created time: {created:?}"
-        ))
-    })?;
+    }
+}
+
+/// When `s` was taken, in seconds since the epoch: `created`, else
+/// `updated` (the nearest time the backend shows; `created` is nullable).
+fn taken_at(s: &Snapshot) -> Option<i64> {
+    [&s.created, &s.updated]
+        .into_iter()
+        .flatten()
+        .find_map(|t| naive_to_unix(t))
+}
+
+fn snapshot_of(s: &Snapshot, seconds: i64) -> csi::Snapshot {
+    let id = id_of(s);
     let mut out = csi::Snapshot::new();
     out.snapshot_id = id.to_string();
     out.source_volume_id = id.volume().to_string();
     out.size_bytes = s.size_bytes.unwrap_or(0);
-    out.creation_time = Some(protobuf::well_known_types::timestamp::Timestamp {
+    out.creation_time = Some(Timestamp {
         seconds,
         ..Default::default()
     })
     .into();
     out.ready_to_use = s.status == Status::Active;
-    Ok(out)
+    out
 }
 
 /// The snapshot named `label` anywhere in the space other than on `source`:
@@ -45,19 +56,16 @@ fn taken_elsewhere(
     source: VolumeId,
     label: &str,
 ) -> Result<Option<Snapshot>, Error> {
-    let filesystems = c
-        .cloud
-        .list_filesystems(source.space)
-        .map_err(|e| e.context("list NFS filesystems"))?;
+    let filesystems = c.cloud.list_filesystems(source.space)?;
     for fs in filesystems.iter().filter(|fs| fs.id != source.filesystem) {
         match c.cloud.list_snapshots(source.space, fs.id) {
             Ok(snaps) => {
-                if let Some(s) = snaps.into_iter().find(|s| s.label == label) {
+                if let Some(s) = snaps.into_iter().find(|s| s.label == label && is_live(s)) {
                     return Ok(Some(s));
                 }
             }
             Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e.context("list NFS snapshots")),
+            Err(e) => return Err(e),
         }
     }
     Ok(None)
@@ -83,11 +91,10 @@ pub fn create(
     })?;
     let _guard = c.locks.try_lock(&format!("snapshot/{source}"))?;
     let label = label_for(&req.name);
-    let mine = |s: &Snapshot| s.label == label;
+    let mine = |s: &Snapshot| s.label == label && is_live(s);
     let existing = c
         .cloud
-        .list_snapshots(source.space, source.filesystem)
-        .map_err(|e| e.context("list NFS snapshots"))?
+        .list_snapshots(source.space, source.filesystem)?
         .into_iter()
         .find(mine);
     let snapshot = match existing {
@@ -109,12 +116,11 @@ pub fn create(
                     e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
                 ) => c
                     .cloud
-                    .list_snapshots(source.space, source.filesystem)
-                    .map_err(|e| e.context("list NFS snapshots"))?
+                    .list_snapshots(source.space, source.filesystem)?
                     .into_iter()
                     .find(mine)
-                    .ok_or_else(|| e.context("create NFS snapshot"))?,
-                Err(e) => return Err(e.context("create NFS snapshot")),
+                    .ok_or(e)?,
+                Err(e) => return Err(e),
             }
         }
     };
@@ -124,8 +130,17 @@ pub fn create(
             snapshot.id, snapshot.status
         )));
     }
+    // CSI requires a creation time; the moment of this answer is the
+    // closest to the truth a snapshot without timestamps allows.
+    let seconds = taken_at(&snapshot).unwrap_or_else(|| {
+        log::warn!(
+            "NFS snapshot {} has no usable created or updated time; reporting the current time",
+            id_of(&snapshot)
+        );
+        Timestamp::now().seconds
+    });
     let mut resp = csi::CreateSnapshotResponse::new();
-    resp.snapshot = Some(snapshot_of(&snapshot)?).into();
+    resp.snapshot = Some(snapshot_of(&snapshot, seconds)).into();
     Ok(resp)
 }
 
@@ -145,12 +160,13 @@ pub fn delete(
         .delete_snapshot(id.space, id.filesystem, id.snapshot)
     {
         Ok(()) | Err(Error::NotFound(_)) => Ok(csi::DeleteSnapshotResponse::new()),
-        Err(e) => Err(e.context("delete NFS snapshot")),
+        Err(e) => Err(e),
     }
 }
 
 /// ListSnapshots. Filters that name nothing give an empty list; a bad
-/// `starting_token` is Aborted.
+/// `starting_token` is Aborted. A snapshot without any usable time is left
+/// out (CSI requires one) rather than failing the whole list.
 pub fn list(
     c: &Controller,
     req: csi::ListSnapshotsRequest,
@@ -170,6 +186,19 @@ pub fn list(
     };
     let mut found = matching(c, &req)?;
     found.sort_by_key(|s| (s.space_id, s.filesystem_id, s.id));
+    let found: Vec<csi::Snapshot> = found
+        .iter()
+        .filter_map(|s| match taken_at(s) {
+            Some(seconds) => Some(snapshot_of(s, seconds)),
+            None => {
+                log::warn!(
+                    "ListSnapshots: leaving out NFS snapshot {}: it has no usable created or updated time",
+                    id_of(s)
+                );
+                None
+            }
+        })
+        .collect();
     if start > found.len() {
         return Err(Error::Aborted(format!(
             "starting token \"{}\" is out of range",
@@ -183,7 +212,7 @@ pub fn list(
     let mut resp = csi::ListSnapshotsResponse::new();
     for s in &found[start..end] {
         let mut entry = csi::list_snapshots_response::Entry::new();
-        entry.snapshot = Some(snapshot_of(s)?).into();
+        entry.snapshot = Some(s.clone()).into();
         resp.entries.push(entry);
     }
     if end < found.len() {
@@ -192,10 +221,12 @@ pub fn list(
     Ok(resp)
 }
 
-fn ignore_not_found(r: Result<Vec<Snapshot>, Error>) -> Result<Vec<Snapshot>, Error> {
+/// The live snapshots of a list; a filesystem that is gone has none.
+fn live_or_none(r: Result<Vec<Snapshot>, Error>) -> Result<Vec<Snapshot>, Error> {
     match r {
+        Ok(snaps) => Ok(snaps.into_iter().filter(is_live).collect()),
         Err(Error::NotFound(_)) => Ok(Vec::new()),
-        other => other.map_err(|e| e.context("list NFS snapshots")),
+        Err(e) => Err(e),
     }
 }
 
@@ -207,30 +238,26 @@ fn matching(c: &Controller, req: &csi::ListSnapshotsRequest) -> Result<Vec<Snaps
         if !req.source_volume_id.is_empty() && req.source_volume_id != id.volume().to_string() {
             return Ok(Vec::new());
         }
-        return match c.cloud.get_snapshot(id.space, id.filesystem, id.snapshot) {
-            Ok(s) => Ok(vec![s]),
-            Err(Error::NotFound(_)) => Ok(Vec::new()),
-            Err(e) => Err(e.context("get NFS snapshot")),
-        };
+        return live_or_none(
+            c.cloud
+                .get_snapshot(id.space, id.filesystem, id.snapshot)
+                .map(|s| vec![s]),
+        );
     }
     if !req.source_volume_id.is_empty() {
         let Ok(vol) = VolumeId::parse(&req.source_volume_id) else {
             return Ok(Vec::new());
         };
-        return ignore_not_found(c.cloud.list_snapshots(vol.space, vol.filesystem));
+        return live_or_none(c.cloud.list_snapshots(vol.space, vol.filesystem));
     }
     let mut all = Vec::new();
-    for space in c
-        .cloud
-        .list_spaces()
-        .map_err(|e| e.context("list NFS spaces"))?
-    {
+    for space in c.cloud.list_spaces()? {
         let filesystems = match c.cloud.list_filesystems(space.id) {
             Err(Error::NotFound(_)) => continue,
-            other => other.map_err(|e| e.context("list NFS filesystems"))?,
+            other => other?,
         };
         for fs in filesystems {
-            all.extend(ignore_not_found(c.cloud.list_snapshots(space.id, fs.id))?);
+            all.extend(live_or_none(c.cloud.list_snapshots(space.id, fs.id))?);
         }
     }
     Ok(all)

@@ -178,6 +178,18 @@ pub enum Lifecycle {
     ActiveWithoutMountTarget,
 }
 
+/// Which timestamps a snapshot shows. The contract lets `created` be null,
+/// and a client must still be able to date the snapshot (or skip it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SnapshotTimes {
+    #[default]
+    Both,
+    /// `created` is null; `updated` is shown.
+    NoCreated,
+    /// `created` and `updated` are both null.
+    Neither,
+}
+
 /// What a filesystem access-policy PUT does with omitted fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PolicyPut {
@@ -573,6 +585,11 @@ struct SnapRec {
     transition_at: u64,
     locked: bool,
     created: i64,
+    /// The last status change (seconds); `None` in state files that predate it.
+    #[serde(default)]
+    updated: Option<i64>,
+    #[serde(default)]
+    times: SnapshotTimes,
 }
 
 /// Everything that survives a restart when a state file is used.
@@ -778,10 +795,12 @@ impl State {
                     Lifecycle::NeverActive => {}
                     Lifecycle::StickInError => {
                         snap.phase = Phase::Error;
+                        snap.updated = Some((now / 1000) as i64);
                         changed = true;
                     }
                     _ => {
                         snap.phase = Phase::Active;
+                        snap.updated = Some((now / 1000) as i64);
                         changed = true;
                     }
                 }
@@ -906,9 +925,15 @@ impl State {
             Phase::Error => ("error", 0),
             Phase::Deleting => ("deleting", SNAPSHOT_SIZE_BYTES),
         };
+        let (created, updated) = match s.times {
+            SnapshotTimes::Both => (ts(s.created), s.updated.map(ts).into()),
+            SnapshotTimes::NoCreated => (Value::Null, s.updated.map(ts).into()),
+            SnapshotTimes::Neither => (Value::Null, Value::Null),
+        };
         json!({
             "id": s.id, "filesystem_id": s.filesystem_id, "space_id": s.space_id,
-            "label": s.label, "status": status, "created": ts(s.created), "expiration": null,
+            "label": s.label, "status": status, "created": created, "updated": updated,
+            "expiration": null,
             "locked": s.locked, "source": "manual", "policy_id": null,
             "size_bytes": size, "aggregated_size_bytes": size, "tags": []
         })
@@ -1872,6 +1897,8 @@ fn create_snapshot(
             transition_at: now + state.activation_delay_ms,
             locked: b.get("locked").and_then(Value::as_bool).unwrap_or(false),
             created: (now / 1000) as i64,
+            updated: Some((now / 1000) as i64),
+            times: SnapshotTimes::Both,
         },
     );
     events.push(FakeEvent::SnapshotCreated {
@@ -1906,6 +1933,7 @@ fn delete_snapshot(
     if snap.phase != Phase::Deleting {
         snap.phase = Phase::Deleting;
         snap.transition_at = now_ms() + delay;
+        snap.updated = Some(now_secs());
         events.push(FakeEvent::SnapshotDeleted {
             snapshot_id: snap_id,
         });
@@ -2103,6 +2131,16 @@ impl FakeLinode {
             s.snapshots
                 .get_mut(&snapshot_id)
                 .map(|snap| snap.locked = locked)
+                .is_some()
+        })
+    }
+
+    /// Which timestamps a snapshot shows from now on.
+    pub fn set_snapshot_times(&self, snapshot_id: u64, times: SnapshotTimes) -> bool {
+        self.mutate(|s| {
+            s.snapshots
+                .get_mut(&snapshot_id)
+                .map(|snap| snap.times = times)
                 .is_some()
         })
     }

@@ -13,7 +13,7 @@ pub mod metadata;
 pub use self::kube::{FakeKube, FakeNode};
 pub use self::linode::{
     FakeEvent, FakeLinode, FaultProfile, FaultRule, Hang, InstanceSeed, Lifecycle, PolicyPut,
-    RequestRecord, Seed, SpaceSeed, VpcAttachment,
+    RequestRecord, Seed, SnapshotTimes, SpaceSeed, VpcAttachment,
 };
 pub use self::metadata::FakeMetadata;
 

@@ -520,11 +520,17 @@ impl Cloud for LinodeCloud {
         })
     }
 
-    fn get_space_access_policy(&self, space_id: u64) -> crate::Result<SpaceAccessPolicy> {
-        ctx(
-            self.get(&format!("nfs/spaces/{space_id}/access-policy")),
-            || format!("get access policy of NFS space {space_id}"),
-        )
+    fn get_space_access_policy(&self, space_id: u64) -> crate::Result<Option<SpaceAccessPolicy>> {
+        let policy = match self.get(&format!("nfs/spaces/{space_id}/access-policy")) {
+            Ok(policy) => Ok(Some(policy)),
+            // Backends without the endpoint answer 404 or 501 (linode-api.md
+            // §3.4); only here does 501 mean "absent" rather than a failure.
+            Err(e) if matches!(e.status(), Some(404 | 501)) => Ok(None),
+            Err(e) => Err(e),
+        };
+        ctx(policy, || {
+            format!("get access policy of NFS space {space_id}")
+        })
     }
 
     fn list_filesystems(&self, space_id: u64) -> crate::Result<Vec<Filesystem>> {

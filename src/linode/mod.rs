@@ -28,7 +28,9 @@ pub trait Cloud: Send + Sync {
     fn get_space(&self, space_id: u64) -> crate::Result<Space>;
     /// Every space with exactly this label (the API does not make labels unique).
     fn find_spaces_by_label(&self, label: &str) -> crate::Result<Vec<Space>>;
-    fn get_space_access_policy(&self, space_id: u64) -> crate::Result<SpaceAccessPolicy>;
+    /// `None` when the backend has no policy for the space to show (the
+    /// endpoint answers 404 or 501 on backends that lack it).
+    fn get_space_access_policy(&self, space_id: u64) -> crate::Result<Option<SpaceAccessPolicy>>;
 
     /// Every filesystem of a space (all pages).
     fn list_filesystems(&self, space_id: u64) -> crate::Result<Vec<Filesystem>>;

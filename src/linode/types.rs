@@ -334,6 +334,10 @@ pub struct Snapshot {
     pub status: Status,
     #[serde(default)]
     pub created: Option<String>,
+    /// Missing from the documented snapshot schema, but Linode objects carry
+    /// it; the driver reads it only when `created` is null or unreadable.
+    #[serde(default)]
+    pub updated: Option<String>,
     #[serde(default)]
     pub expiration: Option<String>,
     #[serde(default)]

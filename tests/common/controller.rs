@@ -301,3 +301,11 @@ pub fn err_code<T: std::fmt::Debug>(r: grpcio::Result<T>) -> grpcio::RpcStatusCo
         Err(e) => super::code_of(&e),
     }
 }
+
+/// The status message of a failed call.
+pub fn message_of(e: &grpcio::Error) -> String {
+    match e {
+        grpcio::Error::RpcFailure(status) => status.message().to_string(),
+        other => panic!("not an RPC status: {other:?}"),
+    }
+}
