@@ -82,6 +82,8 @@ pub struct Config {
     pub nfs_mount_helper: PathBuf,
     pub nfs_mount_timeout: Duration,
     pub shutdown_grace: Duration,
+    /// `RUST_LOG` (or `--rust-log`), in env_logger's filter syntax.
+    pub log_filter: String,
     pub dev: Option<DevConfig>,
 }
 
@@ -137,7 +139,7 @@ const SETTINGS: &[Setting] = &[
     Setting {
         var: "LINODE_TOKEN",
         default: "",
-        help: "Linode API token (controller; required there, never read by the node)",
+        help: "Linode API token (controller; required there, never read by the node; environment only, no flag)",
     },
     Setting {
         var: "LINODE_URL",
@@ -279,6 +281,12 @@ pub fn from_args_and_env(
                         "unknown flag --{name} (see --help)"
                     )));
                 };
+                // A command line is world-readable in /proc and `ps`.
+                if setting.var == "LINODE_TOKEN" {
+                    return Err(ConfigError::new(
+                        "LINODE_TOKEN: set it in the environment; a --linode-token flag would show the token to every process on the host",
+                    ));
+                }
                 let value = match inline {
                     Some(v) => v,
                     None => iter
@@ -316,6 +324,16 @@ impl Config {
             let raw = or_default(var);
             parse_duration(&raw).map_err(|e| ConfigError::new(format!("{var}: {e}")))
         };
+        // A zero bound would fail every call it bounds, long after startup.
+        let timeout = |var: &str| -> Result<Duration, ConfigError> {
+            Some(duration(var)?)
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| ConfigError::new(format!("{var}: must be greater than zero")))
+        };
+        let url = |var: &str| -> Result<String, ConfigError> {
+            let raw = or_default(var);
+            parse_url(&raw).map_err(|e| ConfigError::new(format!("{var}: {e}")))
+        };
 
         let role = match get("DRIVER_ROLE").as_deref() {
             Some("controller") => Role::Controller,
@@ -346,8 +364,8 @@ impl Config {
                 )))
             }
         };
-        let wait_timeout = duration("LINODE_WAIT_TIMEOUT")?;
-        let request_timeout = duration("LINODE_REQUEST_TIMEOUT")?;
+        let wait_timeout = timeout("LINODE_WAIT_TIMEOUT")?;
+        let request_timeout = timeout("LINODE_REQUEST_TIMEOUT")?;
         let linode = match role {
             Role::Controller => {
                 let token = get("LINODE_TOKEN").ok_or_else(|| {
@@ -356,7 +374,7 @@ impl Config {
                     )
                 })?;
                 Some(LinodeConfig {
-                    url: or_default("LINODE_URL").trim_end_matches('/').to_string(),
+                    url: url("LINODE_URL")?,
                     api_version: or_default("LINODE_API_VERSION")
                         .trim_matches('/')
                         .to_string(),
@@ -400,11 +418,12 @@ impl Config {
             default_capacity_bytes,
             node_name,
             kubeconfig: get("KUBECONFIG").map(PathBuf::from),
-            metadata_url: or_default("METADATA_URL").trim_end_matches('/').to_string(),
+            metadata_url: url("METADATA_URL")?,
             worker_threads,
             nfs_mount_helper: PathBuf::from(or_default("NFS_MOUNT_HELPER")),
-            nfs_mount_timeout: duration("NFS_MOUNT_TIMEOUT")?,
+            nfs_mount_timeout: timeout("NFS_MOUNT_TIMEOUT")?,
             shutdown_grace: duration("SHUTDOWN_GRACE")?,
+            log_filter: or_default("RUST_LOG"),
             dev,
         })
     }
@@ -446,6 +465,18 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
     };
     ms.map(Duration::from_millis)
         .ok_or_else(|| format!("invalid duration {raw:?}: too large"))
+}
+
+/// An `http://` or `https://` base URL with a host, trailing `/` dropped.
+pub fn parse_url(raw: &str) -> Result<String, String> {
+    let rest = raw
+        .strip_prefix("https://")
+        .or_else(|| raw.strip_prefix("http://"))
+        .ok_or_else(|| format!("invalid URL {raw:?}: want http://host or https://host"))?;
+    if rest.is_empty() || rest.starts_with('/') || rest.contains(char::is_whitespace) {
+        return Err(format!("invalid URL {raw:?}: no host"));
+    }
+    Ok(raw.trim_end_matches('/').to_string())
 }
 
 /// `unix:///abs/path` or `tcp://host:port`.
@@ -561,6 +592,72 @@ mod tests {
         ] {
             assert!(parse_endpoint(bad).is_err(), "{bad:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn urls_need_a_scheme_and_a_host() {
+        assert_eq!(
+            parse_url("https://api.linode.com/"),
+            Ok("https://api.linode.com".into())
+        );
+        assert_eq!(
+            parse_url("http://169.254.169.254"),
+            Ok("http://169.254.169.254".into())
+        );
+        for bad in [
+            "169.254.169.254",
+            "ftp://x",
+            "https://",
+            "http:///x",
+            "https://a b",
+        ] {
+            assert!(parse_url(bad).is_err(), "{bad:?} should be rejected");
+        }
+        let node = [("DRIVER_ROLE", "node"), ("NODE_NAME", "n")];
+        let err = parse(&["--metadata-url", "169.254.169.254"], &node).unwrap_err();
+        assert!(err.message.starts_with("METADATA_URL: "), "{}", err.message);
+        let err = parse(
+            &[],
+            &[
+                ("DRIVER_ROLE", "controller"),
+                ("LINODE_TOKEN", "t"),
+                ("LINODE_URL", "api.linode.com"),
+            ],
+        )
+        .unwrap_err();
+        assert!(err.message.starts_with("LINODE_URL: "), "{}", err.message);
+    }
+
+    #[test]
+    fn zero_timeouts_are_refused_but_a_zero_grace_is_not() {
+        let controller = [("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")];
+        for var in [
+            "LINODE_WAIT_TIMEOUT",
+            "LINODE_REQUEST_TIMEOUT",
+            "NFS_MOUNT_TIMEOUT",
+        ] {
+            let mut env = controller.to_vec();
+            env.push((var, "0s"));
+            let err = parse(&[], &env).unwrap_err();
+            assert_eq!(err.message, format!("{var}: must be greater than zero"));
+        }
+        let mut env = controller.to_vec();
+        env.push(("SHUTDOWN_GRACE", "0s"));
+        assert_eq!(config(&[], &env).shutdown_grace, Duration::ZERO);
+    }
+
+    #[test]
+    fn the_token_has_no_flag_and_the_log_filter_has_one() {
+        let err = parse(&["controller", "--linode-token", "secret-value"], &[]).unwrap_err();
+        assert!(err.message.starts_with("LINODE_TOKEN: "), "{}", err.message);
+        assert!(!err.message.contains("secret-value"));
+        let node = [
+            ("DRIVER_ROLE", "node"),
+            ("NODE_NAME", "n"),
+            ("RUST_LOG", "warn"),
+        ];
+        assert_eq!(config(&[], &node).log_filter, "warn");
+        assert_eq!(config(&["--rust-log=debug"], &node).log_filter, "debug");
     }
 
     #[test]

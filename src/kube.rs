@@ -51,7 +51,19 @@ struct NodeSpec {
 struct NodeList {
     #[serde(default)]
     items: Vec<NodeObject>,
+    #[serde(default)]
+    metadata: ListMeta,
 }
+
+#[derive(Deserialize, Default)]
+struct ListMeta {
+    #[serde(rename = "continue", default)]
+    next: Option<String>,
+}
+
+/// Pages followed for one `list_nodes` with a limit, at most: a selective
+/// page can be short or empty while more nodes follow.
+const MAX_NODE_PAGES: usize = 50;
 
 impl From<NodeObject> for Node {
     fn from(n: NodeObject) -> Node {
@@ -504,22 +516,39 @@ impl KubeClient {
     /// One page of nodes matching `label_selector` (empty = all); `limit` 0
     /// means the server's default.
     pub fn list_nodes(&self, label_selector: &str, limit: u32) -> crate::Result<Vec<Node>> {
-        let mut query = Vec::new();
+        let mut nodes = Vec::new();
+        let mut next: Option<String> = None;
+        for _ in 0..MAX_NODE_PAGES {
+            let mut query = Vec::new();
+            if limit > 0 {
+                query.push(format!("limit={limit}"));
+            }
+            if !label_selector.is_empty() {
+                query.push(format!("labelSelector={}", percent_encode(label_selector)));
+            }
+            if let Some(token) = &next {
+                query.push(format!("continue={}", percent_encode(token)));
+            }
+            let path = if query.is_empty() {
+                "/api/v1/nodes".to_string()
+            } else {
+                format!("/api/v1/nodes?{}", query.join("&"))
+            };
+            let body = self.get(&path, &format!("list nodes {label_selector:?}"))?;
+            let list: NodeList = serde_json::from_str(&body)
+                .map_err(|e| crate::Error::Internal(format!("Kubernetes: bad NodeList: {e}")))?;
+            nodes.extend(list.items.into_iter().map(Node::from));
+            next = list.metadata.next.filter(|t| !t.is_empty());
+            // The API server may return fewer than `limit` (even none) with
+            // a continue token; only an exhausted list or a full page ends.
+            if next.is_none() || (limit > 0 && nodes.len() >= limit as usize) {
+                break;
+            }
+        }
         if limit > 0 {
-            query.push(format!("limit={limit}"));
+            nodes.truncate(limit as usize);
         }
-        if !label_selector.is_empty() {
-            query.push(format!("labelSelector={}", percent_encode(label_selector)));
-        }
-        let path = if query.is_empty() {
-            "/api/v1/nodes".to_string()
-        } else {
-            format!("/api/v1/nodes?{}", query.join("&"))
-        };
-        let body = self.get(&path, &format!("list nodes {label_selector:?}"))?;
-        let list: NodeList = serde_json::from_str(&body)
-            .map_err(|e| crate::Error::Internal(format!("Kubernetes: bad NodeList: {e}")))?;
-        Ok(list.items.into_iter().map(Node::from).collect())
+        Ok(nodes)
     }
 
     fn get(&self, path: &str, what: &str) -> crate::Result<String> {

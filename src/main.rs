@@ -5,9 +5,8 @@ use linode_nfs_csi::config::{self, Command};
 use linode_nfs_csi::{client, dev, identity, server};
 
 fn main() {
-    // Before any thread exists, so every thread inherits the blocked mask.
-    let signals = server::StopSignals::block();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // The client keeps the default signal handling, so Ctrl-C stops it.
     if args.first().map(String::as_str) == Some("client") {
         match client::run(&args[1..]) {
             Ok(out) => print!("{out}"),
@@ -18,6 +17,8 @@ fn main() {
         }
         return;
     }
+    // Before any thread exists, so every thread inherits the blocked mask.
+    let signals = server::StopSignals::block();
     let config = match config::from_args_and_env(&args, |k| std::env::var(k).ok()) {
         Ok(Command::Serve(config)) => *config,
         Ok(Command::Help) => {
@@ -39,7 +40,8 @@ fn main() {
             std::process::exit(1);
         }
     }
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+    env_logger::Builder::new()
+        .parse_filters(&config.log_filter)
         // ureq documents that its trace output is not redacted, and its
         // debug output is per-request noise: our client logs what matters.
         .filter_module("ureq", log::LevelFilter::Warn)

@@ -51,9 +51,13 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         Role::Node => {
             let node_name = config.node_name.clone().ok_or("NODE_NAME: missing")?;
             // Only the identity fallback needs Kubernetes; a node that can
-            // reach the metadata service works without it.
+            // reach the metadata service works without it. A KUBECONFIG the
+            // admin set but that does not work is a startup error, though.
             let kube = match KubeClient::from_env(config.kubeconfig.as_deref()) {
                 Ok(k) => Some(k),
+                Err(e) if config.kubeconfig.is_some() => {
+                    return Err(format!("KUBECONFIG: {}", e.message()))
+                }
                 Err(e) => {
                     log::warn!(
                         "no Kubernetes client ({}); NodeGetInfo relies on the metadata service",

@@ -412,19 +412,27 @@ fn region_is_discovered_lazily_from_one_workload_node_and_cached() {
 
     env.create_ok("first");
     assert_eq!(env.filesystem("first").region, REGION);
+    // One node per page; the control-plane node scanned first leaves the
+    // first page empty, and its continue token leads to the worker.
     let seen = env.spy.as_ref().unwrap().seen();
-    assert_eq!(seen.len(), 1, "{seen:?}");
-    assert!(seen[0].starts_with("/api/v1/nodes?"), "{seen:?}");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for request in &seen {
+        assert!(request.starts_with("/api/v1/nodes?"), "{seen:?}");
+        assert!(
+            request.split(['?', '&']).any(|p| p == "limit=1"),
+            "{seen:?}"
+        );
+        assert!(request.contains("control-plane"), "{seen:?}");
+    }
     assert!(
-        seen[0].split(['?', '&']).any(|p| p == "limit=1"),
+        seen[1].split(['?', '&']).any(|p| p == "continue=1"),
         "{seen:?}"
     );
-    assert!(seen[0].contains("control-plane"), "{seen:?}");
 
     for name in ["second", "third", "fourth"] {
         env.create_ok(name);
     }
-    assert_eq!(env.kube.requests(), 1, "the region is cached");
+    assert_eq!(env.kube.requests(), 2, "the region is cached");
 }
 
 #[test]
@@ -443,10 +451,11 @@ fn region_discovery_failures_are_retried_by_later_calls() {
 
     env.kube.remove_node("unlabelled");
     env.kube.add_node(worker("w", REGION));
+    // A failing Kubernetes API is transient: Unavailable, so it is retried.
     env.kube.fail_next(500, 1);
     assert_eq!(
         err_code(env.create(&volume_req("early", &by_id()))),
-        Code::FAILED_PRECONDITION
+        Code::UNAVAILABLE
     );
     assert!(
         env.linode.requests().is_empty(),

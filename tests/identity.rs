@@ -84,6 +84,16 @@ fn startup_errors_name_the_problem() {
     ]);
     assert_ne!(code, 0);
     assert!(err.contains("WORKER_THREADS"), "{err}");
+
+    // A node works without Kubernetes, but not with a KUBECONFIG that the
+    // admin set and that does not work.
+    let (code, err) = run_to_exit(&[
+        ("DRIVER_ROLE", "node"),
+        ("NODE_NAME", "n"),
+        ("KUBECONFIG", "/nonexistent/kubeconfig"),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("KUBECONFIG: "), "{err}");
 }
 
 #[test]

@@ -33,12 +33,20 @@ impl Cluster {
         if let Some(region) = cached.as_ref() {
             return Ok(region.clone());
         }
-        let nodes = self.kube.list_nodes(WORKLOAD_NODES, 1).map_err(|e| {
-            Error::FailedPrecondition(format!(
-                "resolve cluster region: list nodes: {}",
-                e.message()
-            ))
-        })?;
+        // A Kubernetes API that is down or overloaded is worth retrying; a
+        // refusal (RBAC, a bad kubeconfig) needs the admin.
+        let nodes = self
+            .kube
+            .list_nodes(WORKLOAD_NODES, 1)
+            .map_err(|e| match e {
+                Error::Unavailable(_) | Error::DeadlineExceeded(_) => {
+                    e.context("resolve cluster region: list nodes")
+                }
+                other => Error::FailedPrecondition(format!(
+                    "resolve cluster region: list nodes: {}",
+                    other.message()
+                )),
+            })?;
         let node = nodes.first().ok_or_else(|| {
             Error::FailedPrecondition(
                 "resolve cluster region: cluster has no workload nodes".into(),

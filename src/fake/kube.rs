@@ -1,6 +1,7 @@
 //! Fake Kubernetes API: Nodes only. `GET /api/v1/nodes/{name}` and
 //! `GET /api/v1/nodes?limit=&continue=&labelSelector=` (equality `k=v`/`k==v`,
-//! `k!=v`, existence `k`, `!k`, comma = AND). Requires the bearer token;
+//! `k!=v`, existence `k`, `!k`, comma = AND; `limit` counts scanned nodes,
+//! so a selective page can come back short). Requires the bearer token;
 //! errors are `Status` objects. Nodes can change at runtime.
 
 use super::{percent_decode, HttpRequest, HttpResponse, HttpServer};
@@ -210,25 +211,26 @@ impl Shared {
             },
             None => 0,
         };
-        let matching: Vec<&FakeNode> = nodes
-            .values()
-            .filter(|n| selector.iter().all(|r| r.matches(&n.labels)))
-            .collect();
+        // Like the real API server reading `limit` objects from storage and
+        // then filtering them, a page holds the matches among `limit`
+        // scanned nodes: with a selector it may be short, even empty, and
+        // `continue` is what says more may follow.
+        let all: Vec<&FakeNode> = nodes.values().collect();
         let end = if limit == 0 {
-            matching.len()
+            all.len()
         } else {
-            (offset + limit).min(matching.len())
+            offset.saturating_add(limit).min(all.len())
         };
-        let page: Vec<_> = matching
+        let page: Vec<_> = all
             .get(offset.min(end)..end)
             .unwrap_or_default()
             .iter()
+            .filter(|n| selector.iter().all(|r| r.matches(&n.labels)))
             .map(|n| n.to_json())
             .collect();
         let mut metadata = json!({"resourceVersion": "1"});
-        if end < matching.len() {
+        if end < all.len() {
             metadata["continue"] = json!(end.to_string());
-            metadata["remainingItemCount"] = json!(matching.len() - end);
         }
         HttpResponse::json(
             200,
