@@ -122,8 +122,9 @@ struct StageRequest {
     volume_id: String,
     staging: PathBuf,
     source: String,
-    flags: Vec<String>,
     mtls: MtlsMode,
+    /// The option lists to mount with, in order (see `MtlsMode::attempts`).
+    attempts: Vec<Vec<String>>,
 }
 
 impl StageRequest {
@@ -133,14 +134,13 @@ impl StageRequest {
         let mount = mount_capability(req.volume_capability.as_ref())?;
         let source = mount_source(&req.volume_context)?;
         let mtls = MtlsMode::from_context(&req.volume_context)?;
-        let flags = mount_flags(mount);
-        mtls.attempts(&flags)?;
+        let attempts = mtls.attempts(&mount_flags(mount))?;
         Ok(StageRequest {
             volume_id,
             staging,
             source,
-            flags,
             mtls,
+            attempts,
         })
     }
 }
@@ -199,8 +199,8 @@ impl NodePlugin {
     /// treats the stage), with the first one's kept in the message.
     fn mount_with_fallback(&self, r: &StageRequest) -> Result<()> {
         let mut first_error: Option<Error> = None;
-        for options in r.mtls.attempts(&r.flags)? {
-            match self.mounter.mount_nfs4(&r.source, &r.staging, &options) {
+        for options in &r.attempts {
+            match self.mounter.mount_nfs4(&r.source, &r.staging, options) {
                 Ok(()) => return Ok(()),
                 Err(e) => match first_error {
                     None => {

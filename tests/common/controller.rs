@@ -181,12 +181,7 @@ impl Env {
 }
 
 pub fn mount_cap(mode: Mode) -> csi::VolumeCapability {
-    let mut cap = csi::VolumeCapability::new();
-    cap.set_mount(csi::volume_capability::MountVolume::new());
-    let mut access = csi::volume_capability::AccessMode::new();
-    access.mode = mode.into();
-    cap.access_mode = Some(access).into();
-    cap
+    super::mount_capability(mode, &[])
 }
 
 pub fn block_cap() -> csi::VolumeCapability {

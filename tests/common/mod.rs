@@ -6,12 +6,41 @@
 pub mod controller;
 
 use grpcio::{ChannelBuilder, Environment};
+use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
 use linode_nfs_csi::proto::{csi, csi_grpc};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A mount capability with `mode` and mount `flags`.
+pub fn mount_capability(mode: Mode, flags: &[&str]) -> csi::VolumeCapability {
+    let mut mount = csi::volume_capability::MountVolume::new();
+    mount.mount_flags = flags.iter().map(|f| f.to_string()).collect();
+    let mut access = csi::volume_capability::AccessMode::new();
+    access.mode = mode.into();
+    let mut cap = csi::VolumeCapability::new();
+    cap.set_mount(mount);
+    cap.access_mode = Some(access).into();
+    cap
+}
+
+/// `(mount point, per-mount options)` of every mount in a process's
+/// namespace. Parsed here, independently of the driver's own parser; the
+/// fixtures' paths hold no characters that mountinfo escapes.
+pub fn mounts_of(pid: u32) -> Vec<(PathBuf, Vec<String>)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    text.lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            (
+                PathBuf::from(fields[4]),
+                fields[5].split(',').map(str::to_string).collect(),
+            )
+        })
+        .collect()
+}
 
 /// A directory removed (recursively) on drop.
 pub struct TempDir(PathBuf);

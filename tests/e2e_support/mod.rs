@@ -8,7 +8,7 @@
 //! checking.
 #![allow(dead_code)]
 
-use crate::common::{code_of, Driver, TempDir};
+use crate::common::{code_of, mounts_of, Driver, TempDir};
 use grpcio::{CallOption, RpcStatusCode};
 use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
@@ -239,22 +239,6 @@ impl Drop for Dev {
     }
 }
 
-/// Mount points of a process's namespace with per-mount options. Parsed
-/// here, independently of the driver's own parser; the fixture's paths hold
-/// no characters mountinfo escapes.
-pub fn mounts_of(pid: u32) -> Vec<(PathBuf, Vec<String>)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
-    text.lines()
-        .map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            (
-                PathBuf::from(fields[4]),
-                fields[5].split(',').map(str::to_string).collect(),
-            )
-        })
-        .collect()
-}
-
 pub fn mounts_under(pid: u32, dir: &Path) -> Vec<PathBuf> {
     mounts_of(pid)
         .into_iter()
@@ -297,12 +281,7 @@ pub fn assert_code<T: std::fmt::Debug>(r: grpcio::Result<T>, want: RpcStatusCode
 }
 
 pub fn capability(mode: Mode) -> csi::VolumeCapability {
-    let mut access = csi::volume_capability::AccessMode::new();
-    access.mode = mode.into();
-    let mut cap = csi::VolumeCapability::new();
-    cap.set_mount(csi::volume_capability::MountVolume::new());
-    cap.access_mode = Some(access).into();
-    cap
+    crate::common::mount_capability(mode, &[])
 }
 
 pub fn rwx() -> csi::VolumeCapability {

@@ -18,7 +18,7 @@
 //! files inside it through `/proc/<pid>/root/<path>`.
 #![allow(dead_code)]
 
-use crate::common::{Driver, TempDir};
+use crate::common::{mounts_of, Driver, TempDir};
 use grpcio::CallOption;
 use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
@@ -138,20 +138,9 @@ impl NfsNode {
     }
 
     /// `(mount point, per-mount options)` of every mount in the driver's
-    /// namespace. Parsed here independently of the driver's own parser; the
-    /// fixture's paths contain no characters that mountinfo escapes.
+    /// namespace.
     pub fn mounts(&self) -> Vec<(PathBuf, Vec<String>)> {
-        let text =
-            std::fs::read_to_string(format!("/proc/{}/mountinfo", self.driver.pid())).unwrap();
-        text.lines()
-            .map(|line| {
-                let fields: Vec<&str> = line.split(' ').collect();
-                (
-                    PathBuf::from(fields[4]),
-                    fields[5].split(',').map(str::to_string).collect(),
-                )
-            })
-            .collect()
+        mounts_of(self.driver.pid())
     }
 
     /// How many mounts sit at `path` in the driver's namespace.
@@ -279,13 +268,4 @@ pub fn pairs(list: &[(&str, &str)]) -> HashMap<String, String> {
         .collect()
 }
 
-pub fn capability(mode: Mode, flags: &[&str]) -> csi::VolumeCapability {
-    let mut mount = csi::volume_capability::MountVolume::new();
-    mount.mount_flags = flags.iter().map(|f| f.to_string()).collect();
-    let mut access = csi::volume_capability::AccessMode::new();
-    access.mode = mode.into();
-    let mut cap = csi::VolumeCapability::new();
-    cap.set_mount(mount);
-    cap.access_mode = Some(access).into();
-    cap
-}
+pub use crate::common::mount_capability as capability;
