@@ -73,6 +73,7 @@ pub struct Config {
     /// Present for the controller role only; the node never sees the token.
     pub linode: Option<LinodeConfig>,
     pub wait_timeout: Duration,
+    pub space_cache_ttl: Duration,
     pub access_policy_mode: AccessPolicyMode,
     pub default_capacity_bytes: i64,
     pub node_name: Option<String>,
@@ -165,6 +166,11 @@ const SETTINGS: &[Setting] = &[
         var: "LINODE_WAIT_TIMEOUT",
         default: "5m",
         help: "bound on every wait for a Linode object to become active",
+    },
+    Setting {
+        var: "SPACE_CACHE_TTL",
+        default: "60s",
+        help: "how long a Storage Space and its mTLS mode are reused before they are read again (0s: always read)",
     },
     Setting {
         var: "NFS_ACCESS_POLICY_MODE",
@@ -365,6 +371,7 @@ impl Config {
             }
         };
         let wait_timeout = timeout("LINODE_WAIT_TIMEOUT")?;
+        let space_cache_ttl = duration("SPACE_CACHE_TTL")?;
         let request_timeout = timeout("LINODE_REQUEST_TIMEOUT")?;
         let linode = match role {
             Role::Controller => {
@@ -414,6 +421,7 @@ impl Config {
             endpoint,
             linode,
             wait_timeout,
+            space_cache_ttl,
             access_policy_mode,
             default_capacity_bytes,
             node_name,

@@ -14,6 +14,7 @@ pub mod controller;
 pub mod dev;
 pub mod error;
 pub mod fake;
+pub mod flow;
 pub mod handles;
 pub mod identity;
 pub mod kube;

@@ -107,6 +107,7 @@ pub fn controller_service(
             mode: config.access_policy_mode,
             wait: WaitPolicy::new(linode.wait_timeout),
             default_capacity_bytes: config.default_capacity_bytes,
+            space_cache_ttl: config.space_cache_ttl,
         },
         rpc.clone(),
     ))

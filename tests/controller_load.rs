@@ -40,8 +40,10 @@ fn slow_creates_run_side_by_side_and_cheap_rpcs_answer_while_every_worker_is_hel
     let channel = env.driver.channel();
     let controller = csi_grpc::ControllerClient::new(channel.clone());
     let identity = csi_grpc::IdentityClient::new(channel);
-    env.create_ok("warm-region");
-    let gate = env.linode.hang("GET", "nfs/spaces/*");
+    env.create_ok("warm-caches");
+    // With the region and the Space cached, the lookup by label is the
+    // first request of a create.
+    let gate = env.linode.hang("GET", FS_LIST);
 
     let creates = start_creates(&controller, "burst", 8);
     // Eight held lookups at once means eight workers are busy at once: the
@@ -69,13 +71,14 @@ fn slow_creates_run_side_by_side_and_cheap_rpcs_answer_while_every_worker_is_hel
 
 #[test]
 fn a_full_queue_refuses_with_unavailable_and_loses_nothing() {
-    // One worker: one call runs, 64 wait in its queue, the rest are refused.
+    // One worker: one call runs, 256 (the smallest queue) wait in its
+    // queue, the rest are refused.
     let env = Setup::new().env("WORKER_THREADS", "1").start();
-    env.create_ok("warm-region");
-    let gate = env.linode.hang("GET", "nfs/spaces/*");
+    env.create_ok("warm-caches");
+    let gate = env.linode.hang("GET", FS_LIST);
 
     let (done, results) = std::sync::mpsc::channel();
-    let calls: Vec<_> = (0..70)
+    let calls: Vec<_> = (0..262)
         .map(|i| {
             let (client, done) = (env.client.clone(), done.clone());
             let req = volume_req(&format!("call-{i}"), &by_id());
@@ -86,7 +89,7 @@ fn a_full_queue_refuses_with_unavailable_and_loses_nothing() {
         .collect();
 
     // While the only worker is held, the only calls that can finish are
-    // the refused ones: exactly the five beyond 1 running + 64 queued.
+    // the refused ones: exactly the five beyond 1 running + 256 queued.
     let mut refused = Vec::new();
     for _ in 0..5 {
         let (i, result) = results.recv_timeout(PATIENCE).expect("a refusal");
@@ -106,7 +109,7 @@ fn a_full_queue_refuses_with_unavailable_and_loses_nothing() {
     }
     drop(done);
     let finished: Vec<_> = results.iter().collect();
-    assert_eq!(finished.len(), 65);
+    assert_eq!(finished.len(), 257);
     for (i, result) in &finished {
         result
             .as_ref()
@@ -118,6 +121,6 @@ fn a_full_queue_refuses_with_unavailable_and_loses_nothing() {
         .into_iter()
         .map(|f| f.label)
         .collect();
-    assert_eq!(labels.len(), 66, "{labels:?}");
+    assert_eq!(labels.len(), 258, "{labels:?}");
     assert!(refused.iter().all(|r| !labels.contains(r)), "{refused:?}");
 }

@@ -364,7 +364,8 @@ fn space_mtls_mode_lands_in_the_volume_context() {
 
 #[test]
 fn a_space_policy_endpoint_answering_501_leaves_the_mtls_mode_unknown() {
-    let env = Setup::new().start();
+    // Uncached, so that every call reads the policy.
+    let env = Setup::new().env("SPACE_CACHE_TTL", "0s").start();
     env.linode
         .inject(FaultRule::status("GET", "nfs/spaces/*/access-policy", 501));
     let v = env.create_ok("no-policy-endpoint");
@@ -483,10 +484,12 @@ fn beta_region_label_is_the_fallback() {
 
 /// Each GET/PUT step of a CreateVolume with squash: the client retries 429
 /// (here with `Retry-After: 0`), so four failures pass and five do not; a
-/// failed call leaves at most one filesystem, which the retry adopts.
+/// failed call leaves at most one filesystem, which the retry adopts. A poll
+/// of a wait is different: its failure keeps the wait going.
 #[test]
 fn transient_failures_on_each_create_step() {
-    let env = Setup::new().start();
+    // Uncached, so that every create reads the Space and its policy.
+    let env = Setup::new().env("SPACE_CACHE_TTL", "0s").start();
     let squash = |name: &str| {
         volume_req(
             name,
@@ -494,17 +497,28 @@ fn transient_failures_on_each_create_step() {
         )
     };
     let steps = [
-        ("GET", "nfs/spaces/*"),
-        ("GET", "nfs/spaces/*/access-policy"),
-        ("GET", FS_LIST),
-        ("GET", FS_ONE),
-        ("GET", FS_POLICY),
-        ("PUT", FS_POLICY),
+        ("GET", "nfs/spaces/*", false),
+        ("GET", "nfs/spaces/*/access-policy", false),
+        ("GET", FS_LIST, false),
+        ("GET", FS_ONE, true),
+        ("GET", FS_POLICY, false),
+        ("PUT", FS_POLICY, false),
     ];
-    for (n, (method, pattern)) in steps.iter().enumerate() {
+    for (n, (method, pattern, polled)) in steps.iter().enumerate() {
         let name = format!("step-{n}");
         env.linode
             .inject(FaultRule::rate_limited(method, pattern, 0).times(5));
+        if *polled {
+            let before = env.linode.calls(method, pattern);
+            env.create(&squash(&name))
+                .unwrap_or_else(|e| panic!("5 x 429 on the poll {method} {pattern}: {e:?}"));
+            assert!(
+                env.linode.calls(method, pattern) - before > 5,
+                "the wait outlasted the failures of {method} {pattern}"
+            );
+            env.linode.clear_faults();
+            continue;
+        }
         let got = err_code(env.create(&squash(&name)));
         assert_eq!(got, Code::UNAVAILABLE, "{method} {pattern}");
         assert!(
@@ -1178,24 +1192,32 @@ fn unimplemented_controller_rpcs() {
 }
 
 /// Figure for the report: backend requests of one fresh CreateVolume with
-/// the space named by id and the region already cached.
+/// the space named by id, and the region and the Space already cached: the
+/// lookup by label, the POST, and the poll of its wait (a lone waiter costs
+/// a plain GET). A cold cache adds the Space and its access policy.
 #[test]
 fn figure_linode_requests_per_fresh_create() {
     let env = Setup::new().start();
     env.create_ok("warm-up");
+    let cold: Vec<String> = env.requests_since(0);
+    assert_eq!(
+        cold[..2],
+        [
+            format!("GET nfs/spaces/{SPACE}"),
+            format!("GET nfs/spaces/{SPACE}/access-policy"),
+        ]
+    );
     let before = env.linode.requests().len();
     env.create_ok("measured");
     let seen = env.requests_since(before);
     println!(
-        "FIGURE linode requests per fresh CreateVolume (space by id, warm region): {} {seen:?}",
+        "FIGURE linode requests per fresh CreateVolume (space by id, warm caches): {} {seen:?}",
         seen.len()
     );
     let fs = env.filesystem("measured");
     assert_eq!(
         seen,
         [
-            format!("GET nfs/spaces/{SPACE}"),
-            format!("GET nfs/spaces/{SPACE}/access-policy"),
             format!("GET nfs/spaces/{SPACE}/filesystems"),
             format!("POST nfs/spaces/{SPACE}/filesystems"),
             format!("GET nfs/spaces/{SPACE}/filesystems/{}", fs.id),
@@ -1213,7 +1235,7 @@ fn secrets_and_the_token_never_reach_the_log() {
     req.name = String::new();
     assert_eq!(err_code(env.create(&req)), Code::INVALID_ARGUMENT);
     env.linode
-        .inject(FaultRule::status("GET", "nfs/spaces/*", 401).times(1));
+        .inject(FaultRule::status("GET", FS_LIST, 401).times(1));
     req.name = "denied".into();
     assert_eq!(err_code(env.create(&req)), Code::PERMISSION_DENIED);
 

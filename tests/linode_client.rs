@@ -1,17 +1,23 @@
 //! The real `LinodeCloud` against the fake Linode API over loopback HTTP:
 //! every `Cloud` method, pagination, filters, each error class and its
-//! `crate::Error`, retries (bounded, never for POST), waits, and the token
-//! never showing up in an error or a log line.
+//! `crate::Error`, retries (bounded, never for POST), rate-limit pacing, and
+//! the token never showing up in an error or a log line. The shared poller
+//! has its own suite (`poller.rs`).
 
+mod common;
+
+use common::block_on;
 use linode_nfs_csi::fake::{
     FakeLinode, FaultProfile, FaultRule, InstanceSeed, Lifecycle, Seed, SpaceSeed, VpcAttachment,
 };
+use linode_nfs_csi::flow::done;
 use linode_nfs_csi::linode::{
-    wait_until_active, CloneFilesystem, Cloud, FilesystemAccessPolicyUpdate, InterfaceGeneration,
-    InterfacePurpose, LinodeCloud, LinodeSettings, MtlsMode, NewFilesystem, RetryPolicy,
-    SquashPolicy, Status, WaitPolicy,
+    CloneFilesystem, Cloud, FilesystemAccessPolicyUpdate, InterfaceGeneration, InterfacePurpose,
+    LinodeCloud, LinodeSettings, MtlsMode, NewFilesystem, Poller, RetryPolicy, SquashPolicy,
+    Status, WaitPolicy,
 };
 use linode_nfs_csi::Error;
+use std::sync::Arc;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -84,10 +90,15 @@ fn settings(fake: &FakeLinode) -> LinodeSettings {
     }
 }
 
-fn setup() -> (FakeLinode, LinodeCloud) {
+fn setup() -> (FakeLinode, Arc<LinodeCloud>) {
     let fake = FakeLinode::start(seed()).unwrap();
-    let cloud = LinodeCloud::new(settings(&fake)).unwrap();
+    let cloud = Arc::new(LinodeCloud::new(settings(&fake)).unwrap());
     (fake, cloud)
+}
+
+/// A poller over `cloud` that polls fast.
+fn poller(cloud: &Arc<LinodeCloud>) -> Poller {
+    Poller::new(cloud.clone(), fast_wait(Duration::from_secs(5)))
 }
 
 fn new_fs(label: &str) -> NewFilesystem {
@@ -241,10 +252,7 @@ fn filesystem_create_wait_find_delete() {
         "empty tags are omitted"
     );
 
-    let active = wait_until_active("filesystem", &fast_wait(Duration::from_secs(5)), || {
-        cloud.get_filesystem(7, created.id)
-    })
-    .unwrap();
+    let active = block_on(poller(&cloud).filesystem(created.clone(), done)).unwrap();
     let export = format!("/pvc-0a1b-{:x}", created.id);
     assert_eq!(
         active.mount_target_fqdn.as_deref(),
@@ -367,10 +375,7 @@ fn filesystem_access_policy_full_replace_and_wait() {
         serde_json::json!({"label": "pvc-acl", "enabled": true, "linode_ids": [61234567],
             "squash_policy": "none", "protocols": ["nfsv4"]})
     );
-    let settled = wait_until_active("policy", &fast_wait(Duration::from_secs(5)), || {
-        cloud.get_filesystem_access_policy(7, fs.id)
-    })
-    .unwrap();
+    let settled = block_on(poller(&cloud).filesystem_policy(7, fs.id, put, done)).unwrap();
     assert_eq!(settled.linode_ids(), [61234567]);
     assert_eq!(settled.linode_acl[0].label.as_deref(), Some("node-a"));
     assert_eq!(settled.linode_acl[0].ipv6.as_deref(), Some("2001:db8::a"));
@@ -403,10 +408,7 @@ fn snapshots_create_duplicate_lock_delete() {
     let dup = cloud.create_snapshot(7, fs.id, "snap-1").unwrap_err();
     assert!(matches!(dup, Error::FailedPrecondition(_)), "409: {dup:?}");
 
-    let active = wait_until_active("snapshot", &fast_wait(Duration::from_secs(5)), || {
-        cloud.get_snapshot(7, fs.id, snap.id)
-    })
-    .unwrap();
+    let active = block_on(poller(&cloud).snapshot(snap.clone(), done)).unwrap();
     assert_eq!(active.size_bytes, Some(4_194_304));
     assert!(cloud
         .get_snapshot(7, fs.id + 1, snap.id)
@@ -676,62 +678,6 @@ fn a_create_that_failed_after_its_side_effect_leaves_the_filesystem() {
     assert!(matches!(err, Error::Internal(_)), "{err:?}");
     let found = cloud.find_filesystems(7, "pvc-leak", "us-ord").unwrap();
     assert_eq!(found.len(), 1, "the retry's lookup by label finds it");
-}
-
-#[test]
-fn waits_succeed_time_out_or_fail_early() {
-    let (fake, cloud) = setup();
-    fake.set_activation_delay(Duration::from_millis(40));
-    let fs = cloud.create_filesystem(7, &new_fs("pvc-slow")).unwrap();
-    let got = wait_until_active(
-        "NFS filesystem 7/x",
-        &fast_wait(Duration::from_secs(5)),
-        || cloud.get_filesystem(7, fs.id),
-    )
-    .unwrap();
-    assert_eq!(got.status, Status::Active);
-    assert!(fake.calls("GET", "nfs/spaces/7/filesystems/*") >= 2);
-
-    fake.set_filesystem_lifecycle("pvc-never", Lifecycle::NeverActive);
-    let never = cloud.create_filesystem(7, &new_fs("pvc-never")).unwrap();
-    let err = wait_until_active(
-        "NFS filesystem 7/never",
-        &fast_wait(Duration::from_millis(150)),
-        || cloud.get_filesystem(7, never.id),
-    )
-    .unwrap_err();
-    assert!(matches!(err, Error::DeadlineExceeded(_)), "{err:?}");
-    assert!(err.message().contains("NFS filesystem 7/never"));
-
-    fake.set_filesystem_lifecycle("pvc-broken", Lifecycle::StickInError);
-    let broken = cloud.create_filesystem(7, &new_fs("pvc-broken")).unwrap();
-    let err = wait_until_active(
-        "NFS filesystem 7/broken",
-        &fast_wait(Duration::from_secs(60)),
-        || cloud.get_filesystem(7, broken.id),
-    )
-    .unwrap_err();
-    assert!(matches!(err, Error::FailedPrecondition(_)), "{err:?}");
-    assert!(err.message().contains("NFS filesystem 7/broken"));
-
-    fake.set_policy_lifecycle(got.id, Lifecycle::StickInError);
-    let update = FilesystemAccessPolicyUpdate {
-        label: "pvc-slow".into(),
-        enabled: false,
-        linode_ids: vec![],
-        squash_policy: SquashPolicy::None,
-        protocols: vec!["nfsv4".into()],
-    };
-    cloud
-        .put_filesystem_access_policy(7, got.id, &update)
-        .unwrap();
-    let err = wait_until_active(
-        "policy of 7/slow",
-        &fast_wait(Duration::from_secs(60)),
-        || cloud.get_filesystem_access_policy(7, got.id),
-    )
-    .unwrap_err();
-    assert!(matches!(err, Error::FailedPrecondition(_)), "{err:?}");
 }
 
 #[test]

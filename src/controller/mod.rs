@@ -1,26 +1,34 @@
-//! The CSI Controller service: thin handlers that hand each request to the
-//! worker pool and a plain function in `provision`, `publish` or
-//! `snapshots`. Nothing here talks to Linode directly.
+//! The CSI Controller service: one registration table of thin handlers,
+//! each handing its request to the worker pool and a plain function in
+//! `provision`, `publish` or `snapshots`. RPCs that may wait for Linode
+//! (CreateVolume, and ControllerPublish/Unpublish in node mode) return flows
+//! that park on the shared poller instead of holding a worker. Nothing here
+//! talks to Linode directly.
 
 mod cluster;
 mod params;
 mod provision;
 mod publish;
 mod snapshots;
+mod spaces;
 
 pub use cluster::Cluster;
 pub use params::{Params, SpaceRef};
 
 use crate::capabilities;
 use crate::config::AccessPolicyMode;
+use crate::flow::Step;
 use crate::kube::KubeClient;
-use crate::linode::{Cloud, WaitPolicy};
+use crate::linode::{Cloud, Poller, WaitPolicy};
 use crate::locks::OpLocks;
-use crate::proto::{csi, csi_grpc};
+use crate::proto::csi;
 use crate::rpc::Rpc;
 use crate::Error;
-use grpcio::{RpcContext, UnarySink};
+use grpcio::{Marshaller, Method, MethodType, ServiceBuilder};
+use protobuf::MessageFull;
+use spaces::Spaces;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What the controller is built from.
 pub struct ControllerDeps {
@@ -29,262 +37,174 @@ pub struct ControllerDeps {
     pub mode: AccessPolicyMode,
     pub wait: WaitPolicy,
     pub default_capacity_bytes: i64,
+    /// How long a Space and its mTLS mode are reused (`SPACE_CACHE_TTL`).
+    pub space_cache_ttl: Duration,
 }
 
 /// Shared state of every controller RPC.
 pub struct Controller {
     cloud: Arc<dyn Cloud>,
     cluster: Cluster,
+    spaces: Spaces,
     locks: OpLocks,
     mode: AccessPolicyMode,
-    wait: WaitPolicy,
+    poller: Poller,
     default_capacity_bytes: i64,
     acl: publish::AclQueue,
+    /// Runs access-policy batches, which answer no single call.
+    rpc: Rpc,
 }
 
-#[derive(Clone)]
-struct ControllerService {
-    rpc: Rpc,
-    inner: Arc<Controller>,
+/// `(full gRPC method name, name in logs)`.
+type Name = (&'static str, &'static str);
+
+macro_rules! name {
+    ($rpc:literal) => {
+        (concat!("/csi.v1.Controller/", $rpc), $rpc)
+    };
+}
+
+fn method<Req: MessageFull, Resp: MessageFull>(ty: MethodType, name: Name) -> Method<Req, Resp> {
+    Method {
+        ty,
+        name: name.0,
+        req_mar: Marshaller {
+            ser: grpcio::pb_ser,
+            de: grpcio::pb_de,
+        },
+        resp_mar: Marshaller {
+            ser: grpcio::pb_ser,
+            de: grpcio::pb_de,
+        },
+    }
 }
 
 /// The Controller gRPC service.
 pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
-    let inner = Arc::new(Controller {
+    let c = Arc::new(Controller {
+        poller: Poller::new(deps.cloud.clone(), deps.wait),
+        spaces: Spaces::new(deps.cloud.clone(), deps.space_cache_ttl),
         cloud: deps.cloud,
         cluster: Cluster::new(deps.kube),
         locks: OpLocks::new(),
         mode: deps.mode,
-        wait: deps.wait,
         default_capacity_bytes: deps.default_capacity_bytes,
         acl: publish::AclQueue::default(),
+        rpc: rpc.clone(),
     });
-    csi_grpc::create_controller(ControllerService { rpc, inner })
+    let r = Registrar {
+        rpc,
+        c,
+        b: ServiceBuilder::new(),
+    };
+    let node_mode = r.c.mode == AccessPolicyMode::Node;
+    let r = r
+        .parking(name!("CreateVolume"), provision::create_volume)
+        .pooled(name!("DeleteVolume"), provision::delete_volume)
+        .pooled(
+            name!("ValidateVolumeCapabilities"),
+            provision::validate_capabilities,
+        )
+        .pooled(name!("ControllerGetVolume"), provision::get_volume)
+        .pooled(name!("CreateSnapshot"), snapshots::create)
+        .pooled(name!("DeleteSnapshot"), snapshots::delete)
+        .pooled(name!("ListSnapshots"), snapshots::list)
+        .unimplemented::<csi::ListVolumesRequest, csi::ListVolumesResponse>(name!("ListVolumes"))
+        .unimplemented::<csi::GetCapacityRequest, csi::GetCapacityResponse>(name!("GetCapacity"))
+        .unimplemented::<csi::GetSnapshotRequest, csi::GetSnapshotResponse>(name!("GetSnapshot"))
+        .unimplemented::<csi::ControllerExpandVolumeRequest, csi::ControllerExpandVolumeResponse>(
+            name!("ControllerExpandVolume"),
+        )
+        .unimplemented::<csi::ControllerModifyVolumeRequest, csi::ControllerModifyVolumeResponse>(
+            name!("ControllerModifyVolume"),
+        );
+    let r = if node_mode {
+        r.parking(name!("ControllerPublishVolume"), publish::publish)
+            .parking(name!("ControllerUnpublishVolume"), publish::unpublish)
+    } else {
+        r.unimplemented::<csi::ControllerPublishVolumeRequest, csi::ControllerPublishVolumeResponse>(
+            name!("ControllerPublishVolume"),
+        )
+        .unimplemented::<csi::ControllerUnpublishVolumeRequest, csi::ControllerUnpublishVolumeResponse>(
+            name!("ControllerUnpublishVolume"),
+        )
+    };
+    let mode = r.c.mode;
+    r.inline(
+        name!("ControllerGetCapabilities"),
+        move |_: csi::ControllerGetCapabilitiesRequest| {
+            let mut resp = csi::ControllerGetCapabilitiesResponse::new();
+            resp.capabilities = capabilities::controller(mode);
+            Ok(resp)
+        },
+    )
+    .b
+    .build()
 }
 
-fn unimplemented<T>(method: &str) -> Result<T, Error> {
-    Err(Error::Unimplemented(format!(
-        "{method}: operation not implemented"
-    )))
+/// Builds the service one RPC at a time, by how each is run.
+struct Registrar {
+    rpc: Rpc,
+    c: Arc<Controller>,
+    b: ServiceBuilder,
 }
 
-/// One handler per RPC: move the request to the pool, call the domain function.
-macro_rules! on_pool {
-    ($self:ident, $ctx:ident, $name:literal, $req:ident, $sink:ident, $f:path) => {{
-        let c = $self.inner.clone();
-        $self
-            .rpc
-            .spawn(&$ctx, $name, $req, $sink, move |req| $f(&c, req));
-    }};
-}
-
-impl csi_grpc::Controller for ControllerService {
-    fn create_volume(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::CreateVolumeRequest,
-        sink: UnarySink<csi::CreateVolumeResponse>,
-    ) {
-        on_pool!(
-            self,
-            ctx,
-            "CreateVolume",
-            req,
-            sink,
-            provision::create_volume
-        )
+impl Registrar {
+    /// Runs on the worker pool and answers when done.
+    fn pooled<Req: MessageFull, Resp: MessageFull>(
+        self,
+        name: Name,
+        f: fn(&Arc<Controller>, Req) -> crate::Result<Resp>,
+    ) -> Registrar {
+        let (rpc, c) = (self.rpc.clone(), self.c.clone());
+        let b = self.b.add_unary_handler(
+            &method::<Req, Resp>(MethodType::Unary, name),
+            move |ctx, req, sink| {
+                let c = c.clone();
+                rpc.spawn(&ctx, name.1, req, sink, move |req| f(&c, req))
+            },
+        );
+        Registrar { b, ..self }
     }
 
-    fn delete_volume(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::DeleteVolumeRequest,
-        sink: UnarySink<csi::DeleteVolumeResponse>,
-    ) {
-        on_pool!(
-            self,
-            ctx,
-            "DeleteVolume",
-            req,
-            sink,
-            provision::delete_volume
-        )
+    /// Runs on the worker pool and may park; a caller who cancels or whose
+    /// deadline passes is answered early (see `Rpc::streamed`).
+    fn parking<Req: MessageFull, Resp: MessageFull>(
+        self,
+        name: Name,
+        f: fn(&Arc<Controller>, Req) -> Step<Resp>,
+    ) -> Registrar {
+        let (rpc, c) = (self.rpc.clone(), self.c.clone());
+        let b = self.b.add_client_streaming_handler(
+            &method::<Req, Resp>(MethodType::ClientStreaming, name),
+            move |ctx, stream, sink| {
+                let c = c.clone();
+                rpc.streamed(&ctx, name.1, stream, sink, move |req| f(&c, req))
+            },
+        );
+        Registrar { b, ..self }
     }
 
-    fn controller_publish_volume(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::ControllerPublishVolumeRequest,
-        sink: UnarySink<csi::ControllerPublishVolumeResponse>,
-    ) {
-        if self.inner.mode == AccessPolicyMode::Space {
-            return self
-                .rpc
-                .inline(&ctx, "ControllerPublishVolume", req, sink, |_| {
-                    unimplemented("ControllerPublishVolume")
-                });
-        }
-        on_pool!(
-            self,
-            ctx,
-            "ControllerPublishVolume",
-            req,
-            sink,
-            publish::publish
-        )
+    /// Answered on the completion queue: for RPCs that never block.
+    fn inline<Req: MessageFull, Resp: MessageFull>(
+        self,
+        name: Name,
+        f: impl Fn(Req) -> crate::Result<Resp> + Clone + Send + 'static,
+    ) -> Registrar {
+        let rpc = self.rpc.clone();
+        let b = self.b.add_unary_handler(
+            &method::<Req, Resp>(MethodType::Unary, name),
+            move |ctx, req, sink| rpc.inline(&ctx, name.1, req, sink, f.clone()),
+        );
+        Registrar { b, ..self }
     }
 
-    fn controller_unpublish_volume(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::ControllerUnpublishVolumeRequest,
-        sink: UnarySink<csi::ControllerUnpublishVolumeResponse>,
-    ) {
-        if self.inner.mode == AccessPolicyMode::Space {
-            return self
-                .rpc
-                .inline(&ctx, "ControllerUnpublishVolume", req, sink, |_| {
-                    unimplemented("ControllerUnpublishVolume")
-                });
-        }
-        on_pool!(
-            self,
-            ctx,
-            "ControllerUnpublishVolume",
-            req,
-            sink,
-            publish::unpublish
-        )
-    }
-
-    fn validate_volume_capabilities(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::ValidateVolumeCapabilitiesRequest,
-        sink: UnarySink<csi::ValidateVolumeCapabilitiesResponse>,
-    ) {
-        on_pool!(
-            self,
-            ctx,
-            "ValidateVolumeCapabilities",
-            req,
-            sink,
-            provision::validate_capabilities
-        )
-    }
-
-    fn list_volumes(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::ListVolumesRequest,
-        sink: UnarySink<csi::ListVolumesResponse>,
-    ) {
-        self.rpc.inline(&ctx, "ListVolumes", req, sink, |_| {
-            unimplemented("ListVolumes")
+    fn unimplemented<Req: MessageFull, Resp: MessageFull>(self, name: Name) -> Registrar {
+        self.inline(name, move |_: Req| -> crate::Result<Resp> {
+            Err(Error::Unimplemented(format!(
+                "{}: operation not implemented",
+                name.1
+            )))
         })
-    }
-
-    fn get_capacity(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::GetCapacityRequest,
-        sink: UnarySink<csi::GetCapacityResponse>,
-    ) {
-        self.rpc.inline(&ctx, "GetCapacity", req, sink, |_| {
-            unimplemented("GetCapacity")
-        })
-    }
-
-    fn controller_get_capabilities(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::ControllerGetCapabilitiesRequest,
-        sink: UnarySink<csi::ControllerGetCapabilitiesResponse>,
-    ) {
-        let mode = self.inner.mode;
-        self.rpc
-            .inline(&ctx, "ControllerGetCapabilities", req, sink, move |_| {
-                let mut resp = csi::ControllerGetCapabilitiesResponse::new();
-                resp.capabilities = capabilities::controller(mode);
-                Ok(resp)
-            })
-    }
-
-    fn create_snapshot(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::CreateSnapshotRequest,
-        sink: UnarySink<csi::CreateSnapshotResponse>,
-    ) {
-        on_pool!(self, ctx, "CreateSnapshot", req, sink, snapshots::create)
-    }
-
-    fn delete_snapshot(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::DeleteSnapshotRequest,
-        sink: UnarySink<csi::DeleteSnapshotResponse>,
-    ) {
-        on_pool!(self, ctx, "DeleteSnapshot", req, sink, snapshots::delete)
-    }
-
-    fn list_snapshots(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::ListSnapshotsRequest,
-        sink: UnarySink<csi::ListSnapshotsResponse>,
-    ) {
-        on_pool!(self, ctx, "ListSnapshots", req, sink, snapshots::list)
-    }
-
-    fn get_snapshot(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::GetSnapshotRequest,
-        sink: UnarySink<csi::GetSnapshotResponse>,
-    ) {
-        self.rpc.inline(&ctx, "GetSnapshot", req, sink, |_| {
-            unimplemented("GetSnapshot")
-        })
-    }
-
-    fn controller_expand_volume(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::ControllerExpandVolumeRequest,
-        sink: UnarySink<csi::ControllerExpandVolumeResponse>,
-    ) {
-        self.rpc
-            .inline(&ctx, "ControllerExpandVolume", req, sink, |_| {
-                unimplemented("ControllerExpandVolume")
-            })
-    }
-
-    fn controller_get_volume(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::ControllerGetVolumeRequest,
-        sink: UnarySink<csi::ControllerGetVolumeResponse>,
-    ) {
-        on_pool!(
-            self,
-            ctx,
-            "ControllerGetVolume",
-            req,
-            sink,
-            provision::get_volume
-        )
-    }
-
-    fn controller_modify_volume(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::ControllerModifyVolumeRequest,
-        sink: UnarySink<csi::ControllerModifyVolumeResponse>,
-    ) {
-        self.rpc
-            .inline(&ctx, "ControllerModifyVolume", req, sink, |_| {
-                unimplemented("ControllerModifyVolume")
-            })
     }
 }

@@ -6,12 +6,14 @@
 
 use super::params::{Params, SpaceRef};
 use super::Controller;
+use crate::flow::{done, Step, Then};
 use crate::handles::{self, label_for, SnapshotId, VolumeId};
-use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, Space, Status};
+use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, Status};
 use crate::proto::csi;
 use crate::Error;
 use csi::volume_capability::access_mode::Mode;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// The clone API sizes filesystems in whole GiB.
 const GIB: u64 = 1 << 30;
@@ -52,11 +54,16 @@ struct CreateRequest {
     label: String,
     required: i64,
     limit: i64,
+    /// What a new filesystem is asked to hold.
+    capacity: i64,
     params: Params,
     source: Option<(SnapshotId, String)>,
 }
 
-fn parse_create(req: &csi::CreateVolumeRequest) -> Result<CreateRequest, Error> {
+fn parse_create(
+    req: &csi::CreateVolumeRequest,
+    default_capacity: i64,
+) -> Result<CreateRequest, Error> {
     if req.name.is_empty() {
         return Err(Error::InvalidArgument("volume name is required".into()));
     }
@@ -98,6 +105,7 @@ fn parse_create(req: &csi::CreateVolumeRequest) -> Result<CreateRequest, Error> 
         label: label_for(&req.name),
         required,
         limit,
+        capacity: capacity_to_request(default_capacity, required, limit),
         params,
         source,
     })
@@ -105,33 +113,56 @@ fn parse_create(req: &csi::CreateVolumeRequest) -> Result<CreateRequest, Error> 
 
 /// CreateVolume. InvalidArgument for bad input, AlreadyExists for a name held by an incompatible
 /// filesystem, OutOfRange for a restore its snapshot cannot size; repeats return the same volume.
+/// Waits for activation and for the squash policy park on the poller; the
+/// create lock goes with the flow until it is answered.
 pub fn create_volume(
-    c: &Controller,
+    c: &Arc<Controller>,
     req: csi::CreateVolumeRequest,
-) -> Result<csi::CreateVolumeResponse, Error> {
-    let want = parse_create(&req)?;
+) -> Step<csi::CreateVolumeResponse> {
+    let want = Arc::new(parse_create(&req, c.default_capacity_bytes)?);
     // The label is what the backend knows: two names that map to one label
     // (they differ in case, say) are one filesystem and must not both POST.
-    let _guard = c.locks.try_lock(&format!("create/{}", want.label))?;
+    let guard = c.locks.try_lock(&format!("create/{}", want.label))?;
     let region = c.cluster.region()?;
-    let space = resolve_space(c, &want.params.space)?;
-    let mtls = space_mtls_mode(c, space.id)?;
+    let space = c.spaces.resolve(&want.params.space)?;
+    let mtls = c.spaces.mtls_mode(space.id)?;
 
-    let (fs, adopting) = match find_by_label(c, space.id, &want.label, &region)? {
-        Some(existing) => (adopt(c, &want, &region, existing)?, true),
-        None => (provision(c, &want, &space, &region)?, false),
+    let existing = c
+        .spaces
+        .checked(space.id, find_by_label(c, space.id, &want.label, &region))?;
+    let adopting = existing.is_some();
+    let made = match existing {
+        Some(existing) => adopt(c, &want, region, existing),
+        None => provision(c, &want, space.id, region),
     };
-    if let Some(squash) = &want.params.squash {
+    let (c, squash_want) = (c.clone(), want.clone());
+    made.then(move |fs| {
+        let Some(squash) = squash_want.params.squash.clone() else {
+            return done(fs);
+        };
         let vol = VolumeId {
-            space: space.id,
+            space: fs.space_id,
             filesystem: fs.id,
         };
-        c.acl.set_squash(c, vol, squash.clone(), adopting)?;
-    }
+        c.acl
+            .set_squash(&c, vol, squash, adopting)
+            .then(move |()| done(fs))
+    })
+    .then(move |fs| {
+        drop(guard);
+        done(created(&want, &fs, mtls.as_ref()))
+    })
+}
 
-    let mut volume = volume_of(&fs, mtls.as_ref());
+/// The CreateVolume answer for `fs`.
+fn created(
+    want: &CreateRequest,
+    fs: &Filesystem,
+    mtls: Option<&MtlsMode>,
+) -> csi::CreateVolumeResponse {
+    let mut volume = volume_of(fs, mtls);
     if volume.capacity_bytes == 0 {
-        volume.capacity_bytes = capacity_to_request(c, &want);
+        volume.capacity_bytes = want.capacity;
     }
     if let Some((_, raw)) = &want.source {
         let mut snap = csi::volume_content_source::SnapshotSource::new();
@@ -142,45 +173,19 @@ pub fn create_volume(
     }
     let mut resp = csi::CreateVolumeResponse::new();
     resp.volume = Some(volume).into();
-    Ok(resp)
+    resp
 }
 
 /// `max_capacity_bytes` of a new filesystem: required, else limit, else the
 /// configured default (behaviour.md).
-fn capacity_to_request(c: &Controller, want: &CreateRequest) -> i64 {
-    if want.required > 0 {
-        want.required
-    } else if want.limit > 0 {
-        want.limit
+fn capacity_to_request(default: i64, required: i64, limit: i64) -> i64 {
+    if required > 0 {
+        required
+    } else if limit > 0 {
+        limit
     } else {
-        c.default_capacity_bytes
+        default
     }
-}
-
-fn resolve_space(c: &Controller, space: &SpaceRef) -> Result<Space, Error> {
-    match space {
-        SpaceRef::Id(id) => c.cloud.get_space(*id),
-        SpaceRef::Label(label) => {
-            let mut found = c.cloud.find_spaces_by_label(label)?;
-            match found.len() {
-                0 => Err(Error::NotFound(format!(
-                    "NFS space with label \"{label}\" was not found"
-                ))),
-                1 => Ok(found.remove(0)),
-                _ => Err(Error::FailedPrecondition(format!(
-                    "multiple NFS spaces match label \"{label}\""
-                ))),
-            }
-        }
-    }
-}
-
-/// The Space's mTLS mode, read only to tell the node how to mount; a
-/// backend that shows no policy for the space leaves the mode unknown.
-fn space_mtls_mode(c: &Controller, space_id: u64) -> Result<Option<MtlsMode>, Error> {
-    Ok(c.cloud
-        .get_space_access_policy(space_id)?
-        .and_then(|policy| policy.mtls_mode))
 }
 
 /// The one live filesystem carrying `label` in `region`; one on its way out
@@ -211,36 +216,38 @@ fn find_by_label(
 /// with different parameters, which is AlreadyExists.
 fn adopt(
     c: &Controller,
-    want: &CreateRequest,
-    region: &str,
+    want: &Arc<CreateRequest>,
+    region: String,
     fs: Filesystem,
-) -> Result<Filesystem, Error> {
+) -> Step<Filesystem> {
     check_source(want, &fs)?;
-    let fs = wait_active(c, fs)?;
-    if fs.region != region {
-        return Err(Error::AlreadyExists(format!(
-            "NFS filesystem \"{}\" already exists in incompatible region \"{}\"",
-            want.label, fs.region
-        )));
-    }
-    if let Some(capacity) = fs.max_capacity_bytes {
-        if !fits(want, capacity) {
+    let want = want.clone();
+    c.poller.filesystem(fs, move |fs| {
+        if fs.region != region {
             return Err(Error::AlreadyExists(format!(
-                "NFS filesystem \"{}\" already exists with incompatible capacity {capacity}",
+                "NFS filesystem \"{}\" already exists in incompatible region \"{}\"",
+                want.label, fs.region
+            )));
+        }
+        if let Some(capacity) = fs.max_capacity_bytes {
+            if !fits(&want, capacity) {
+                return Err(Error::AlreadyExists(format!(
+                    "NFS filesystem \"{}\" already exists with incompatible capacity {capacity}",
+                    want.label
+                )));
+            }
+        }
+        let have: BTreeSet<&String> = fs.tags.iter().collect();
+        let asked: BTreeSet<&String> = want.params.tags.iter().collect();
+        if have != asked {
+            return Err(Error::AlreadyExists(format!(
+                "NFS filesystem \"{}\" already exists with incompatible tags",
                 want.label
             )));
         }
-    }
-    let have: BTreeSet<&String> = fs.tags.iter().collect();
-    let asked: BTreeSet<&String> = want.params.tags.iter().collect();
-    if have != asked {
-        return Err(Error::AlreadyExists(format!(
-            "NFS filesystem \"{}\" already exists with incompatible tags",
-            want.label
-        )));
-    }
-    require_mount_target(&fs)?;
-    Ok(fs)
+        require_mount_target(&fs)?;
+        done(fs)
+    })
 }
 
 fn check_source(want: &CreateRequest, fs: &Filesystem) -> Result<(), Error> {
@@ -266,42 +273,60 @@ fn check_source(want: &CreateRequest, fs: &Filesystem) -> Result<(), Error> {
 /// repeated blindly: when its outcome is unknown (5xx, timeout) the label is
 /// looked up once, so a create that happened is adopted instead of leaked.
 fn provision(
-    c: &Controller,
-    want: &CreateRequest,
-    space: &Space,
-    region: &str,
-) -> Result<Filesystem, Error> {
-    let posted = match &want.source {
-        None => c.cloud.create_filesystem(
-            space.id,
+    c: &Arc<Controller>,
+    want: &Arc<CreateRequest>,
+    space_id: u64,
+    region: String,
+) -> Step<Filesystem> {
+    let Some((snap, _)) = want.source.clone() else {
+        let posted = c.cloud.create_filesystem(
+            space_id,
             &NewFilesystem {
                 label: want.label.clone(),
-                region: region.to_string(),
-                max_capacity_bytes: capacity_to_request(c, want),
+                region: region.clone(),
+                max_capacity_bytes: want.capacity,
                 tags: want.params.tags.clone(),
             },
-        ),
-        Some((snap, _)) => {
-            wait_snapshot_active(c, snap)?;
-            let size_gib = restore_size_gib(c, want, snap)?;
-            c.cloud.clone_snapshot(
-                snap.space,
-                snap.filesystem,
-                snap.snapshot,
-                &CloneFilesystem {
-                    label: want.label.clone(),
-                    region: region.to_string(),
-                    space_id: Some(space.id),
-                    size_gib,
-                    tags: want.params.tags.clone(),
-                },
-            )
-        }
+        );
+        return wait_made(c, want, space_id, &region, posted);
     };
+    // A restore from a snapshot that is still being taken waits for it
+    // rather than failing the clone.
+    let source = c
+        .cloud
+        .get_snapshot(snap.space, snap.filesystem, snap.snapshot)
+        .map_err(|e| e.context(format!("source snapshot {snap}")))?;
+    let (c, want) = (c.clone(), want.clone());
+    c.clone().poller.snapshot(source, move |_| {
+        let size_gib = restore_size_gib(&c, &want, &snap)?;
+        let posted = c.cloud.clone_snapshot(
+            snap.space,
+            snap.filesystem,
+            snap.snapshot,
+            &CloneFilesystem {
+                label: want.label.clone(),
+                region: region.clone(),
+                space_id: Some(space_id),
+                size_gib,
+                tags: want.params.tags.clone(),
+            },
+        );
+        wait_made(&c, &want, space_id, &region, posted)
+    })
+}
+
+/// What a create or clone POST made, once active with a mount target.
+fn wait_made(
+    c: &Controller,
+    want: &CreateRequest,
+    space_id: u64,
+    region: &str,
+    posted: Result<Filesystem, Error>,
+) -> Step<Filesystem> {
     let fs = match posted {
         Ok(fs) => fs,
         Err(e @ (Error::Unavailable(_) | Error::Internal(_) | Error::DeadlineExceeded(_))) => {
-            match find_by_label(c, space.id, &want.label, region) {
+            match find_by_label(c, space_id, &want.label, region) {
                 Ok(Some(fs)) => {
                     log::warn!(
                         "create of \"{}\" reported {e}; adopting filesystem {}",
@@ -313,11 +338,12 @@ fn provision(
                 _ => return Err(e),
             }
         }
-        Err(e) => return Err(e),
+        Err(e) => return c.spaces.checked(space_id, Err(e)),
     };
-    let fs = wait_active(c, fs)?;
-    require_mount_target(&fs)?;
-    Ok(fs)
+    c.poller.filesystem(fs, |fs| {
+        require_mount_target(&fs)?;
+        done(fs)
+    })
 }
 
 /// Whether a filesystem of `capacity` bytes meets the requested range.
@@ -368,26 +394,6 @@ fn restore_size_gib(
         ));
     }
     Ok(Some(gib))
-}
-
-/// A restore from a snapshot that is still being taken waits for it rather
-/// than failing the clone.
-fn wait_snapshot_active(c: &Controller, snap: &SnapshotId) -> Result<(), Error> {
-    crate::linode::wait_until_active(&format!("NFS snapshot {snap}"), &c.wait, || {
-        c.cloud
-            .get_snapshot(snap.space, snap.filesystem, snap.snapshot)
-    })
-    .map(|_| ())
-}
-
-fn wait_active(c: &Controller, fs: Filesystem) -> Result<Filesystem, Error> {
-    if fs.status == Status::Active {
-        return Ok(fs);
-    }
-    let (space, id) = (fs.space_id, fs.id);
-    crate::linode::wait_until_active(&format!("NFS filesystem {id}"), &c.wait, || {
-        c.cloud.get_filesystem(space, id)
-    })
 }
 
 fn require_mount_target(fs: &Filesystem) -> Result<(), Error> {
@@ -448,7 +454,7 @@ fn condition_of(fs: &Filesystem) -> csi::VolumeCondition {
 /// DeleteVolume. Unknown, malformed or already-deleted volumes are OK (CSI
 /// requires it); a filesystem the backend refuses to delete is FailedPrecondition.
 pub fn delete_volume(
-    c: &Controller,
+    c: &Arc<Controller>,
     req: csi::DeleteVolumeRequest,
 ) -> Result<csi::DeleteVolumeResponse, Error> {
     if req.volume_id.is_empty() {
@@ -473,7 +479,7 @@ pub fn delete_volume(
 /// context that do not describe it, mutable parameters) is a message, not
 /// an error.
 pub fn validate_capabilities(
-    c: &Controller,
+    c: &Arc<Controller>,
     req: csi::ValidateVolumeCapabilitiesRequest,
 ) -> Result<csi::ValidateVolumeCapabilitiesResponse, Error> {
     if req.volume_id.is_empty() {
@@ -537,7 +543,7 @@ fn parameters_problem(
     };
     let space = match &params.space {
         SpaceRef::Id(id) => *id,
-        SpaceRef::Label(_) => match resolve_space(c, &params.space) {
+        SpaceRef::Label(_) => match c.spaces.resolve(&params.space) {
             Ok(space) => space.id,
             Err(Error::NotFound(m) | Error::FailedPrecondition(m)) => return Ok(Some(m)),
             Err(e) => return Err(e),
@@ -582,7 +588,7 @@ fn context_problem(
 ) -> Result<Option<String>, Error> {
     // The space policy is read only when there is a mode to compare.
     let mtls = if ctx.contains_key(handles::CTX_MTLS_MODE) {
-        space_mtls_mode(c, fs.space_id)?
+        c.spaces.mtls_mode(fs.space_id)?
     } else {
         None
     };
@@ -601,7 +607,7 @@ fn context_problem(
 /// ControllerGetVolume: the volume, the nodes it is published to (node
 /// mode) and its condition.
 pub fn get_volume(
-    c: &Controller,
+    c: &Arc<Controller>,
     req: csi::ControllerGetVolumeRequest,
 ) -> Result<csi::ControllerGetVolumeResponse, Error> {
     if req.volume_id.is_empty() {
@@ -626,7 +632,7 @@ pub fn get_volume(
     }
     status.volume_condition = Some(condition_of(&fs)).into();
     let mut resp = csi::ControllerGetVolumeResponse::new();
-    let mtls = space_mtls_mode(c, id.space)?;
+    let mtls = c.spaces.mtls_mode(id.space)?;
     resp.volume = Some(volume_of(&fs, mtls.as_ref())).into();
     resp.status = Some(status).into();
     Ok(resp)

@@ -1,19 +1,21 @@
 //! Every change to a filesystem's access policy: node-mode publish and
 //! unpublish (the Linode ACL) and the squash policy. The API only offers a
 //! full-replace PUT with no version check, so all changes to one filesystem
-//! go through one queue: callers enqueue their change, one of them applies
-//! the whole pending batch with one GET, at most one PUT and one wait, and
-//! everyone in the batch gets its result. Concurrent publishes from many
-//! nodes therefore never lose each other's entries and share PUTs.
+//! go through one queue: callers enqueue their change and park; a batch
+//! applies everything pending with one GET, at most one PUT and one wait on
+//! the poller, then hands each caller its result and takes the next batch.
+//! Concurrent publishes from many nodes therefore never lose each other's
+//! entries and share PUTs, and no caller holds a worker while it waits.
 
 use super::provision::check_capabilities;
 use super::Controller;
+use crate::flow::{done, Flow, Handoff, Step, Then};
 use crate::handles::VolumeId;
 use crate::linode::{FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, SquashPolicy};
 use crate::proto::csi;
 use crate::Error;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Change {
@@ -27,23 +29,14 @@ enum Change {
     },
 }
 
+/// A queued change and where its result goes.
+type Queued = (Change, Arc<Handoff<Result<(), Error>>>);
+
+/// Changes waiting for the next batch, per filesystem with a batch under
+/// way; a filesystem is absent when nothing is being applied to it.
 #[derive(Default)]
 pub struct AclQueue {
-    filesystems: Mutex<HashMap<VolumeId, Arc<FsQueue>>>,
-}
-
-#[derive(Default)]
-struct FsQueue {
-    state: Mutex<QueueState>,
-    done: Condvar,
-}
-
-#[derive(Default)]
-struct QueueState {
-    next_ticket: u64,
-    pending: Vec<(u64, Change)>,
-    results: HashMap<u64, Result<(), Error>>,
-    applying: bool,
+    pending: Mutex<HashMap<VolumeId, Vec<Queued>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -53,56 +46,66 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl AclQueue {
     pub fn set_squash(
         &self,
-        c: &Controller,
+        c: &Arc<Controller>,
         vol: VolumeId,
         policy: SquashPolicy,
         adopting: bool,
-    ) -> Result<(), Error> {
+    ) -> Step<()> {
         self.apply(c, vol, Change::Squash { policy, adopting })
     }
 
-    fn apply(&self, c: &Controller, vol: VolumeId, change: Change) -> Result<(), Error> {
-        let queue = lock(&self.filesystems).entry(vol).or_default().clone();
-        let result = queue.run(c, vol, change);
-        let mut all = lock(&self.filesystems);
-        // Only the map and this call hold it: nobody is queued, drop it.
-        if Arc::strong_count(&queue) == 2 {
-            all.remove(&vol);
+    /// Queues `change` and parks until a batch has applied it. The first
+    /// change for an idle filesystem starts the batches, on this worker.
+    fn apply(&self, c: &Arc<Controller>, vol: VolumeId, change: Change) -> Step<()> {
+        let result = Handoff::new();
+        let first = {
+            let mut pending = lock(&self.pending);
+            let starts = !pending.contains_key(&vol);
+            pending
+                .entry(vol)
+                .or_default()
+                .push((change, result.clone()));
+            starts
+        };
+        if first {
+            c.rpc
+                .detach("access policy batch", run_batches(c.clone(), vol));
         }
-        result
+        result.receive(|r: Result<(), Error>| r.map(Flow::Ready))
     }
 }
 
-impl FsQueue {
-    fn run(&self, c: &Controller, vol: VolumeId, change: Change) -> Result<(), Error> {
-        let mut state = lock(&self.state);
-        let ticket = state.next_ticket;
-        state.next_ticket += 1;
-        state.pending.push((ticket, change));
-        loop {
-            if let Some(result) = state.results.remove(&ticket) {
-                return result;
-            }
-            if !state.applying {
-                state.applying = true;
-                let batch = std::mem::take(&mut state.pending);
-                drop(state);
-                let results = apply_batch(c, vol, &batch);
-                state = lock(&self.state);
-                for ((t, _), r) in batch.iter().zip(results) {
-                    state.results.insert(*t, r);
-                }
-                state.applying = false;
-                self.done.notify_all();
-                continue;
-            }
-            state = self.done.wait(state).unwrap_or_else(|p| p.into_inner());
+/// Applies what is pending for `vol`, batch after batch, until nothing is.
+fn run_batches(c: Arc<Controller>, vol: VolumeId) -> Step<()> {
+    let batch = {
+        let mut pending = lock(&c.acl.pending);
+        let Some(queued) = pending.get_mut(&vol) else {
+            return done(());
+        };
+        if queued.is_empty() {
+            pending.remove(&vol);
+            return done(());
         }
-    }
+        std::mem::take(queued)
+    };
+    let changes: Vec<Change> = batch.iter().map(|(change, _)| change.clone()).collect();
+    apply_batch(&c, vol, &changes).then(move |results| {
+        for ((_, to), result) in batch.iter().zip(results) {
+            // A caller that left (cancelled, deadline) is simply not told.
+            to.send(result);
+        }
+        run_batches(c, vol)
+    })
 }
 
-/// One GET, the merged policy, a PUT only when something changes, one wait.
-fn apply_batch(c: &Controller, vol: VolumeId, batch: &[(u64, Change)]) -> Vec<Result<(), Error>> {
+/// One GET, the merged policy, a PUT only when something changes, one
+/// wait; a result per change, in order. Failures of the batch as a whole
+/// become every affected change's result, never the flow's.
+fn apply_batch(
+    c: &Arc<Controller>,
+    vol: VolumeId,
+    batch: &[Change],
+) -> Step<Vec<Result<(), Error>>> {
     let current = match c
         .cloud
         .get_filesystem_access_policy(vol.space, vol.filesystem)
@@ -110,21 +113,23 @@ fn apply_batch(c: &Controller, vol: VolumeId, batch: &[(u64, Change)]) -> Vec<Re
         Ok(p) => p,
         Err(Error::NotFound(m)) => {
             // No filesystem: nothing to revoke, nothing to allow.
-            return batch
-                .iter()
-                .map(|(_, ch)| match ch {
-                    Change::Revoke(_) => Ok(()),
-                    _ => Err(Error::NotFound(m.clone())),
-                })
-                .collect();
+            return done(
+                batch
+                    .iter()
+                    .map(|ch| match ch {
+                        Change::Revoke(_) => Ok(()),
+                        _ => Err(Error::NotFound(m.clone())),
+                    })
+                    .collect(),
+            );
         }
-        Err(e) => return batch.iter().map(|_| Err(e.clone())).collect(),
+        Err(e) => return done(batch.iter().map(|_| Err(e.clone())).collect()),
     };
     let mut results: Vec<Result<(), Error>> = Vec::with_capacity(batch.len());
     let mut ids: BTreeSet<u64> = current.linode_ids().into_iter().collect();
     let mut enabled = current.enabled;
     let mut squash = current.squash_policy.clone();
-    for (_, change) in batch {
+    for change in batch {
         results.push(match change {
             Change::Allow(id) => {
                 ids.insert(*id);
@@ -156,22 +161,25 @@ fn apply_batch(c: &Controller, vol: VolumeId, batch: &[(u64, Change)]) -> Vec<Re
         // queued. Revoking a node that is not there asks for nothing, and
         // must not wait on (or fail with) a policy stuck in `updating` or
         // `error`, or the detach would never finish.
-        let only_revokes = batch.iter().all(|(_, ch)| matches!(ch, Change::Revoke(_)));
-        let settled = if only_revokes {
-            Ok(())
-        } else {
-            wait_policy_active(c, vol, current)
-        };
-        return results
-            .into_iter()
-            .zip(batch)
-            .map(|(r, (_, ch))| match (&settled, ch) {
-                (Err(e), Change::Allow(_) | Change::Squash { .. }) => {
-                    r.and_then(|_| Err(e.clone()))
-                }
-                _ => r,
-            })
+        if batch.iter().all(|ch| matches!(ch, Change::Revoke(_))) {
+            return done(results);
+        }
+        let asking: Vec<bool> = batch
+            .iter()
+            .map(|ch| matches!(ch, Change::Allow(_) | Change::Squash { .. }))
             .collect();
+        return settled(c, vol, current).settle(move |settled| {
+            done(
+                results
+                    .into_iter()
+                    .zip(asking)
+                    .map(|(r, asks)| match (&settled, asks) {
+                        (Err(e), true) => r.and_then(|_| Err(e.clone())),
+                        _ => r,
+                    })
+                    .collect(),
+            )
+        });
     }
     let update = FilesystemAccessPolicyUpdate {
         label: current.label.clone().unwrap_or_default(),
@@ -186,34 +194,26 @@ fn apply_batch(c: &Controller, vol: VolumeId, batch: &[(u64, Change)]) -> Vec<Re
     };
     let written = c
         .cloud
-        .put_filesystem_access_policy(vol.space, vol.filesystem, &update)
-        .and_then(|p| wait_policy_active(c, vol, p));
-    match written {
-        Ok(()) => results,
-        Err(e) => results
-            .into_iter()
-            .map(|r| r.and_then(|_| Err(e.clone())))
-            .collect(),
-    }
+        .put_filesystem_access_policy(vol.space, vol.filesystem, &update);
+    let written: Step<()> = match written {
+        Ok(policy) => settled(c, vol, policy),
+        Err(e) => Err(e),
+    };
+    written.settle(move |written| {
+        done(match written {
+            Ok(()) => results,
+            Err(e) => results
+                .into_iter()
+                .map(|r| r.and_then(|_| Err(e.clone())))
+                .collect(),
+        })
+    })
 }
 
-fn wait_policy_active(
-    c: &Controller,
-    vol: VolumeId,
-    policy: FilesystemAccessPolicy,
-) -> Result<(), Error> {
-    if policy.status == crate::linode::Status::Active {
-        return Ok(());
-    }
-    crate::linode::wait_until_active(
-        &format!("NFS filesystem {} access policy", vol.filesystem),
-        &c.wait,
-        || {
-            c.cloud
-                .get_filesystem_access_policy(vol.space, vol.filesystem)
-        },
-    )
-    .map(|_| ())
+/// Once the policy is `active` (parked on the poller until then).
+fn settled(c: &Controller, vol: VolumeId, policy: FilesystemAccessPolicy) -> Step<()> {
+    c.poller
+        .filesystem_policy(vol.space, vol.filesystem, policy, |_| done(()))
 }
 
 /// The node id of a publish request: the node's Linode id. One that cannot
@@ -229,9 +229,9 @@ fn linode_id(node_id: &str) -> Result<u64, Error> {
 /// ControllerPublishVolume (node mode): allow the node's Linode on the
 /// filesystem. NotFound for unknown volumes or nodes; repeats are no-ops.
 pub fn publish(
-    c: &Controller,
+    c: &Arc<Controller>,
     req: csi::ControllerPublishVolumeRequest,
-) -> Result<csi::ControllerPublishVolumeResponse, Error> {
+) -> Step<csi::ControllerPublishVolumeResponse> {
     if req.volume_id.is_empty() {
         return Err(Error::InvalidArgument("volume ID is not set".into()));
     }
@@ -259,27 +259,31 @@ pub fn publish(
             Err(e) => log::warn!("ControllerPublishVolume: cannot check Linode {node}: {e}"),
             Ok(_) => {}
         }
-        c.acl.apply(c, vol, Change::Allow(node))?;
+        return c
+            .acl
+            .apply(c, vol, Change::Allow(node))
+            .then(|()| done(csi::ControllerPublishVolumeResponse::new()));
     }
-    Ok(csi::ControllerPublishVolumeResponse::new())
+    done(csi::ControllerPublishVolumeResponse::new())
 }
 
 /// ControllerUnpublishVolume (node mode): revoke the node's Linode. An
 /// empty node id, an unknown volume or a node not in the ACL is OK.
 pub fn unpublish(
-    c: &Controller,
+    c: &Arc<Controller>,
     req: csi::ControllerUnpublishVolumeRequest,
-) -> Result<csi::ControllerUnpublishVolumeResponse, Error> {
+) -> Step<csi::ControllerUnpublishVolumeResponse> {
     if req.volume_id.is_empty() {
         return Err(Error::InvalidArgument("volume ID is not set".into()));
     }
-    let done = csi::ControllerUnpublishVolumeResponse::new();
+    let answer = csi::ControllerUnpublishVolumeResponse::new;
     if req.node_id.is_empty() {
-        return Ok(done);
+        return done(answer());
     }
     let (Ok(vol), Ok(node)) = (VolumeId::parse(&req.volume_id), linode_id(&req.node_id)) else {
-        return Ok(done);
+        return done(answer());
     };
-    c.acl.apply(c, vol, Change::Revoke(node))?;
-    Ok(done)
+    c.acl
+        .apply(c, vol, Change::Revoke(node))
+        .then(move |()| done(answer()))
 }

@@ -9,6 +9,7 @@ use crate::linode::{naive_to_unix, Snapshot, Status};
 use crate::proto::csi;
 use crate::Error;
 use protobuf::well_known_types::timestamp::Timestamp;
+use std::sync::Arc;
 
 /// Not on its way out. DeleteSnapshot returns before the backend lets go of
 /// a snapshot, and CSI expects it gone from lists and free for reuse at once.
@@ -74,7 +75,7 @@ fn taken_elsewhere(
 /// CreateSnapshot. AlreadyExists when the name belongs to a snapshot of
 /// another volume; NotFound for an unknown source; a repeat returns the same snapshot.
 pub fn create(
-    c: &Controller,
+    c: &Arc<Controller>,
     req: csi::CreateSnapshotRequest,
 ) -> Result<csi::CreateSnapshotResponse, Error> {
     if req.name.is_empty() {
@@ -146,7 +147,7 @@ pub fn create(
 
 /// DeleteSnapshot. Unknown or malformed ids are OK; a locked snapshot is FailedPrecondition.
 pub fn delete(
-    c: &Controller,
+    c: &Arc<Controller>,
     req: csi::DeleteSnapshotRequest,
 ) -> Result<csi::DeleteSnapshotResponse, Error> {
     if req.snapshot_id.is_empty() {
@@ -168,7 +169,7 @@ pub fn delete(
 /// `starting_token` is Aborted. A snapshot without any usable time is left
 /// out (CSI requires one) rather than failing the whole list.
 pub fn list(
-    c: &Controller,
+    c: &Arc<Controller>,
     req: csi::ListSnapshotsRequest,
 ) -> Result<csi::ListSnapshotsResponse, Error> {
     if req.max_entries < 0 {

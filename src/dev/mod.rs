@@ -80,13 +80,14 @@ pub fn ensure_mount_privileges() -> Result<(), String> {
 struct DevResources {
     mounter: Arc<DevMounter>,
     state_dir: PathBuf,
-    _linode: FakeLinode,
+    linode: FakeLinode,
     _kube: FakeKube,
     _metadata: FakeMetadata,
 }
 
 impl Drop for DevResources {
     fn drop(&mut self) {
+        log::info!("dev: {}", api_cost(&self.linode));
         self.mounter.unmount_all();
         if self.state_dir.join(MARKER).exists() {
             if let Err(e) = std::fs::remove_dir_all(&self.state_dir) {
@@ -94,6 +95,25 @@ impl Drop for DevResources {
             }
         }
     }
+}
+
+/// What the session cost in Linode API calls, on one line: a real token's
+/// rate limits count exactly these.
+fn api_cost(linode: &FakeLinode) -> String {
+    let counts = linode.request_counts();
+    let total: u64 = counts.values().sum();
+    let each: Vec<String> = counts
+        .iter()
+        .map(|(call, n)| format!("{call} {n}"))
+        .collect();
+    format!(
+        "the fake Linode API served {total} requests: {}",
+        if each.is_empty() {
+            "none".to_string()
+        } else {
+            each.join(", ")
+        }
+    )
 }
 
 fn seed(activation_delay: Duration) -> Seed {
@@ -204,7 +224,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         resources: Box::new(DevResources {
             mounter,
             state_dir: state,
-            _linode: linode,
+            linode,
             _kube: kube,
             _metadata: metadata,
         }),

@@ -6,6 +6,7 @@
 //! helpers, an event hook and optional JSON persistence for `dev` mode.
 //! It must model the real service, never shape answers to what a test wants.
 
+use super::rate_limit::{Limiter, RateLimit};
 use super::{HttpRequest, HttpResponse, HttpServer};
 use crate::linode::types::{unix_to_naive, Filesystem, FilesystemAccessPolicy, Snapshot};
 use serde::{Deserialize, Serialize};
@@ -1178,6 +1179,10 @@ struct Shared {
     observer: Mutex<Option<Observer>>,
     gates: Arc<Gates>,
     next_gate: AtomicU64,
+    /// Requests per `METHOD endpoint-template`, never capped or dropped.
+    counts: Mutex<BTreeMap<String, u64>>,
+    limiter: Mutex<Option<Limiter>>,
+    throttled: AtomicU64,
 }
 
 /// The outcome of routing one request against the state.
@@ -1228,9 +1233,39 @@ impl Shared {
                 },
             ));
         }
-        let response = self.respond(&req, &path, authorized);
+        *lock(&self.counts)
+            .entry(format!(
+                "{} {}",
+                req.method,
+                crate::linode::endpoint_template(&path)
+            ))
+            .or_default() += 1;
+        let response = self.limited(&req, &path, authorized);
         if let Some((_, rec)) = lock(&self.log).iter_mut().find(|(s, _)| *s == seq) {
             rec.status = Some(response.status);
+        }
+        response
+    }
+
+    /// [`Shared::respond`] under the rate limits, when they are on.
+    fn limited(&self, req: &HttpRequest, path: &str, authorized: bool) -> HttpResponse {
+        let verdict = lock(&self.limiter)
+            .as_mut()
+            .map(|l| l.admit(is_collection(&req.method, path), now_ms()));
+        let Some(verdict) = verdict else {
+            return self.respond(req, path, authorized);
+        };
+        let mut response = match verdict.retry_after {
+            Some(secs) => {
+                self.throttled.fetch_add(1, Ordering::SeqCst);
+                ApiError::new(429, None, "Too many requests")
+                    .response()
+                    .with_header("Retry-After", &secs.to_string())
+            }
+            None => self.respond(req, path, authorized),
+        };
+        for (k, v) in verdict.headers {
+            response = response.with_header(&k, &v);
         }
         response
     }
@@ -1358,6 +1393,15 @@ impl Shared {
             }
         }
     }
+}
+
+/// A GET of a collection: Linode's paginated (scarce) request class.
+fn is_collection(method: &str, path: &str) -> bool {
+    method == "GET"
+        && matches!(
+            path.rsplit('/').next(),
+            Some("spaces" | "filesystems" | "snapshots" | "configs" | "interfaces" | "instances")
+        )
 }
 
 fn ids<S: AsRef<str>>(segments: &[S]) -> Option<Vec<u64>> {
@@ -2036,6 +2080,9 @@ impl FakeLinode {
             observer: Mutex::new(None),
             gates: Arc::new(Gates::default()),
             next_gate: AtomicU64::new(0),
+            counts: Mutex::default(),
+            limiter: Mutex::new(None),
+            throttled: AtomicU64::new(0),
         });
         let handler = Arc::clone(&shared);
         let http = HttpServer::start("fake-linode", Arc::new(move |r| handler.handle(r)))?;
@@ -2203,8 +2250,26 @@ impl FakeLinode {
             .count()
     }
 
+    /// Forgets the request log and the counters.
     pub fn clear_requests(&self) {
         lock(&self.shared.log).clear();
+        lock(&self.shared.counts).clear();
+    }
+
+    /// Requests served, by `METHOD endpoint-template` (ids replaced by
+    /// `{id}`), every one counted, however long the fake has run.
+    pub fn request_counts(&self) -> BTreeMap<String, u64> {
+        lock(&self.shared.counts).clone()
+    }
+
+    /// Turns rate limiting on (`Some`) or off; a new limit starts a window.
+    pub fn set_rate_limit(&self, limit: Option<RateLimit>) {
+        *lock(&self.shared.limiter) = limit.map(|l| Limiter::new(l, now_ms()));
+    }
+
+    /// Requests refused with 429 by the rate limits.
+    pub fn throttled(&self) -> u64 {
+        self.shared.throttled.load(Ordering::SeqCst)
     }
 
     fn decode<T: serde::de::DeserializeOwned>(value: Value) -> T {

@@ -9,6 +9,7 @@ pub mod http;
 pub mod kube;
 pub mod linode;
 pub mod metadata;
+pub mod rate_limit;
 
 pub use self::kube::{FakeKube, FakeNode};
 pub use self::linode::{
@@ -16,6 +17,7 @@ pub use self::linode::{
     RequestRecord, Seed, SnapshotTimes, SpaceSeed, VpcAttachment,
 };
 pub use self::metadata::FakeMetadata;
+pub use self::rate_limit::RateLimit;
 
 pub(crate) use self::http::percent_decode;
 pub use self::http::{Handler, HttpRequest, HttpResponse, HttpServer};

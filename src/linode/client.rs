@@ -1,9 +1,11 @@
 //! `LinodeCloud`: the `Cloud` trait spoken over HTTPS with one ureq agent —
-//! URL joining, auth headers, pagination, `X-Filter`, bounded retries and the
-//! decoding of error envelopes. It must never put the token anywhere but the
-//! `Authorization` header, and never retry a POST.
+//! URL joining, auth headers, pagination, `X-Filter`, bounded retries, rate
+//! limit pacing (see `pacer`) and the decoding of error envelopes. It must
+//! never put the token anywhere but the `Authorization` header, and never
+//! retry a POST.
 
 use super::error::Error;
+use super::pacer::{Observed, Pacer, RateLimitState, RequestClass};
 use super::types::{
     CloneFilesystem, Filesystem, FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, Instance,
     InstanceConfig, InstanceInterface, NewFilesystem, Page, Snapshot, Space, SpaceAccessPolicy,
@@ -17,8 +19,12 @@ use std::time::{Duration, Instant};
 
 /// Safety net against a server that reports an absurd `pages`.
 const MAX_PAGES: u32 = 10_000;
-/// The page size the driver uses for snapshot lists (the API maximum).
-const SNAPSHOT_PAGE_SIZE: u32 = 500;
+/// The page size of lists the driver reads whole (the API maximum): fewer
+/// of the scarce paginated requests.
+const FULL_PAGE_SIZE: u32 = 500;
+/// At most this many ids go into one `X-Filter`; more, and the whole list
+/// is cheaper than several filtered ones.
+const MAX_FILTER_IDS: usize = 100;
 /// Upper bound on the connect phase; the request timeout bounds the rest.
 const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -106,6 +112,9 @@ pub struct LinodeCloud {
     token: String,
     user_agent: String,
     retry: RetryPolicy,
+    pacer: Pacer,
+    /// Set once the API refused to filter filesystems by id.
+    no_id_filter: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for LinodeCloud {
@@ -141,6 +150,7 @@ struct Reply {
     status: u16,
     retry_after: Option<u64>,
     maintenance: bool,
+    budget: Observed,
     body: String,
 }
 
@@ -272,8 +282,15 @@ impl LinodeCloud {
             api_root,
             token: settings.token,
             user_agent: settings.user_agent,
+            pacer: Pacer::new(settings.retry.retry_after_cap),
             retry: settings.retry,
+            no_id_filter: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// The token's budget of `class` as the API last reported it.
+    pub fn rate_limit(&self, class: RequestClass) -> RateLimitState {
+        self.pacer.state(class)
     }
 
     fn url(&self, path: &str) -> String {
@@ -330,9 +347,17 @@ impl LinodeCloud {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
         };
-        let retry_after = header("Retry-After").and_then(|v| v.trim().parse().ok());
+        let number = |name: &str| header(name).and_then(|v| v.trim().parse::<u64>().ok());
+        let retry_after = number("Retry-After");
         let maintenance = header("X-Maintenance-Mode").is_some();
         let status = response.status().as_u16();
+        let budget = Observed {
+            status,
+            limit: number("X-RateLimit-Limit"),
+            remaining: number("X-RateLimit-Remaining"),
+            reset_epoch: number("X-RateLimit-Reset"),
+            retry_after,
+        };
         let body = response
             .body_mut()
             .read_to_string()
@@ -341,12 +366,15 @@ impl LinodeCloud {
             status,
             retry_after,
             maintenance,
+            budget,
             body,
         })
     }
 
     /// One logical call: retries idempotent methods on transient answers,
-    /// returns the success body or the decoded error.
+    /// returns the success body or the decoded error. Every attempt waits
+    /// for its turn at the pacer first, which is also what spaces retries
+    /// after a 429.
     fn call(
         &self,
         method: Method,
@@ -355,12 +383,19 @@ impl LinodeCloud {
         body: Option<&[u8]>,
     ) -> Result<String, Error> {
         let url = self.url(path);
+        let class = if method == Method::Get && path.contains("?page=") {
+            RequestClass::List
+        } else {
+            RequestClass::Other
+        };
         let mut attempt = 1;
         loop {
+            self.pacer.wait_turn(class);
             let started = Instant::now();
             let reply = self
                 .once(method, &url, filter, body)
                 .map_err(|e| self.scrub(e))?;
+            self.pacer.observe(class, &reply.budget);
             log::debug!(
                 "Linode {} {} -> {} in {:?}",
                 method.as_str(),
@@ -372,20 +407,21 @@ impl LinodeCloud {
                 return Ok(reply.body);
             }
             if method != Method::Post && reply.is_retryable() && attempt < self.retry.max_attempts {
-                let wait = match reply.retry_after {
-                    Some(secs) if reply.status == 429 => {
-                        Duration::from_secs(secs).min(self.retry.retry_after_cap)
-                    }
+                let wait = match reply.status {
+                    429 => Duration::ZERO,
                     _ => self.retry.backoff(attempt),
                 };
                 log::info!(
-                    "Linode {} {} answered {}; retry {}/{} in {:?}",
+                    "Linode {} {} answered {}; retry {}/{}{}",
                     method.as_str(),
                     path,
                     reply.status,
                     attempt,
                     self.retry.max_attempts - 1,
-                    wait
+                    match reply.status {
+                        429 => format!(" after its Retry-After ({:?} s)", reply.retry_after),
+                        _ => format!(" in {wait:?}"),
+                    }
                 );
                 std::thread::sleep(wait);
                 attempt += 1;
@@ -575,6 +611,41 @@ impl Cloud for LinodeCloud {
         )
     }
 
+    fn find_filesystems_by_ids(
+        &self,
+        space_id: u64,
+        ids: &[u64],
+    ) -> crate::Result<Vec<Filesystem>> {
+        use std::sync::atomic::Ordering;
+        let path = format!("nfs/spaces/{space_id}/filesystems");
+        let what = || format!("list filesystems {ids:?} of NFS space {space_id}");
+        if ids.len() <= MAX_FILTER_IDS && !self.no_id_filter.load(Ordering::Relaxed) {
+            let any: Vec<serde_json::Value> = ids
+                .iter()
+                .map(|id| serde_json::json!({ "id": id }))
+                .collect();
+            let filter = serde_json::json!({ "+or": any });
+            match self.list(&path, Some(FULL_PAGE_SIZE), Some(&filter)) {
+                Err(Error::Status {
+                    status: 400,
+                    reasons,
+                }) if reasons
+                    .iter()
+                    .any(|(f, _)| f.as_deref() == Some("X-Filter")) =>
+                {
+                    log::warn!(
+                        "the Linode API cannot filter filesystems by id ({}); polling lists whole spaces from now on",
+                        Error::Status { status: 400, reasons: reasons.clone() }
+                    );
+                    self.no_id_filter.store(true, Ordering::Relaxed);
+                }
+                other => return ctx(other, what),
+            }
+        }
+        let all: Result<Vec<Filesystem>, Error> = self.list(&path, Some(FULL_PAGE_SIZE), None);
+        ctx(all, what).map(|all| all.into_iter().filter(|fs| ids.contains(&fs.id)).collect())
+    }
+
     fn get_filesystem(&self, space_id: u64, fs_id: u64) -> crate::Result<Filesystem> {
         ctx(
             self.get(&format!("nfs/spaces/{space_id}/filesystems/{fs_id}")),
@@ -622,7 +693,7 @@ impl Cloud for LinodeCloud {
         ctx(
             self.list(
                 &format!("nfs/spaces/{space_id}/filesystems/{fs_id}/snapshots"),
-                Some(SNAPSHOT_PAGE_SIZE),
+                Some(FULL_PAGE_SIZE),
                 None,
             ),
             || format!("list snapshots of filesystem {space_id}/{fs_id}"),
@@ -765,6 +836,7 @@ mod tests {
             status,
             retry_after: None,
             maintenance,
+            budget: Observed::default(),
             body: body.into(),
         };
         assert!(reply(429, "", false).is_retryable());

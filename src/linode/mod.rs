@@ -1,15 +1,21 @@
 //! The Linode API boundary: the intent-named `Cloud` trait the controller
 //! codes against, its HTTP implementation `LinodeCloud`, the wire types, the
-//! error mapping and the wait-for-active helper. Nothing outside this module
+//! error mapping, the request pacer and the shared poller that watches
+//! everything the driver waits for. Nothing outside this module
 //! builds Linode URLs or reads Linode JSON; nothing inside it knows about CSI.
 
 pub mod client;
+pub mod endpoint;
 pub mod error;
+pub mod pacer;
+pub mod poller;
 pub mod types;
-pub mod wait;
 
 pub use client::{LinodeCloud, LinodeSettings, RetryPolicy};
+pub use endpoint::endpoint_template;
 pub use error::Error;
+pub use pacer::{RateLimitState, RequestClass};
+pub use poller::{PendingWaits, Poller, WaitPolicy};
 pub use types::{
     naive_to_unix, unix_to_naive, CloneFilesystem, ConfigInterface, Filesystem,
     FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, FilesystemStats, HasStatus, Instance,
@@ -17,7 +23,6 @@ pub use types::{
     LinodeAcl, MtlsMode, NewFilesystem, Readiness, Snapshot, SnapshotSource, Space,
     SpaceAccessPolicy, SquashPolicy, Status, VpcAcl, VpcAclSubnet,
 };
-pub use wait::{wait_until, wait_until_active, WaitPolicy};
 
 /// What the driver needs from Linode, named by intent. Every error is already
 /// a `crate::Error` with the HTTP → gRPC mapping applied and the operation in
@@ -43,6 +48,10 @@ pub trait Cloud: Send + Sync {
     ) -> crate::Result<Vec<Filesystem>>;
     /// POST, never retried: on an ambiguous failure, look it up by label.
     fn create_filesystem(&self, space_id: u64, fs: &NewFilesystem) -> crate::Result<Filesystem>;
+    /// The filesystems of a space among `ids`, in one list request when the
+    /// API can filter by id (a missing id is simply not in the answer).
+    fn find_filesystems_by_ids(&self, space_id: u64, ids: &[u64])
+        -> crate::Result<Vec<Filesystem>>;
     fn get_filesystem(&self, space_id: u64, fs_id: u64) -> crate::Result<Filesystem>;
     fn delete_filesystem(&self, space_id: u64, fs_id: u64) -> crate::Result<()>;
 

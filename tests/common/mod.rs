@@ -70,6 +70,30 @@ impl Drop for TempDir {
     }
 }
 
+/// Runs a flow to its end on this thread: parked parts resume here when
+/// their event fires (the driver's worker pool does this in production).
+pub fn block_on<T: Send + 'static>(
+    step: linode_nfs_csi::flow::Step<T>,
+) -> linode_nfs_csi::Result<T> {
+    use linode_nfs_csi::flow::Flow;
+    let (woken, rest) = std::sync::mpsc::channel();
+    let mut step = step;
+    loop {
+        match step? {
+            Flow::Ready(value) => return Ok(value),
+            Flow::Parked(parked) => {
+                let woken = woken.clone();
+                let _pending = parked.park(Box::new(move |thunk| {
+                    let _ = woken.send(thunk);
+                }));
+                let thunk: linode_nfs_csi::flow::Thunk<T> =
+                    rest.recv().expect("a parked flow resumes");
+                step = thunk();
+            }
+        }
+    }
+}
+
 /// Polls `cond` every few milliseconds until it holds or `limit` passes.
 pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;

@@ -1,0 +1,138 @@
+//! Storage Space lookups, cached for a short time (`SPACE_CACHE_TTL`): a
+//! Space by id or label and its access policy's mTLS mode. Every
+//! CreateVolume needs both, and a label lookup is one of Linode's scarce
+//! paginated requests, so a burst of creates should pay for them once. An
+//! entry is refreshed once it expires and dropped as soon as anything
+//! under its Space answers 404. Failures are never cached.
+
+use super::params::SpaceRef;
+use crate::linode::{Cloud, MtlsMode, Space};
+use crate::Error;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub struct Spaces {
+    cloud: Arc<dyn Cloud>,
+    ttl: Duration,
+    cache: Mutex<Cache>,
+}
+
+#[derive(Default)]
+struct Cache {
+    by_id: HashMap<u64, (Space, Instant)>,
+    by_label: HashMap<String, (u64, Instant)>,
+    mtls: HashMap<u64, (Option<MtlsMode>, Instant)>,
+}
+
+impl Spaces {
+    /// `ttl` zero caches nothing.
+    pub fn new(cloud: Arc<dyn Cloud>, ttl: Duration) -> Spaces {
+        Spaces {
+            cloud,
+            ttl,
+            cache: Mutex::default(),
+        }
+    }
+
+    fn cache(&self) -> MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn fresh(&self, at: Instant) -> bool {
+        at.elapsed() < self.ttl
+    }
+
+    /// The Space a StorageClass names: by id, or by a label exactly one
+    /// Space carries (none is NotFound, several FailedPrecondition).
+    pub fn resolve(&self, space: &SpaceRef) -> Result<Space, Error> {
+        let cached = {
+            let cache = self.cache();
+            let id = match space {
+                SpaceRef::Id(id) => Some(*id),
+                SpaceRef::Label(label) => cache
+                    .by_label
+                    .get(label)
+                    .filter(|(_, at)| self.fresh(*at))
+                    .map(|(id, _)| *id),
+            };
+            id.and_then(|id| cache.by_id.get(&id))
+                .filter(|(_, at)| self.fresh(*at))
+                .map(|(s, _)| s.clone())
+        };
+        if let Some(space) = cached {
+            return Ok(space);
+        }
+        let found = match space {
+            SpaceRef::Id(id) => self.cloud.get_space(*id)?,
+            SpaceRef::Label(label) => {
+                let mut found = self.cloud.find_spaces_by_label(label)?;
+                match found.len() {
+                    0 => {
+                        return Err(Error::NotFound(format!(
+                            "NFS space with label \"{label}\" was not found"
+                        )))
+                    }
+                    1 => found.remove(0),
+                    _ => {
+                        return Err(Error::FailedPrecondition(format!(
+                            "multiple NFS spaces match label \"{label}\""
+                        )))
+                    }
+                }
+            }
+        };
+        let now = Instant::now();
+        let mut cache = self.cache();
+        if let SpaceRef::Label(label) = space {
+            cache.by_label.insert(label.clone(), (found.id, now));
+        }
+        cache.by_id.insert(found.id, (found.clone(), now));
+        Ok(found)
+    }
+
+    /// The Space's mTLS mode, read only to tell the node how to mount; a
+    /// backend that shows no policy for the Space leaves it unknown.
+    pub fn mtls_mode(&self, space_id: u64) -> Result<Option<MtlsMode>, Error> {
+        let cached = self
+            .cache()
+            .mtls
+            .get(&space_id)
+            .filter(|(_, at)| self.fresh(*at))
+            .map(|(m, _)| m.clone());
+        if let Some(mode) = cached {
+            return Ok(mode);
+        }
+        let mode = match self.cloud.get_space_access_policy(space_id) {
+            Ok(policy) => policy.and_then(|p| p.mtls_mode),
+            Err(e) => {
+                if e.is_not_found() {
+                    self.forget(space_id);
+                }
+                return Err(e);
+            }
+        };
+        self.cache()
+            .mtls
+            .insert(space_id, (mode.clone(), Instant::now()));
+        Ok(mode)
+    }
+
+    /// Drops everything known about a Space that answered 404.
+    pub fn forget(&self, space_id: u64) {
+        let mut cache = self.cache();
+        cache.by_id.remove(&space_id);
+        cache.mtls.remove(&space_id);
+        cache.by_label.retain(|_, (id, _)| *id != space_id);
+    }
+
+    /// `result` of a call under `space_id`, forgetting the Space on a 404.
+    pub fn checked<T>(&self, space_id: u64, result: Result<T, Error>) -> Result<T, Error> {
+        if let Err(e) = &result {
+            if e.is_not_found() {
+                self.forget(space_id);
+            }
+        }
+        result
+    }
+}

@@ -1,0 +1,262 @@
+//! Keeps the client inside the token's rate limits. Linode limits each token
+//! per request class (paginated GETs far below the rest) and reports the
+//! budget in `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+//! `X-RateLimit-Reset`, answering 429 with `Retry-After` past it. The pacer
+//! reads those headers from every answer and holds the next request of the
+//! class back: until `Retry-After` has passed after a 429 (for every thread,
+//! so one throttle slows every caller, the poller included), and, once the
+//! remaining budget runs low, spaced so that it lasts until the window
+//! resets instead of running out. It only sleeps the calling thread; it
+//! never sends anything itself.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The assumed window when an answer names no reset time: Linode's limits
+/// are per minute.
+const WINDOW: Duration = Duration::from_secs(60);
+/// A 429 without `Retry-After` holds the class back this long.
+const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(3);
+
+/// Linode's request classes, limited separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestClass {
+    /// GETs of a collection (paginated): the scarce class.
+    List,
+    Other,
+}
+
+/// The budget of one class as last seen, for operators.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RateLimitState {
+    pub limit: Option<u64>,
+    pub remaining: Option<u64>,
+    /// 429 answers seen so far.
+    pub throttled: u64,
+}
+
+/// What one answer said about the budget.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Observed {
+    pub status: u16,
+    pub limit: Option<u64>,
+    pub remaining: Option<u64>,
+    /// `X-RateLimit-Reset`: seconds since the epoch.
+    pub reset_epoch: Option<u64>,
+    /// `Retry-After`: seconds.
+    pub retry_after: Option<u64>,
+}
+
+#[derive(Default)]
+struct Budget {
+    seen: RateLimitState,
+    reset: Option<Instant>,
+    blocked_until: Option<Instant>,
+    next_slot: Option<Instant>,
+}
+
+pub struct Pacer {
+    budgets: Mutex<[Budget; 2]>,
+    retry_after_cap: Duration,
+}
+
+fn index(class: RequestClass) -> usize {
+    match class {
+        RequestClass::List => 0,
+        RequestClass::Other => 1,
+    }
+}
+
+impl Pacer {
+    /// `retry_after_cap` bounds how long a server's `Retry-After` is honoured.
+    pub fn new(retry_after_cap: Duration) -> Pacer {
+        Pacer {
+            budgets: Mutex::new([Budget::default(), Budget::default()]),
+            retry_after_cap,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, [Budget; 2]> {
+        self.budgets.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Blocks until a request of `class` may be sent, and counts it as sent.
+    pub fn wait_turn(&self, class: RequestClass) {
+        let now = Instant::now();
+        let at = self.lock()[index(class)].turn(now);
+        if at > now {
+            let wait = at - now;
+            log::debug!("Linode rate limit: holding a {class:?} request for {wait:?}");
+            std::thread::sleep(wait);
+        }
+    }
+
+    /// Takes in what an answer to a request of `class` said.
+    pub fn observe(&self, class: RequestClass, seen: &Observed) {
+        let now = Instant::now();
+        let mut budgets = self.lock();
+        let budget = &mut budgets[index(class)];
+        if seen.limit.is_some() {
+            budget.seen.limit = seen.limit;
+        }
+        if seen.remaining.is_some() {
+            budget.seen.remaining = seen.remaining;
+        }
+        if let Some(epoch) = seen.reset_epoch {
+            let now_epoch = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            budget.reset = Some(now + Duration::from_secs(epoch.saturating_sub(now_epoch)));
+        }
+        if seen.status == 429 {
+            budget.seen.throttled += 1;
+            let hold = seen
+                .retry_after
+                .map_or(DEFAULT_RETRY_AFTER, Duration::from_secs)
+                .min(self.retry_after_cap);
+            let until = now + hold;
+            budget.blocked_until = Some(budget.blocked_until.map_or(until, |b| b.max(until)));
+        }
+    }
+
+    /// The budget of `class` as last seen.
+    pub fn state(&self, class: RequestClass) -> RateLimitState {
+        self.lock()[index(class)].seen
+    }
+}
+
+impl Budget {
+    /// When the next request may go, reserving that turn.
+    fn turn(&mut self, now: Instant) -> Instant {
+        let mut at = self.blocked_until.filter(|b| *b > now).unwrap_or(now);
+        if let (Some(limit), Some(remaining)) = (self.seen.limit, self.seen.remaining) {
+            // The last tenth of the budget is spread over the rest of the
+            // window, so the class slows down before it is refused.
+            if remaining <= (limit / 10).max(1) {
+                let spacing = match self.reset.filter(|r| *r > now) {
+                    Some(reset) => (reset - now) / (remaining as u32 + 1),
+                    None => WINDOW / (limit.max(1) as u32),
+                };
+                at = at.max(self.next_slot.unwrap_or(at));
+                self.next_slot = Some(at + spacing);
+            }
+            self.seen.remaining = Some(remaining.saturating_sub(1));
+        }
+        at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(limit: u64, remaining: u64) -> Budget {
+        Budget {
+            seen: RateLimitState {
+                limit: Some(limit),
+                remaining: Some(remaining),
+                throttled: 0,
+            },
+            ..Budget::default()
+        }
+    }
+
+    #[test]
+    fn a_full_budget_sends_at_once() {
+        let now = Instant::now();
+        let mut b = budget(200, 150);
+        for _ in 0..10 {
+            assert_eq!(b.turn(now), now);
+        }
+        assert_eq!(b.seen.remaining, Some(140));
+    }
+
+    #[test]
+    fn the_last_tenth_is_spread_over_the_window() {
+        let now = Instant::now();
+        let mut b = budget(200, 20);
+        let first = b.turn(now);
+        let second = b.turn(now);
+        let third = b.turn(now);
+        assert_eq!(first, now);
+        // No reset time known: the sustained rate of 200 a minute.
+        assert_eq!(second - first, Duration::from_millis(300));
+        assert_eq!(third - second, Duration::from_millis(300));
+    }
+
+    #[test]
+    fn a_known_reset_spreads_what_is_left_until_then() {
+        let now = Instant::now();
+        let mut b = budget(100, 3);
+        b.reset = Some(now + Duration::from_secs(8));
+        let first = b.turn(now);
+        let second = b.turn(now);
+        assert_eq!(first, now);
+        assert_eq!(second - first, Duration::from_secs(2));
+        let mut empty = budget(100, 0);
+        empty.reset = Some(now + Duration::from_secs(5));
+        let a = empty.turn(now);
+        let b2 = empty.turn(now);
+        assert_eq!(
+            b2 - a,
+            Duration::from_secs(5),
+            "nothing left: wait for the reset"
+        );
+    }
+
+    #[test]
+    fn a_429_holds_every_request_of_the_class_back() {
+        let pacer = Pacer::new(Duration::from_secs(30));
+        pacer.observe(
+            RequestClass::List,
+            &Observed {
+                status: 429,
+                retry_after: Some(7),
+                ..Observed::default()
+            },
+        );
+        let now = Instant::now();
+        let at = pacer.lock()[index(RequestClass::List)].turn(now);
+        assert!(at >= now + Duration::from_secs(6), "{:?}", at - now);
+        assert_eq!(pacer.lock()[index(RequestClass::Other)].turn(now), now);
+        assert_eq!(pacer.state(RequestClass::List).throttled, 1);
+    }
+
+    #[test]
+    fn retry_after_is_capped() {
+        let pacer = Pacer::new(Duration::from_secs(2));
+        pacer.observe(
+            RequestClass::Other,
+            &Observed {
+                status: 429,
+                retry_after: Some(3600),
+                ..Observed::default()
+            },
+        );
+        let now = Instant::now();
+        let at = pacer.lock()[index(RequestClass::Other)].turn(now);
+        assert!(at <= now + Duration::from_secs(2));
+    }
+
+    #[test]
+    fn headers_update_what_is_reported() {
+        let pacer = Pacer::new(Duration::from_secs(30));
+        pacer.observe(
+            RequestClass::List,
+            &Observed {
+                status: 200,
+                limit: Some(200),
+                remaining: Some(42),
+                ..Observed::default()
+            },
+        );
+        assert_eq!(
+            pacer.state(RequestClass::List),
+            RateLimitState {
+                limit: Some(200),
+                remaining: Some(42),
+                throttled: 0
+            }
+        );
+    }
+}

@@ -1,0 +1,507 @@
+//! One thread that watches every Linode object the driver waits for, so a
+//! wait holds no RPC worker and costs no request of its own. Per tick it
+//! refreshes all pending filesystems of one Space with one request (a list
+//! filtered to their ids; a plain GET when only one is pending), all pending
+//! snapshots of one filesystem likewise, and each pending access policy
+//! once however many wait for it. Each watch backs off on its own (fast
+//! first polls, growing to a cap); a refresh answers every watch of its
+//! group. Transient failures (429, 5xx, timeouts) keep the watches waiting:
+//! the client's pacer slows every request after a 429, this thread's polls
+//! included. It knows nothing about CSI, and never runs a waiter's work:
+//! firing a watch only hands the rest to the waiter's driver.
+
+use super::types::{Filesystem, FilesystemAccessPolicy, Readiness, Snapshot, Status};
+use super::Cloud;
+use crate::flow::{self, Slot, Step};
+use crate::Error;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Bounds of every wait. `timeout` is `LINODE_WAIT_TIMEOUT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPolicy {
+    pub timeout: Duration,
+    pub initial_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl WaitPolicy {
+    /// `timeout` with the production backoff: 250 ms growing ×1.5 to 4 s.
+    /// ×1.5 rather than ×2: overshooting a readiness by a whole doubled
+    /// interval is the dominant cost of a fresh CreateVolume.
+    pub fn new(timeout: Duration) -> WaitPolicy {
+        WaitPolicy {
+            timeout,
+            initial_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(4),
+        }
+    }
+}
+
+impl Default for WaitPolicy {
+    /// The behaviour.md default of 5 minutes.
+    fn default() -> WaitPolicy {
+        WaitPolicy::new(Duration::from_secs(300))
+    }
+}
+
+/// The shared poller; cheap to clone.
+#[derive(Clone)]
+pub struct Poller {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    cloud: Arc<dyn Cloud>,
+    policy: WaitPolicy,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    filesystems: Vec<Watch<Filesystem>>,
+    snapshots: Vec<Watch<Snapshot>>,
+    policies: Vec<Watch<FilesystemAccessPolicy>>,
+}
+
+/// How many waits of each kind are pending.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PendingWaits {
+    pub filesystems: usize,
+    pub snapshots: usize,
+    pub policies: usize,
+}
+
+/// `(space, filesystem, snapshot)`; unused parts are 0.
+type Key = (u64, u64, u64);
+
+struct Watch<T> {
+    key: Key,
+    what: String,
+    since: Instant,
+    delay: Duration,
+    due: Instant,
+    slot: Arc<Slot<crate::Result<T>>>,
+}
+
+/// What the poller can watch: how its watches are grouped, and how one
+/// group is refreshed in as few requests as the API allows.
+trait Target: Clone + Send + 'static {
+    /// Keys sharing a group are refreshed together.
+    fn group(key: Key) -> Key;
+    fn status(&self) -> &Status;
+    fn watches(state: &mut State) -> &mut Vec<Watch<Self>>;
+    /// The objects of `keys` (all in `group`) that exist.
+    fn fetch(cloud: &dyn Cloud, group: Key, keys: &[Key]) -> crate::Result<BTreeMap<Key, Self>>;
+}
+
+impl Target for Filesystem {
+    fn group((space, _, _): Key) -> Key {
+        (space, 0, 0)
+    }
+
+    fn status(&self) -> &Status {
+        &self.status
+    }
+
+    fn watches(state: &mut State) -> &mut Vec<Watch<Self>> {
+        &mut state.filesystems
+    }
+
+    fn fetch(
+        cloud: &dyn Cloud,
+        (space, _, _): Key,
+        keys: &[Key],
+    ) -> crate::Result<BTreeMap<Key, Self>> {
+        let ids: Vec<u64> = keys.iter().map(|k| k.1).collect();
+        let mut found = BTreeMap::new();
+        if let [id] = ids[..] {
+            // A lone object costs a plain GET, not one of the scarce
+            // paginated requests.
+            match cloud.get_filesystem(space, id) {
+                Ok(fs) => {
+                    found.insert((space, id, 0), fs);
+                }
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+            return Ok(found);
+        }
+        for fs in cloud.find_filesystems_by_ids(space, &ids)? {
+            found.insert((space, fs.id, 0), fs);
+        }
+        // A list may lag behind a create: only a GET says an object is gone.
+        let unlisted: Vec<Key> = keys
+            .iter()
+            .filter(|k| !found.contains_key(k))
+            .copied()
+            .collect();
+        for key in unlisted {
+            match cloud.get_filesystem(space, key.1) {
+                Ok(fs) => {
+                    found.insert(key, fs);
+                }
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl Target for Snapshot {
+    fn group((space, fs, _): Key) -> Key {
+        (space, fs, 0)
+    }
+
+    fn status(&self) -> &Status {
+        &self.status
+    }
+
+    fn watches(state: &mut State) -> &mut Vec<Watch<Self>> {
+        &mut state.snapshots
+    }
+
+    fn fetch(
+        cloud: &dyn Cloud,
+        (space, fs, _): Key,
+        keys: &[Key],
+    ) -> crate::Result<BTreeMap<Key, Self>> {
+        let mut found = BTreeMap::new();
+        if let [key] = keys {
+            match cloud.get_snapshot(space, fs, key.2) {
+                Ok(s) => {
+                    found.insert(*key, s);
+                }
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+            return Ok(found);
+        }
+        let wanted: BTreeSet<&Key> = keys.iter().collect();
+        match cloud.list_snapshots(space, fs) {
+            Ok(all) => {
+                for s in all {
+                    let key = (space, fs, s.id);
+                    if wanted.contains(&key) {
+                        found.insert(key, s);
+                    }
+                }
+            }
+            Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(found)
+    }
+}
+
+impl Target for FilesystemAccessPolicy {
+    fn group(key: Key) -> Key {
+        key
+    }
+
+    fn status(&self) -> &Status {
+        &self.status
+    }
+
+    fn watches(state: &mut State) -> &mut Vec<Watch<Self>> {
+        &mut state.policies
+    }
+
+    fn fetch(
+        cloud: &dyn Cloud,
+        (space, fs, _): Key,
+        _: &[Key],
+    ) -> crate::Result<BTreeMap<Key, Self>> {
+        let mut found = BTreeMap::new();
+        match cloud.get_filesystem_access_policy(space, fs) {
+            Ok(p) => {
+                found.insert((space, fs, 0), p);
+            }
+            Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(found)
+    }
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Poller {
+    /// Starts the poller's thread; it ends once the last clone is dropped
+    /// and the waits it still had are over.
+    pub fn new(cloud: Arc<dyn Cloud>, policy: WaitPolicy) -> Poller {
+        let shared = Arc::new(Shared {
+            cloud,
+            policy,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        });
+        let polled = Arc::downgrade(&shared);
+        std::thread::Builder::new()
+            .name("linode-poller".into())
+            .spawn(move || run(polled))
+            .expect("spawn Linode poller thread");
+        Poller { shared }
+    }
+
+    /// Continues with `then` once `fs` is active: at once when it already
+    /// is, after waiting (parked, no thread held) when it is on its way.
+    pub fn filesystem<T: Send + 'static>(
+        &self,
+        fs: Filesystem,
+        then: impl FnOnce(Filesystem) -> Step<T> + Send + 'static,
+    ) -> Step<T> {
+        let key = (fs.space_id, fs.id, 0);
+        let what = format!("NFS filesystem {}", fs.id);
+        self.watch(key, what, fs, then)
+    }
+
+    /// Continues with `then` once `snap` is active.
+    pub fn snapshot<T: Send + 'static>(
+        &self,
+        snap: Snapshot,
+        then: impl FnOnce(Snapshot) -> Step<T> + Send + 'static,
+    ) -> Step<T> {
+        let key = (snap.space_id, snap.filesystem_id, snap.id);
+        let what = format!(
+            "NFS snapshot {}/{}/{}",
+            snap.space_id, snap.filesystem_id, snap.id
+        );
+        self.watch(key, what, snap, then)
+    }
+
+    /// Continues with `then` once the access policy of filesystem
+    /// `space/fs` (whose latest state is `policy`) has settled.
+    pub fn filesystem_policy<T: Send + 'static>(
+        &self,
+        space: u64,
+        fs: u64,
+        policy: FilesystemAccessPolicy,
+        then: impl FnOnce(FilesystemAccessPolicy) -> Step<T> + Send + 'static,
+    ) -> Step<T> {
+        let what = format!("NFS filesystem {fs} access policy");
+        self.watch((space, fs, 0), what, policy, then)
+    }
+
+    /// Waits pending right now, by kind.
+    pub fn pending(&self) -> PendingWaits {
+        let mut state = lock(&self.shared.state);
+        state.prune();
+        PendingWaits {
+            filesystems: state.filesystems.len(),
+            snapshots: state.snapshots.len(),
+            policies: state.policies.len(),
+        }
+    }
+
+    fn watch<V: Target, T: Send + 'static>(
+        &self,
+        key: Key,
+        what: String,
+        current: V,
+        then: impl FnOnce(V) -> Step<T> + Send + 'static,
+    ) -> Step<T> {
+        match current.status().readiness() {
+            Readiness::Ready => then(current),
+            Readiness::Failed(status) => Err(terminal(&what, &status)),
+            Readiness::Pending => {
+                let shared = self.shared.clone();
+                flow::park(
+                    move |slot| {
+                        let now = Instant::now();
+                        let delay = shared.policy.initial_delay;
+                        V::watches(&mut lock(&shared.state)).push(Watch {
+                            key,
+                            what,
+                            since: now,
+                            delay,
+                            due: now + delay,
+                            slot,
+                        });
+                        shared.changed.notify_one();
+                    },
+                    move |seen: crate::Result<V>| then(seen?),
+                )
+            }
+        }
+    }
+}
+
+fn terminal(what: &str, status: &str) -> Error {
+    Error::FailedPrecondition(format!(
+        "{what} is in status {status:?} and will not become active"
+    ))
+}
+
+/// The groups to refresh this tick, with the keys each had when taken.
+#[derive(Default)]
+struct Due {
+    filesystems: BTreeMap<Key, Vec<Key>>,
+    snapshots: BTreeMap<Key, Vec<Key>>,
+    policies: BTreeMap<Key, Vec<Key>>,
+}
+
+impl Due {
+    fn is_empty(&self) -> bool {
+        self.filesystems.is_empty() && self.snapshots.is_empty() && self.policies.is_empty()
+    }
+}
+
+impl State {
+    /// Forgets watches whose waiter left or was answered.
+    fn prune(&mut self) {
+        self.filesystems.retain(|w| w.slot.is_waiting());
+        self.snapshots.retain(|w| w.slot.is_waiting());
+        self.policies.retain(|w| w.slot.is_waiting());
+    }
+
+    fn is_empty(&self) -> bool {
+        self.filesystems.is_empty() && self.snapshots.is_empty() && self.policies.is_empty()
+    }
+}
+
+fn expire<V: Target>(watches: &mut Vec<Watch<V>>, now: Instant, timeout: Duration) {
+    watches.retain(|w| {
+        if now.duration_since(w.since) < timeout {
+            return true;
+        }
+        w.slot.fire(Err(Error::DeadlineExceeded(format!(
+            "{} did not become active within {timeout:?}",
+            w.what
+        ))));
+        false
+    });
+}
+
+/// Every group with a due watch, with all of the group's keys.
+fn due<V: Target>(watches: &[Watch<V>], now: Instant) -> BTreeMap<Key, Vec<Key>> {
+    let groups: BTreeSet<Key> = watches
+        .iter()
+        .filter(|w| w.due <= now)
+        .map(|w| V::group(w.key))
+        .collect();
+    let mut out: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
+    for w in watches.iter().filter(|w| groups.contains(&V::group(w.key))) {
+        let keys = out.entry(V::group(w.key)).or_default();
+        if !keys.contains(&w.key) {
+            keys.push(w.key);
+        }
+    }
+    out
+}
+
+fn next_wake<V: Target>(watches: &[Watch<V>], timeout: Duration) -> Option<Instant> {
+    watches.iter().map(|w| w.due.min(w.since + timeout)).min()
+}
+
+type Fetched<V> = Vec<(Key, Vec<Key>, crate::Result<BTreeMap<Key, V>>)>;
+
+fn fetch_all<V: Target>(cloud: &dyn Cloud, groups: BTreeMap<Key, Vec<Key>>) -> Fetched<V> {
+    groups
+        .into_iter()
+        .map(|(group, keys)| {
+            let result = V::fetch(cloud, group, &keys);
+            (group, keys, result)
+        })
+        .collect()
+}
+
+/// Hands each refreshed watch its object, or backs it off.
+fn settle<V: Target>(watches: &mut Vec<Watch<V>>, fetched: Fetched<V>, policy: &WaitPolicy) {
+    let now = Instant::now();
+    for (_, keys, result) in fetched {
+        if let Err(e) = &result {
+            if matches!(e, Error::Unavailable(_)) {
+                log::info!("polling Linode: {e}; the waits go on");
+            }
+        }
+        watches.retain_mut(|w| {
+            if !keys.contains(&w.key) {
+                return true;
+            }
+            let outcome = match &result {
+                Ok(found) => match found.get(&w.key) {
+                    None => Some(Err(Error::NotFound(format!("{} no longer exists", w.what)))),
+                    Some(v) => match v.status().readiness() {
+                        Readiness::Ready => Some(Ok(v.clone())),
+                        Readiness::Failed(status) => Some(Err(terminal(&w.what, &status))),
+                        Readiness::Pending => None,
+                    },
+                },
+                Err(Error::Unavailable(_)) => None,
+                Err(e) => Some(Err(e.clone())),
+            };
+            match outcome {
+                Some(outcome) => {
+                    w.slot.fire(outcome);
+                    false
+                }
+                None => {
+                    w.delay = (w.delay * 3 / 2).min(policy.max_delay);
+                    w.due = now + w.delay;
+                    true
+                }
+            }
+        });
+    }
+}
+
+fn run(weak: std::sync::Weak<Shared>) {
+    loop {
+        let Some(shared) = weak.upgrade() else {
+            return;
+        };
+        let timeout = shared.policy.timeout;
+        let due = {
+            let mut state = lock(&shared.state);
+            loop {
+                state.prune();
+                let now = Instant::now();
+                expire(&mut state.filesystems, now, timeout);
+                expire(&mut state.snapshots, now, timeout);
+                expire(&mut state.policies, now, timeout);
+                let due = Due {
+                    filesystems: due(&state.filesystems, now),
+                    snapshots: due(&state.snapshots, now),
+                    policies: due(&state.policies, now),
+                };
+                if !due.is_empty() {
+                    break due;
+                }
+                let next = [
+                    next_wake(&state.filesystems, timeout),
+                    next_wake(&state.snapshots, timeout),
+                    next_wake(&state.policies, timeout),
+                ]
+                .into_iter()
+                .flatten()
+                .min();
+                // Idle, it still wakes now and then to notice it was dropped.
+                let wait = next.map_or(Duration::from_secs(1), |at| {
+                    at.saturating_duration_since(now)
+                });
+                state = shared
+                    .changed
+                    .wait_timeout(state, wait)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                if state.is_empty() && Arc::strong_count(&shared) == 1 {
+                    return;
+                }
+            }
+        };
+        let cloud = shared.cloud.as_ref();
+        let filesystems = fetch_all::<Filesystem>(cloud, due.filesystems);
+        let snapshots = fetch_all::<Snapshot>(cloud, due.snapshots);
+        let policies = fetch_all::<FilesystemAccessPolicy>(cloud, due.policies);
+        let mut state = lock(&shared.state);
+        settle(&mut state.filesystems, filesystems, &shared.policy);
+        settle(&mut state.snapshots, snapshots, &shared.policy);
+        settle(&mut state.policies, policies, &shared.policy);
+    }
+}
