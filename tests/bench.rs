@@ -7,7 +7,7 @@ mod common;
 mod node_support;
 
 use common::{wait_for, Driver};
-use linode_nfs_csi::fake::{FakeKube, FakeLinode, FakeNode, Seed, SpaceSeed};
+use linode_nfs_csi::fake::{FakeKube, FakeLinode, FakeNode, InstanceSeed, Seed, SpaceSeed};
 use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
 use node_support::{capability, pairs, NfsNode};
@@ -30,6 +30,35 @@ fn rss_kib(pid: u32) -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap()
+}
+
+/// Idle RSS of a role with `workers` pool threads.
+fn idle_rss(role: &str, workers: &str) -> u64 {
+    let mut rss = Vec::new();
+    for _ in 0..5 {
+        let mut d = Driver::role(role)
+            .env("RUST_LOG", "info")
+            .env("WORKER_THREADS", workers)
+            .spawn();
+        d.wait_ready();
+        std::thread::sleep(Duration::from_millis(300));
+        rss.push(rss_kib(d.pid()));
+    }
+    rss.sort();
+    rss[rss.len() / 2]
+}
+
+#[test]
+#[ignore = "benchmark: bash .ci/bench"]
+fn bench_idle_memory_by_role_and_pool_size() {
+    for role in ["controller", "node"] {
+        for workers in ["4", "8", "16"] {
+            println!(
+                "BENCH {role} role idle RSS with WORKER_THREADS={workers}: median {} KiB",
+                idle_rss(role, workers)
+            );
+        }
+    }
 }
 
 #[test]
@@ -68,27 +97,38 @@ fn bench_binary_startup_and_idle_memory() {
 }
 
 /// A controller binary against fresh fakes; returns (linode, kube, driver).
-fn controller(activation: Duration, workers: usize) -> (FakeLinode, FakeKube, Driver) {
+fn controller(activation: Duration, envs: &[(&str, &str)]) -> (FakeLinode, FakeKube, Driver) {
     let seed = Seed {
         regions: vec!["us-ord".into()],
         activation_delay_ms: activation.as_millis() as u64,
         ..Seed::default()
     }
     .with_space(SpaceSeed::new(7, "bench"));
+    let seed = (1001..=1010).fold(seed, |s, id| {
+        s.with_instance(InstanceSeed {
+            id,
+            label: format!("node-{id}"),
+            region: "us-ord".into(),
+            interface_generation: None,
+            ipv6: None,
+            vpcs: vec![],
+        })
+    });
     let linode = FakeLinode::start(seed).unwrap();
     let kube = FakeKube::start("kube-token").unwrap();
     kube.add_node(FakeNode::new("n1").label("topology.kubernetes.io/region", "us-ord"));
-    let b = Driver::builder();
+    let mut b = Driver::builder();
     let kubeconfig = common::write_kubeconfig(b.dir(), &kube.url(), "kube-token");
-    let driver = b
+    b = b
         .env("DRIVER_ROLE", "controller")
         .env("RUST_LOG", "warn")
         .env("LINODE_URL", linode.url())
         .env("LINODE_TOKEN", linode.token())
-        .env("KUBECONFIG", kubeconfig.display().to_string())
-        .env("WORKER_THREADS", workers.to_string())
-        .start();
-    (linode, kube, driver)
+        .env("KUBECONFIG", kubeconfig.display().to_string());
+    for (k, v) in envs {
+        b = b.env(k, *v);
+    }
+    (linode, kube, b.start())
 }
 
 fn create_request(name: &str) -> csi::CreateVolumeRequest {
@@ -102,31 +142,58 @@ fn create_request(name: &str) -> csi::CreateVolumeRequest {
     req
 }
 
+fn total(linode: &FakeLinode) -> u64 {
+    linode.request_counts().values().sum()
+}
+
 #[test]
 #[ignore = "benchmark: bash .ci/bench"]
 fn bench_create_volume_requests_and_concurrency() {
-    let (linode, _kube, driver) = controller(Duration::ZERO, 16);
+    let (linode, _kube, driver) = controller(Duration::ZERO, &[]);
     let client = driver.controller();
-    client.create_volume(&create_request("pvc-warmup")).unwrap();
+    client.create_volume(&create_request("pvc-cold")).unwrap();
+    println!(
+        "BENCH Linode requests of the first CreateVolume (space by id, cold caches): {}",
+        total(&linode)
+    );
     linode.clear_requests();
     client
         .create_volume(&create_request("pvc-counted"))
         .unwrap();
-    let requests = linode.requests();
     println!(
-        "BENCH Linode requests per fresh CreateVolume (space by id, warm region cache): {}",
-        requests.len()
+        "BENCH Linode requests per fresh CreateVolume (warm caches): {}",
+        total(&linode)
     );
-    for r in &requests {
-        println!("BENCH   {} {}", r.method, r.path);
+    for (call, n) in linode.request_counts() {
+        println!("BENCH   {call}: {n}");
     }
 
-    for workers in [16, 64] {
-        let (_linode, _kube, driver) = controller(Duration::from_secs(2), workers);
+    for workers in ["4", "16"] {
+        let (linode, _kube, driver) =
+            controller(Duration::from_secs(2), &[("WORKER_THREADS", workers)]);
         let client = driver.controller();
+        client.create_volume(&create_request("pvc-warm")).unwrap();
         let one = Instant::now();
         client.create_volume(&create_request("pvc-single")).unwrap();
         let one = one.elapsed();
+        linode.clear_requests();
+
+        // Probe on the same channel as the creates, every 5 ms meanwhile.
+        let identity = linode_nfs_csi::proto::csi_grpc::IdentityClient::new(driver.channel());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let prober = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut probes = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let t = Instant::now();
+                    identity.probe(&csi::ProbeRequest::new()).unwrap();
+                    probes.push(t.elapsed());
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                probes
+            })
+        };
         let started = Instant::now();
         let calls: Vec<_> = (0..50)
             .map(|i| {
@@ -138,12 +205,83 @@ fn bench_create_volume_requests_and_concurrency() {
         for call in calls {
             futures_executor::block_on(call).unwrap();
         }
+        let many = started.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut probes = prober.join().unwrap();
+        probes.sort();
         println!(
-            "BENCH 50 concurrent CreateVolume, backend active after 2 s, WORKER_THREADS={workers}: {:.2} s (one call: {:.2} s)",
-            started.elapsed().as_secs_f64(),
-            one.as_secs_f64()
+            "BENCH 50 concurrent fresh CreateVolume, activation 2 s, WORKER_THREADS={workers}: {:.2} s = {:.2}x one create ({:.2} s); {} Linode requests for the 50; Probe p50 {:.2} ms p99 {:.2} ms max {:.2} ms over {} probes",
+            many.as_secs_f64(),
+            many.as_secs_f64() / one.as_secs_f64(),
+            one.as_secs_f64(),
+            total(&linode),
+            ms(percentile(&probes, 0.5)),
+            ms(percentile(&probes, 0.99)),
+            ms(*probes.last().unwrap()),
+            probes.len()
         );
+        for (call, n) in linode.request_counts() {
+            println!("BENCH   {call}: {n}");
+        }
     }
+
+    // 200 creates waiting at once on two workers.
+    let (linode, _kube, driver) = controller(Duration::from_secs(3), &[("WORKER_THREADS", "2")]);
+    let client = driver.controller();
+    client.create_volume(&create_request("pvc-warm")).unwrap();
+    linode.clear_requests();
+    let started = Instant::now();
+    let calls: Vec<_> = (0..200)
+        .map(|i| {
+            client
+                .create_volume_async(&create_request(&format!("pvc-wave-{i}")))
+                .unwrap()
+        })
+        .collect();
+    wait_for("200 filesystems posted", Duration::from_secs(60), || {
+        linode.filesystems().len() == 201
+    });
+    let all_posted = started.elapsed();
+    for call in calls {
+        futures_executor::block_on(call).unwrap();
+    }
+    println!(
+        "BENCH 200 concurrent fresh CreateVolume, activation 3 s, WORKER_THREADS=2: all posted (waiting together) after {:.2} s, all done after {:.2} s; {} Linode requests",
+        all_posted.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        total(&linode)
+    );
+
+    // Node mode: one volume published to 10 nodes at once.
+    let (linode, _kube, driver) = controller(
+        Duration::from_millis(300),
+        &[("NFS_ACCESS_POLICY_MODE", "node"), ("WORKER_THREADS", "4")],
+    );
+    let client = driver.controller();
+    let volume = client
+        .create_volume(&create_request("pvc-rwx"))
+        .unwrap()
+        .volume
+        .unwrap()
+        .volume_id;
+    linode.clear_requests();
+    let calls: Vec<_> = (1001..=1010)
+        .map(|node: u64| {
+            let mut r = csi::ControllerPublishVolumeRequest::new();
+            r.volume_id = volume.clone();
+            r.node_id = node.to_string();
+            r.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+            client.controller_publish_volume_async(&r).unwrap()
+        })
+        .collect();
+    for call in calls {
+        futures_executor::block_on(call).unwrap();
+    }
+    println!(
+        "BENCH node mode, 10 concurrent ControllerPublish of one volume: {} policy PUTs, {} Linode requests",
+        linode.calls("PUT", "nfs/spaces/*/filesystems/*/access-policy"),
+        total(&linode)
+    );
 }
 
 #[test]

@@ -8,13 +8,14 @@ mod common;
 
 use common::block_on;
 use linode_nfs_csi::fake::{
-    FakeLinode, FaultProfile, FaultRule, InstanceSeed, Lifecycle, Seed, SpaceSeed, VpcAttachment,
+    FakeLinode, FaultProfile, FaultRule, InstanceSeed, Lifecycle, RateLimit, Seed, SpaceSeed,
+    VpcAttachment,
 };
 use linode_nfs_csi::flow::done;
 use linode_nfs_csi::linode::{
     CloneFilesystem, Cloud, FilesystemAccessPolicyUpdate, InterfaceGeneration, InterfacePurpose,
-    LinodeCloud, LinodeSettings, MtlsMode, NewFilesystem, Poller, RetryPolicy, SquashPolicy,
-    Status, WaitPolicy,
+    LinodeCloud, LinodeSettings, MtlsMode, NewFilesystem, Poller, RequestClass, RetryPolicy,
+    SquashPolicy, Status, WaitPolicy,
 };
 use linode_nfs_csi::Error;
 use std::sync::Arc;
@@ -627,6 +628,48 @@ fn retry_after_is_honoured_and_capped() {
     assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(fake.calls("GET", "nfs/spaces/7"), 4);
+}
+
+/// With the budget in the answers' headers, the client slows down before
+/// the API refuses it: a burst several times the budget is never throttled,
+/// and the other class is never held back by the scarce one.
+#[test]
+fn the_client_paces_itself_by_the_rate_limit_headers() {
+    let (fake, cloud) = setup();
+    fake.set_rate_limit(Some(RateLimit {
+        list: 10,
+        other: 1000,
+        window: Duration::from_secs(1),
+    }));
+    for _ in 0..25 {
+        assert_eq!(cloud.list_spaces().unwrap().len(), 3);
+        cloud.get_space(7).unwrap();
+    }
+    assert_eq!(fake.throttled(), 0, "paced before it ran out");
+    assert_eq!(fake.calls("GET", "nfs/spaces"), 25);
+    let seen = cloud.rate_limit(RequestClass::List);
+    assert_eq!(seen.limit, Some(10));
+    assert_eq!(seen.throttled, 0);
+
+    // Without the headers' warning, a 429 holds the class back for its
+    // Retry-After, for every caller.
+    fake.set_rate_limit(None);
+    fake.inject(FaultRule::rate_limited("GET", "nfs/spaces", 1).times(1));
+    let patient = LinodeCloud::new(LinodeSettings {
+        retry: RetryPolicy {
+            retry_after_cap: Duration::from_secs(30),
+            ..fast_retry()
+        },
+        ..settings(&fake)
+    })
+    .unwrap();
+    let started = Instant::now();
+    patient.list_spaces().unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "waited Retry-After"
+    );
+    assert_eq!(patient.rate_limit(RequestClass::List).throttled, 1);
 }
 
 #[test]

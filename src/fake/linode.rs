@@ -606,6 +606,9 @@ struct State {
     snapshot_duplicate_status: u16,
     locked_delete_status: u16,
     interfaces_paginated: bool,
+    /// An API revision that cannot filter filesystems by `id`.
+    #[serde(default)]
+    no_filesystem_id_filter: bool,
     spaces: BTreeMap<u64, SpaceRec>,
     instances: BTreeMap<u64, InstanceSeed>,
     filesystems: BTreeMap<u64, FsRec>,
@@ -723,6 +726,7 @@ impl State {
             snapshot_duplicate_status: 409,
             locked_delete_status: 409,
             interfaces_paginated: false,
+            no_filesystem_id_filter: false,
             spaces: seed
                 .spaces
                 .iter()
@@ -1463,11 +1467,12 @@ fn route(state: &mut State, req: &HttpRequest, path: &str, events: &mut Vec<Fake
                         .filter(|f| f.space_id == sid)
                         .map(|f| state.fs_json(f))
                         .collect();
-                    apply_filter(
-                        items,
-                        x_filter,
-                        &["id", "label", "region", "status", "tags"],
-                    )
+                    let keys: &[&str] = if state.no_filesystem_id_filter {
+                        &["label", "region", "status", "tags"]
+                    } else {
+                        &["id", "label", "region", "status", "tags"]
+                    };
+                    apply_filter(items, x_filter, keys)
                 })
                 .and_then(|i| paginate(i, req, forced)),
         ),
@@ -2154,6 +2159,12 @@ impl FakeLinode {
     }
 
     /// Serve `/interfaces` in the paginated envelope instead of `{"interfaces": [...]}`.
+    /// Whether filesystem lists can be filtered by `id` (the default); the
+    /// contract does not say, so the client must cope without.
+    pub fn set_filesystem_id_filter(&self, allowed: bool) {
+        self.mutate(|s| s.no_filesystem_id_filter = !allowed);
+    }
+
     pub fn set_interfaces_paginated(&self, paginated: bool) {
         self.mutate(|s| s.interfaces_paginated = paginated);
     }

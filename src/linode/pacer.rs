@@ -129,19 +129,29 @@ impl Budget {
     /// When the next request may go, reserving that turn.
     fn turn(&mut self, now: Instant) -> Instant {
         let mut at = self.blocked_until.filter(|b| *b > now).unwrap_or(now);
-        if let (Some(limit), Some(remaining)) = (self.seen.limit, self.seen.remaining) {
-            // The last tenth of the budget is spread over the rest of the
-            // window, so the class slows down before it is refused.
-            if remaining <= (limit / 10).max(1) {
-                let spacing = match self.reset.filter(|r| *r > now) {
-                    Some(reset) => (reset - now) / (remaining as u32 + 1),
-                    None => WINDOW / (limit.max(1) as u32),
-                };
-                at = at.max(self.next_slot.unwrap_or(at));
-                self.next_slot = Some(at + spacing);
+        let (Some(limit), Some(mut remaining)) = (self.seen.limit, self.seen.remaining) else {
+            return at;
+        };
+        if remaining == 0 {
+            if let Some(reset) = self.reset.filter(|r| *r > at) {
+                // Spent: nothing goes before the window turns, and then the
+                // whole budget is back.
+                at = reset;
+                self.reset = None;
+                remaining = limit;
             }
-            self.seen.remaining = Some(remaining.saturating_sub(1));
         }
+        // The last tenth of the budget is spread over the rest of the
+        // window, so the class slows down before it is refused.
+        if remaining <= (limit / 10).max(1) {
+            let spacing = match self.reset.filter(|r| *r > at) {
+                Some(reset) => (reset - at) / (remaining as u32 + 1),
+                None => WINDOW / (limit.max(1) as u32),
+            };
+            at = at.max(self.next_slot.unwrap_or(at));
+            self.next_slot = Some(at + spacing);
+        }
+        self.seen.remaining = Some(remaining.saturating_sub(1));
         at
     }
 }
@@ -193,15 +203,14 @@ mod tests {
         let second = b.turn(now);
         assert_eq!(first, now);
         assert_eq!(second - first, Duration::from_secs(2));
-        let mut empty = budget(100, 0);
-        empty.reset = Some(now + Duration::from_secs(5));
-        let a = empty.turn(now);
-        let b2 = empty.turn(now);
+        let mut spent = budget(100, 0);
+        spent.reset = Some(now + Duration::from_secs(5));
         assert_eq!(
-            b2 - a,
-            Duration::from_secs(5),
+            spent.turn(now),
+            now + Duration::from_secs(5),
             "nothing left: wait for the reset"
         );
+        assert_eq!(spent.seen.remaining, Some(99), "a new window");
     }
 
     #[test]

@@ -411,7 +411,9 @@ fn fetch_all<V: Target>(cloud: &dyn Cloud, groups: BTreeMap<Key, Vec<Key>>) -> F
         .collect()
 }
 
-/// Hands each refreshed watch its object, or backs it off.
+/// Hands each refreshed watch its object, or backs it off. Objects made
+/// together become active together: once one of a group has, the rest of
+/// the group go back to fast polls rather than overshoot by a long backoff.
 fn settle<V: Target>(watches: &mut Vec<Watch<V>>, fetched: Fetched<V>, policy: &WaitPolicy) {
     let now = Instant::now();
     for (_, keys, result) in fetched {
@@ -420,6 +422,7 @@ fn settle<V: Target>(watches: &mut Vec<Watch<V>>, fetched: Fetched<V>, policy: &
                 log::info!("polling Linode: {e}; the waits go on");
             }
         }
+        let mut progress = false;
         watches.retain_mut(|w| {
             if !keys.contains(&w.key) {
                 return true;
@@ -438,6 +441,7 @@ fn settle<V: Target>(watches: &mut Vec<Watch<V>>, fetched: Fetched<V>, policy: &
             };
             match outcome {
                 Some(outcome) => {
+                    progress |= outcome.is_ok();
                     w.slot.fire(outcome);
                     false
                 }
@@ -448,6 +452,12 @@ fn settle<V: Target>(watches: &mut Vec<Watch<V>>, fetched: Fetched<V>, policy: &
                 }
             }
         });
+        if progress {
+            for w in watches.iter_mut().filter(|w| keys.contains(&w.key)) {
+                w.delay = policy.initial_delay;
+                w.due = now + w.delay;
+            }
+        }
     }
 }
 

@@ -97,22 +97,20 @@ impl Setup {
         }
         let spy = self.spy.then(|| KubeSpy::start(&kube.url()));
         let kube_url = spy.as_ref().map_or_else(|| kube.url(), |s| s.url.clone());
-        let mut b = Driver::builder();
-        let kubeconfig = write_kubeconfig(b.dir(), &kube_url, KUBE_TOKEN);
-        b = b
-            .env("DRIVER_ROLE", "controller")
-            .env("LINODE_URL", linode.url())
-            .env("LINODE_TOKEN", linode.token())
-            .env("KUBECONFIG", kubeconfig.display().to_string())
-            .env("NFS_ACCESS_POLICY_MODE", "space");
-        for (k, v) in &self.envs {
-            b = b.env(k, v.as_str());
-        }
-        let driver = b.start();
+        let mut envs = vec![
+            ("DRIVER_ROLE".to_string(), "controller".to_string()),
+            ("LINODE_URL".to_string(), linode.url()),
+            ("LINODE_TOKEN".to_string(), linode.token()),
+            ("NFS_ACCESS_POLICY_MODE".to_string(), "space".to_string()),
+        ];
+        envs.extend(self.envs);
+        let driver = launch(&envs, &kube_url);
         let client = driver.controller();
         Env {
             client,
             driver,
+            envs,
+            kube_url,
             spy,
             kube,
             linode,
@@ -120,17 +118,40 @@ impl Setup {
     }
 }
 
+fn launch(envs: &[(String, String)], kube_url: &str) -> Driver {
+    let mut b = Driver::builder();
+    let kubeconfig = write_kubeconfig(b.dir(), kube_url, KUBE_TOKEN);
+    b = b.env("KUBECONFIG", kubeconfig.display().to_string());
+    for (k, v) in envs {
+        b = b.env(k, v.as_str());
+    }
+    b.start()
+}
+
 /// One running controller and its fakes. Field order is drop order: the
 /// driver goes first so no request is in flight when the fakes stop.
 pub struct Env {
     pub client: csi_grpc::ControllerClient,
     pub driver: Driver,
+    envs: Vec<(String, String)>,
+    kube_url: String,
     pub spy: Option<KubeSpy>,
     pub kube: FakeKube,
     pub linode: FakeLinode,
 }
 
 impl Env {
+    /// A new controller process against the same fakes, as after a crash or
+    /// a rollout; the old one must have exited.
+    pub fn restart(&mut self) {
+        assert!(
+            self.driver.try_exit().is_some(),
+            "the old driver still runs"
+        );
+        self.driver = launch(&self.envs, &self.kube_url);
+        self.client = self.driver.controller();
+    }
+
     pub fn create(
         &self,
         req: &csi::CreateVolumeRequest,

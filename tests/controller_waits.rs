@@ -1,0 +1,311 @@
+//! Waits for Linode, through the real binary: a CreateVolume waiting for its
+//! filesystem holds no worker, a caller that cancels or whose deadline
+//! passes is answered and its lock freed for the retry, SIGTERM answers every
+//! waiting call, and many node-mode publishes leave every ACL exact. All is
+//! checked by state (what the fake holds, codes, counts), never the clock.
+
+mod common;
+
+use common::controller::*;
+use common::wait_for;
+use grpcio::{CallOption, RpcStatusCode as Code};
+use linode_nfs_csi::fake::{InstanceSeed, Lifecycle, Seed};
+use linode_nfs_csi::proto::csi;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn patient() -> CallOption {
+    CallOption::default().timeout(PATIENCE)
+}
+
+fn held(env: &Env, label: &str) {
+    env.linode
+        .set_filesystem_lifecycle(label, Lifecycle::NeverActive);
+}
+
+fn release(env: &Env, label: &str) {
+    env.linode
+        .set_filesystem_lifecycle(label, Lifecycle::Normal);
+}
+
+fn posted(env: &Env, prefix: &str) -> usize {
+    env.linode
+        .filesystems()
+        .iter()
+        .filter(|f| f.label.starts_with(prefix))
+        .count()
+}
+
+#[test]
+fn two_hundred_creates_wait_at_once_on_two_workers() {
+    let env = Setup::new().env("WORKER_THREADS", "2").start();
+    env.create_ok("warm-caches");
+    let names: Vec<String> = (0..200).map(|i| format!("held-{i}")).collect();
+    for name in &names {
+        held(&env, name);
+    }
+    let calls: Vec<_> = names
+        .iter()
+        .map(|name| {
+            env.client
+                .create_volume_async_opt(&volume_req(name, &by_id()), patient())
+                .unwrap()
+        })
+        .collect();
+    // Every create made its filesystem and is now waiting for it: 200 calls
+    // in flight at once on two workers.
+    wait_for("200 creates to have posted", PATIENCE, || {
+        posted(&env, "held-") == 200
+    });
+    assert_eq!(env.linode.calls("POST", FS_LIST), 201);
+
+    let identity = linode_nfs_csi::proto::csi_grpc::IdentityClient::new(env.driver.channel());
+    let probe = identity
+        .probe_opt(&csi::ProbeRequest::new(), patient())
+        .expect("Probe while 200 creates wait");
+    assert!(probe.ready.unwrap().value);
+    env.client
+        .controller_get_capabilities_opt(&csi::ControllerGetCapabilitiesRequest::new(), patient())
+        .expect("ControllerGetCapabilities while 200 creates wait");
+    // A create that needs a worker is served too.
+    env.create_ok("while-200-wait");
+
+    // The waits are watched by lists of the space, not by one GET each.
+    let held_ids: BTreeSet<u64> = env
+        .linode
+        .filesystems()
+        .iter()
+        .filter(|f| f.label.starts_with("held-"))
+        .map(|f| f.id)
+        .collect();
+    let own_gets = env
+        .linode
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET")
+        .filter(|r| {
+            r.path
+                .rsplit('/')
+                .next()
+                .and_then(|id| id.parse::<u64>().ok())
+                .is_some_and(|id| held_ids.contains(&id))
+        })
+        .count();
+    assert_eq!(own_gets, 0, "no waiting filesystem was polled on its own");
+
+    for name in &names {
+        release(&env, name);
+    }
+    let mut ids = BTreeSet::new();
+    for call in calls {
+        let resp = futures_executor::block_on(call).expect("a held create finishes");
+        ids.insert(resp.volume.unwrap().volume_id);
+    }
+    assert_eq!(ids.len(), 200);
+    assert_eq!(posted(&env, "held-"), 200, "nothing made twice");
+}
+
+/// Retries like a sidecar: until the lock a left caller held is free.
+fn retry_until_unlocked(env: &Env, req: &csi::CreateVolumeRequest, opt: CallOption) -> Code {
+    let mut code = Code::ABORTED;
+    wait_for("the lock to be released", PATIENCE, || {
+        code = err_code(env.client.create_volume_opt(req, opt.clone()));
+        code != Code::ABORTED
+    });
+    code
+}
+
+#[test]
+fn a_caller_who_cancels_frees_the_lock_and_the_retry_adopts() {
+    let env = Setup::new().wait_timeout("10m").start();
+    held(&env, "cancelled");
+    let req = volume_req("cancelled", &by_id());
+    let call = env.client.create_volume_async_opt(&req, patient()).unwrap();
+    wait_for("the create to post", PATIENCE, || {
+        posted(&env, "cancelled") == 1
+    });
+    drop(call);
+
+    // Its lock is free: the retry waits again instead of being Aborted.
+    let short = CallOption::default().timeout(Duration::from_millis(1500));
+    assert_eq!(
+        retry_until_unlocked(&env, &req, short),
+        Code::DEADLINE_EXCEEDED
+    );
+    wait_for("the cancel to be logged", PATIENCE, || {
+        env.driver.logs().contains("CreateVolume 1-CANCELLED in")
+    });
+
+    release(&env, "cancelled");
+    let adopted = retry_until_unlocked_ok(&env, &req);
+    assert_eq!(
+        adopted.volume_id,
+        format!("{SPACE}/{}", env.filesystem("cancelled").id)
+    );
+    assert_eq!(
+        env.linode.calls("POST", FS_LIST),
+        1,
+        "one filesystem, adopted"
+    );
+}
+
+#[test]
+fn a_caller_whose_deadline_passes_frees_the_lock() {
+    let env = Setup::new().wait_timeout("10m").start();
+    held(&env, "late");
+    let req = volume_req("late", &by_id());
+    let short = CallOption::default().timeout(Duration::from_millis(1500));
+    assert_eq!(
+        err_code(env.client.create_volume_opt(&req, short.clone())),
+        Code::DEADLINE_EXCEEDED
+    );
+    assert_eq!(
+        retry_until_unlocked(&env, &req, short),
+        Code::DEADLINE_EXCEEDED
+    );
+    wait_for("the deadline to be logged", PATIENCE, || {
+        env.driver
+            .logs()
+            .contains("the caller's deadline passed while the operation was waiting")
+    });
+    release(&env, "late");
+    retry_until_unlocked_ok(&env, &req);
+    assert_eq!(env.linode.calls("POST", FS_LIST), 1);
+}
+
+fn retry_until_unlocked_ok(env: &Env, req: &csi::CreateVolumeRequest) -> csi::Volume {
+    let mut got = None;
+    wait_for("the retry to succeed", PATIENCE, || {
+        match env.client.create_volume_opt(req, patient()) {
+            Ok(resp) => {
+                got = resp.volume.into_option();
+                true
+            }
+            Err(e) if common::code_of(&e) == Code::ABORTED => false,
+            Err(e) => panic!("retry failed: {e:?}"),
+        }
+    });
+    got.unwrap()
+}
+
+#[test]
+fn sigterm_answers_every_waiting_create_and_a_restart_adopts() {
+    let mut env = Setup::new().env("SHUTDOWN_GRACE", "2s").start();
+    let names: Vec<String> = (0..5).map(|i| format!("draining-{i}")).collect();
+    for name in &names {
+        held(&env, name);
+    }
+    let calls: Vec<_> = names
+        .iter()
+        .map(|name| {
+            env.client
+                .create_volume_async_opt(&volume_req(name, &by_id()), patient())
+                .unwrap()
+        })
+        .collect();
+    wait_for("5 creates to post", PATIENCE, || {
+        posted(&env, "draining-") == 5
+    });
+
+    env.driver.signal(libc::SIGTERM);
+    for call in calls {
+        let err = futures_executor::block_on(call).unwrap_err();
+        assert_eq!(common::code_of(&err), Code::UNAVAILABLE, "{err:?}");
+    }
+    assert!(env.driver.wait_exit(PATIENCE).success());
+    assert!(env.driver.logs().contains("answered 5 waiting RPCs"));
+
+    env.restart();
+    for name in &names {
+        release(&env, name);
+        env.client
+            .create_volume_opt(&volume_req(name, &by_id()), patient())
+            .unwrap_or_else(|e| panic!("retry of {name} after the restart: {e:?}"));
+    }
+    assert_eq!(env.linode.calls("POST", FS_LIST), 5, "every retry adopted");
+}
+
+const NODES: std::ops::RangeInclusive<u64> = 2001..=2020;
+
+fn twenty_instances(seed: Seed) -> Seed {
+    NODES.fold(seed, |s, id| {
+        s.with_instance(InstanceSeed {
+            id,
+            label: format!("node-{id}"),
+            region: REGION.into(),
+            interface_generation: None,
+            ipv6: None,
+            vpcs: vec![],
+        })
+    })
+}
+
+#[test]
+fn twenty_nodes_publishing_three_volumes_at_once_leave_every_acl_exact() {
+    let env = Setup::new()
+        .node_mode()
+        .env("WORKER_THREADS", "2")
+        .seed(twenty_instances)
+        .start();
+    let volumes: Vec<String> = (0..3)
+        .map(|i| env.create_ok(&format!("shared-{i}")).volume_id)
+        .collect();
+    let publish = |volume: &str, node: u64| {
+        let mut r = csi::ControllerPublishVolumeRequest::new();
+        r.volume_id = volume.into();
+        r.node_id = node.to_string();
+        r.volume_capability = Some(mount_cap(Mode::MULTI_NODE_MULTI_WRITER)).into();
+        env.client
+            .controller_publish_volume_async_opt(&r, patient())
+            .unwrap()
+    };
+    let calls: Vec<_> = volumes
+        .iter()
+        .flat_map(|v| NODES.map(move |n| (v.clone(), n)))
+        .map(|(v, n)| publish(&v, n))
+        .collect();
+    for call in calls {
+        futures_executor::block_on(call).expect("publish");
+    }
+    let all: BTreeSet<u64> = NODES.collect();
+    for v in &volumes {
+        let policy = env.linode.filesystem_policy(ids_of(v).1).unwrap();
+        assert!(policy.enabled);
+        assert_eq!(
+            policy.linode_ids().into_iter().collect::<BTreeSet<_>>(),
+            all,
+            "{v}"
+        );
+    }
+
+    let unpublish = |volume: &str, node: u64| {
+        let mut r = csi::ControllerUnpublishVolumeRequest::new();
+        r.volume_id = volume.into();
+        r.node_id = node.to_string();
+        env.client
+            .controller_unpublish_volume_async_opt(&r, patient())
+            .unwrap()
+    };
+    // Every other node leaves every volume.
+    let calls: Vec<_> = volumes
+        .iter()
+        .flat_map(|v| NODES.step_by(2).map(move |n| (v.clone(), n)))
+        .map(|(v, n)| unpublish(&v, n))
+        .collect();
+    for call in calls {
+        futures_executor::block_on(call).expect("unpublish");
+    }
+    let kept: BTreeSet<u64> = NODES.skip(1).step_by(2).collect();
+    for v in &volumes {
+        let ids: BTreeSet<u64> = env
+            .linode
+            .filesystem_policy(ids_of(v).1)
+            .unwrap()
+            .linode_ids()
+            .into_iter()
+            .collect();
+        assert_eq!(ids, kept, "{v}");
+    }
+}

@@ -1,0 +1,340 @@
+//! The shared poller over the real `LinodeCloud` against the fake Linode API:
+//! how many requests its waits cost (counted by the fake, never timed), and
+//! how a wait ends: active, a terminal status, gone, the wait timeout, or
+//! its waiter leaving. Transient failures of a poll keep the waits going.
+
+mod common;
+
+use common::{block_on, wait_for};
+use linode_nfs_csi::fake::{FakeLinode, FaultRule, Lifecycle, RequestRecord, Seed, SpaceSeed};
+use linode_nfs_csi::flow::{done, Flow, Pending, Step, Thunk};
+use linode_nfs_csi::linode::{
+    Cloud, Filesystem, FilesystemAccessPolicyUpdate, LinodeCloud, LinodeSettings, NewFilesystem,
+    Poller, SquashPolicy, Status, WaitPolicy,
+};
+use linode_nfs_csi::Error;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+const FS_ONE: &str = "nfs/spaces/*/filesystems/*";
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn setup(activation: Duration) -> (FakeLinode, Arc<LinodeCloud>) {
+    let seed = Seed {
+        activation_delay_ms: activation.as_millis() as u64,
+        ..Seed::default()
+    }
+    .with_space(SpaceSeed::new(7, "shared"));
+    let fake = FakeLinode::start(seed).unwrap();
+    let mut settings = LinodeSettings::new(fake.token());
+    settings.base_url = fake.url();
+    let cloud = Arc::new(LinodeCloud::new(settings).unwrap());
+    (fake, cloud)
+}
+
+fn policy(timeout: Duration) -> WaitPolicy {
+    WaitPolicy {
+        timeout,
+        initial_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(200),
+    }
+}
+
+fn create(cloud: &LinodeCloud, label: &str) -> Filesystem {
+    let fs = cloud
+        .create_filesystem(
+            7,
+            &NewFilesystem {
+                label: label.into(),
+                region: "us-ord".into(),
+                max_capacity_bytes: 1 << 30,
+                tags: vec![],
+            },
+        )
+        .unwrap();
+    assert_eq!(fs.status, Status::Creating, "the fake activates later");
+    fs
+}
+
+/// Parks every step at once, runs each rest as it wakes, returns the
+/// outcomes in order, and the driver's holds (to cancel one).
+struct Parked<T> {
+    woken: mpsc::Receiver<(usize, Thunk<T>)>,
+    send: mpsc::Sender<(usize, Thunk<T>)>,
+    pending: Vec<Option<Arc<dyn Pending>>>,
+    outcomes: Vec<Option<linode_nfs_csi::Result<T>>>,
+}
+
+impl<T: Send + 'static> Parked<T> {
+    fn new(steps: Vec<Step<T>>) -> Parked<T> {
+        let (send, woken) = mpsc::channel();
+        let mut parked = Parked {
+            woken,
+            send,
+            pending: Vec::new(),
+            outcomes: Vec::new(),
+        };
+        for (i, step) in steps.into_iter().enumerate() {
+            parked.pending.push(None);
+            parked.outcomes.push(None);
+            parked.take(i, step);
+        }
+        parked
+    }
+
+    fn take(&mut self, i: usize, step: Step<T>) {
+        match step {
+            Ok(Flow::Parked(p)) => {
+                let send = self.send.clone();
+                self.pending[i] = Some(p.park(Box::new(move |rest| {
+                    let _ = send.send((i, rest));
+                })));
+            }
+            Ok(Flow::Ready(v)) => self.outcomes[i] = Some(Ok(v)),
+            Err(e) => self.outcomes[i] = Some(Err(e)),
+        }
+    }
+
+    /// Runs woken rests until `n` outcomes are in.
+    fn finish(mut self, n: usize) -> Vec<Option<linode_nfs_csi::Result<T>>> {
+        while self.outcomes.iter().filter(|o| o.is_some()).count() < n {
+            let (i, rest) = self.woken.recv_timeout(PATIENCE).expect("a wait ends");
+            self.take(i, rest());
+        }
+        self.outcomes
+    }
+}
+
+fn polls_since(fake: &FakeLinode, before: usize) -> Vec<RequestRecord> {
+    fake.requests()
+        .into_iter()
+        .skip(before)
+        .filter(|r| r.method == "GET")
+        .collect()
+}
+
+fn filter_ids(r: &RequestRecord) -> Vec<u64> {
+    let filter: serde_json::Value = serde_json::from_str(r.x_filter.as_deref().unwrap()).unwrap();
+    filter["+or"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn pending_filesystems_of_a_space_share_one_list_request_per_tick() {
+    let (fake, cloud) = setup(Duration::from_millis(600));
+    let made: Vec<Filesystem> = (0..30)
+        .map(|i| create(&cloud, &format!("fs-{i}")))
+        .collect();
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let before = fake.requests().len();
+    let steps = made
+        .iter()
+        .map(|fs| poller.filesystem(fs.clone(), done))
+        .collect();
+    let outcomes = Parked::new(steps).finish(30);
+    for (fs, outcome) in made.iter().zip(outcomes) {
+        let active = outcome.unwrap().unwrap();
+        assert_eq!((active.id, active.status), (fs.id, Status::Active));
+    }
+
+    let polls = polls_since(&fake, before);
+    assert!(
+        polls.iter().all(|r| r.path.ends_with("/filesystems")),
+        "no waiter polled its own filesystem: {:?}",
+        polls.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+    let mut all: Vec<u64> = made.iter().map(|f| f.id).collect();
+    all.sort();
+    let mut first = filter_ids(&polls[0]);
+    first.sort();
+    assert_eq!(first, all, "one request refreshed every waiter");
+    assert!(
+        polls.len() < made.len(),
+        "{} polls for {} waiters",
+        polls.len(),
+        made.len()
+    );
+    assert!(polls.iter().all(|r| r.query.contains("page_size=500")));
+}
+
+#[test]
+fn a_lone_waiter_costs_a_plain_get() {
+    let (fake, cloud) = setup(Duration::from_millis(200));
+    let fs = create(&cloud, "alone");
+    let before = fake.requests().len();
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let active = block_on(poller.filesystem(fs.clone(), done)).unwrap();
+    assert_eq!(active.status, Status::Active);
+    let polls = polls_since(&fake, before);
+    assert!(!polls.is_empty());
+    assert!(
+        polls
+            .iter()
+            .all(|r| r.path == format!("nfs/spaces/7/filesystems/{}", fs.id)),
+        "{polls:?}"
+    );
+}
+
+#[test]
+fn an_active_object_needs_no_wait() {
+    let (fake, cloud) = setup(Duration::ZERO);
+    let fs = create(&cloud, "quick");
+    let active = cloud.get_filesystem(7, fs.id).unwrap();
+    let before = fake.requests().len();
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let step = poller.filesystem(active, done);
+    assert!(matches!(step, Ok(Flow::Ready(_))));
+    assert_eq!(fake.requests().len(), before);
+}
+
+#[test]
+fn a_terminal_status_ends_the_wait_naming_the_object() {
+    let (fake, cloud) = setup(Duration::from_millis(100));
+    fake.set_filesystem_lifecycle("broken", Lifecycle::StickInError);
+    let fs = create(&cloud, "broken");
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let err = block_on(poller.filesystem(fs.clone(), done)).unwrap_err();
+    assert!(matches!(err, Error::FailedPrecondition(_)), "{err:?}");
+    assert!(
+        err.message().contains(&format!("NFS filesystem {}", fs.id)),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_wait_timeout_is_deadline_exceeded_naming_the_object() {
+    let (fake, cloud) = setup(Duration::ZERO);
+    fake.set_filesystem_lifecycle("never", Lifecycle::NeverActive);
+    let fs = create(&cloud, "never");
+    let poller = Poller::new(cloud.clone(), policy(Duration::from_millis(400)));
+    let err = block_on(poller.filesystem(fs.clone(), done)).unwrap_err();
+    assert!(matches!(err, Error::DeadlineExceeded(_)), "{err:?}");
+    assert!(
+        err.message().contains(&format!("NFS filesystem {}", fs.id)),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_filesystem_that_disappears_ends_its_wait_with_not_found() {
+    let (fake, cloud) = setup(Duration::ZERO);
+    fake.set_deletion_delay(Duration::ZERO);
+    fake.set_filesystem_lifecycle("doomed", Lifecycle::NeverActive);
+    let fs = create(&cloud, "doomed");
+    let other = {
+        fake.set_filesystem_lifecycle("survivor", Lifecycle::NeverActive);
+        create(&cloud, "survivor")
+    };
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let parked = Parked::new(vec![
+        poller.filesystem(fs.clone(), done),
+        poller.filesystem(other.clone(), done),
+    ]);
+    cloud.delete_filesystem(7, fs.id).unwrap();
+    let outcomes = parked.finish(1);
+    let err = outcomes[0].as_ref().unwrap().as_ref().unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+    assert!(err.message().contains(&format!("NFS filesystem {}", fs.id)));
+    assert!(outcomes[1].is_none(), "the other wait goes on");
+}
+
+#[test]
+fn throttled_polls_keep_the_waits_going() {
+    let (fake, cloud) = setup(Duration::from_millis(300));
+    let fs = create(&cloud, "throttled");
+    // More 429s than the client retries one request.
+    fake.inject(FaultRule::rate_limited("GET", FS_ONE, 0).times(8));
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let active = block_on(poller.filesystem(fs, done)).unwrap();
+    assert_eq!(active.status, Status::Active);
+    let throttled = fake
+        .requests()
+        .iter()
+        .filter(|r| r.status == Some(429))
+        .count();
+    assert_eq!(throttled, 8);
+}
+
+#[test]
+fn a_waiter_that_leaves_is_no_longer_polled() {
+    let (fake, cloud) = setup(Duration::ZERO);
+    fake.set_filesystem_lifecycle("left", Lifecycle::NeverActive);
+    let fs = create(&cloud, "left");
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let parked = Parked::new(vec![poller.filesystem(fs.clone(), done)]);
+    wait_for("a first poll", PATIENCE, || {
+        fake.calls("GET", &format!("nfs/spaces/7/filesystems/{}", fs.id)) > 0
+    });
+    assert_eq!(poller.pending().filesystems, 1);
+    assert!(parked.pending[0].as_ref().unwrap().cancel());
+    assert_eq!(poller.pending().filesystems, 0);
+}
+
+#[test]
+fn lists_fall_back_to_whole_spaces_when_the_api_cannot_filter_by_id() {
+    let (fake, cloud) = setup(Duration::from_millis(300));
+    fake.set_filesystem_id_filter(false);
+    let made: Vec<Filesystem> = (0..3).map(|i| create(&cloud, &format!("nf-{i}"))).collect();
+    let before = fake.requests().len();
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let steps = made
+        .iter()
+        .map(|fs| poller.filesystem(fs.clone(), done))
+        .collect();
+    for outcome in Parked::new(steps).finish(3) {
+        assert_eq!(outcome.unwrap().unwrap().status, Status::Active);
+    }
+    let polls = polls_since(&fake, before);
+    assert_eq!(polls[0].status, Some(400), "{:?}", polls[0]);
+    assert!(polls[0].x_filter.is_some());
+    let rest = &polls[1..];
+    assert!(!rest.is_empty());
+    assert!(
+        rest.iter()
+            .all(|r| r.x_filter.is_none() && r.status == Some(200)),
+        "once refused, the id filter is not tried again: {rest:?}"
+    );
+}
+
+#[test]
+fn snapshots_of_one_filesystem_share_a_list_and_policies_settle() {
+    let (fake, cloud) = setup(Duration::ZERO);
+    let fs = create(&cloud, "source");
+    fake.set_activation_delay(Duration::from_millis(300));
+    let a = cloud.create_snapshot(7, fs.id, "snap-a").unwrap();
+    let b = cloud.create_snapshot(7, fs.id, "snap-b").unwrap();
+    let before = fake.requests().len();
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let steps = vec![poller.snapshot(a, done), poller.snapshot(b, done)];
+    for outcome in Parked::new(steps).finish(2) {
+        assert_eq!(outcome.unwrap().unwrap().status, Status::Active);
+    }
+    let polls = polls_since(&fake, before);
+    assert!(
+        polls.iter().all(|r| r.path.ends_with("/snapshots")),
+        "{:?}",
+        polls.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+
+    let put = cloud
+        .put_filesystem_access_policy(
+            7,
+            fs.id,
+            &FilesystemAccessPolicyUpdate {
+                label: "source".into(),
+                enabled: false,
+                linode_ids: vec![],
+                squash_policy: SquashPolicy::None,
+                protocols: vec!["nfsv4".into()],
+            },
+        )
+        .unwrap();
+    assert_eq!(put.status, Status::Updating);
+    let settled = block_on(poller.filesystem_policy(7, fs.id, put, done)).unwrap();
+    assert_eq!(settled.status, Status::Active);
+    assert_eq!(settled.squash_policy, Some(SquashPolicy::None));
+}
