@@ -199,8 +199,8 @@ const SETTINGS: &[Setting] = &[
     },
     Setting {
         var: "WORKER_THREADS",
-        default: "16",
-        help: "size of the RPC worker pool",
+        default: "8",
+        help: "size of the RPC worker pool (waits for Linode hold no worker)",
     },
     Setting {
         var: "NFS_MOUNT_HELPER",

@@ -1276,3 +1276,38 @@ fn a_squash_retry_waits_for_the_policy_an_earlier_attempt_wrote() {
     env.create(&req).unwrap();
     assert_eq!(puts(), 1);
 }
+
+/// The Space and its mTLS mode are read once per `SPACE_CACHE_TTL`, read
+/// again once it expires, and forgotten as soon as the Space answers 404.
+#[test]
+fn the_space_is_cached_refreshed_after_its_ttl_and_forgotten_on_a_404() {
+    let env = Setup::new().env("SPACE_CACHE_TTL", "1s").start();
+    let space_reads = || {
+        (
+            env.linode.calls("GET", "nfs/spaces/7"),
+            env.linode.calls("GET", "nfs/spaces/7/access-policy"),
+        )
+    };
+    env.create_ok("cached-0");
+    env.create_ok("cached-1");
+    env.create_ok("cached-2");
+    assert_eq!(space_reads(), (1, 1), "one read for three creates");
+
+    let mut n = 3;
+    wait_for("the cache to expire", Duration::from_secs(30), || {
+        env.create_ok(&format!("cached-{n}"));
+        n += 1;
+        space_reads() == (2, 2)
+    });
+
+    // The Space is gone (404 under it): the next create reads it afresh.
+    let (before, _) = space_reads();
+    env.linode
+        .inject(FaultRule::status("GET", FS_LIST, 404).times(1));
+    assert_eq!(
+        err_code(env.create(&volume_req("after-404", &by_id()))),
+        Code::NOT_FOUND
+    );
+    env.create_ok("after-404");
+    assert_eq!(space_reads().0, before + 1);
+}

@@ -149,6 +149,16 @@ fn sigterm_unmounts_everything_and_removes_the_state_dir() {
         !state.path().exists(),
         "the state dir outlived a clean exit"
     );
+    // Its last words: what the session cost in Linode API calls.
+    let logs = dev.driver.logs();
+    let cost = logs
+        .lines()
+        .find(|l| l.contains("dev: the fake Linode API served"))
+        .unwrap_or_else(|| panic!("no API cost line:\n{logs}"));
+    assert!(
+        cost.contains("POST nfs/spaces/{id}/filesystems 1"),
+        "{cost}"
+    );
     let inside = PathBuf::from(format!("/proc/{}/root", holder.pid()))
         .join(state.path().strip_prefix("/").unwrap());
     assert!(
