@@ -783,7 +783,8 @@ mod tests {
         assert_eq!(l.request_timeout, Duration::from_secs(10));
         assert_eq!(l.wait_timeout, Duration::from_secs(300));
         assert_eq!(c.access_policy_mode, AccessPolicyMode::Space);
-        assert_eq!(c.worker_threads, 16);
+        assert_eq!(c.worker_threads, 8);
+        assert_eq!(c.space_cache_ttl, Duration::from_secs(60));
         assert_eq!(c.metadata_url, "http://169.254.169.254");
     }
 
