@@ -267,51 +267,41 @@ fn bad_paths_oversized_inputs_and_bad_attributes_are_refused_before_anything_is_
     stage.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
     stage.volume_context = pairs(&[("mount-target", "fs:/e")]);
     let huge_id = "7".repeat(10_000);
-    let stage_cases: Vec<(&str, Box<dyn Fn(&mut csi::NodeStageVolumeRequest)>)> = vec![
-        ("10k volume id", Box::new(|r| r.volume_id = huge_id.clone())),
-        (
-            "thousands of mount flags",
-            Box::new(|r| {
-                r.volume_capability = Some(capability(
-                    Mode::MULTI_NODE_MULTI_WRITER,
-                    &["nconnect=16"; 2000],
-                ))
-                .into()
-            }),
-        ),
+    let with_context = |key: &str, value: String| {
+        let mut r = stage.clone();
+        r.volume_context.insert(key.into(), value);
+        r
+    };
+    let mut huge_id_stage = stage.clone();
+    huge_id_stage.volume_id = huge_id.clone();
+    let mut many_flags = stage.clone();
+    many_flags.volume_capability = Some(capability(
+        Mode::MULTI_NODE_MULTI_WRITER,
+        &["nconnect=16"; 2000],
+    ))
+    .into();
+    let stage_cases = [
+        ("10k volume id", huge_id_stage),
+        ("thousands of mount flags", many_flags),
         (
             "mount-target without an export path",
-            Box::new(|r| {
-                r.volume_context
-                    .insert("mount-target".into(), "fs-1.nfs.example.com".into());
-            }),
+            with_context("mount-target", "fs-1.nfs.example.com".into()),
         ),
         (
             "mount-target with a relative export path",
-            Box::new(|r| {
-                r.volume_context
-                    .insert("mount-target".into(), "fs-1.nfs.example.com:pvc-1".into());
-            }),
+            with_context("mount-target", "fs-1.nfs.example.com:pvc-1".into()),
         ),
         (
             "mount-target-ips entry that is no address",
-            Box::new(|r| {
-                r.volume_context
-                    .insert("mount-target-ips".into(), "[2001:db8::1]:/e,fs:/e".into());
-            }),
+            with_context("mount-target-ips", "[2001:db8::1]:/e,fs:/e".into()),
         ),
         (
             "huge mount-target",
-            Box::new(|r| {
-                r.volume_context
-                    .insert("mount-target".into(), format!("{}:/e", "h".repeat(1 << 20)));
-            }),
+            with_context("mount-target", format!("{}:/e", "h".repeat(1 << 20))),
         ),
     ];
-    for (what, break_it) in &stage_cases {
-        let mut r = stage.clone();
-        break_it(&mut r);
-        let err = client.node_stage_volume_opt(&r, call()).unwrap_err();
+    for (what, r) in &stage_cases {
+        let err = client.node_stage_volume_opt(r, call()).unwrap_err();
         short(what, &err);
         if what.starts_with("mount-target") {
             let attribute = what.split(' ').next().unwrap();

@@ -110,7 +110,7 @@ impl NodePlugin {
             .map(|()| fallback)
             .map_err(|e| {
                 e.error.context(format!(
-                    "{fallback} (mounted because {} did not resolve: {unresolved})",
+                    "IPv6 target {fallback}, tried because {} did not resolve ({unresolved})",
                     r.sources.primary
                 ))
             })
