@@ -47,16 +47,21 @@ pub fn controller(mode: AccessPolicyMode) -> Vec<csi::ControllerServiceCapabilit
         .collect()
 }
 
-/// NodeGetCapabilities.
+/// NodeGetCapabilities. VOLUME_CONDITION: NodeGetVolumeStats reports a
+/// stale, failing or hung mount as an abnormal condition.
 pub fn node() -> Vec<csi::NodeServiceCapability> {
-    [NodeRpc::STAGE_UNSTAGE_VOLUME, NodeRpc::GET_VOLUME_STATS]
-        .into_iter()
-        .map(|t| {
-            let mut rpc = csi::node_service_capability::RPC::new();
-            rpc.type_ = t.into();
-            let mut cap = csi::NodeServiceCapability::new();
-            cap.set_rpc(rpc);
-            cap
-        })
-        .collect()
+    [
+        NodeRpc::STAGE_UNSTAGE_VOLUME,
+        NodeRpc::GET_VOLUME_STATS,
+        NodeRpc::VOLUME_CONDITION,
+    ]
+    .into_iter()
+    .map(|t| {
+        let mut rpc = csi::node_service_capability::RPC::new();
+        rpc.type_ = t.into();
+        let mut cap = csi::NodeServiceCapability::new();
+        cap.set_rpc(rpc);
+        cap
+    })
+    .collect()
 }

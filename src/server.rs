@@ -75,6 +75,14 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
     server
         .add_listening_port(address.clone(), ServerCredentials::insecure())
         .map_err(|e| format!("CSI_ENDPOINT: cannot listen on {address}: {e}"))?;
+    // Bound but not yet serving: only the socket's owner and group may
+    // connect (kubelet and the sidecars run as root, or as the plugin's own
+    // user), whatever the umask made it.
+    if let Endpoint::Unix(path) = &config.endpoint {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+            .map_err(|e| format!("CSI_ENDPOINT: chmod 0660 {}: {e}", path.display()))?;
+    }
     server.start();
     ready.store(true, Ordering::SeqCst);
     log::info!(

@@ -303,6 +303,18 @@ fn capabilities_are_consistent(node: bool) {
                 );
             }
             NodeRpc::GET_VOLUME_STATS => {}
+            // A staged, healthy volume reports a normal condition.
+            NodeRpc::VOLUME_CONDITION => {
+                let stats = ok(
+                    "NodeGetVolumeStats",
+                    n.node_get_volume_stats_opt(&stats_req(&volume.volume_id, &staging), call()),
+                );
+                let condition = stats
+                    .volume_condition
+                    .as_ref()
+                    .expect("VOLUME_CONDITION advertised, none reported");
+                assert!(!condition.abnormal, "{condition:?}");
+            }
             other => panic!(
                 "node capability {other:?} is advertised but this checklist has no check for it"
             ),

@@ -102,7 +102,7 @@ fn with_neither_source_the_error_names_both() {
 }
 
 #[test]
-fn capabilities_are_stage_unstage_and_volume_stats() {
+fn capabilities_are_stage_unstage_volume_stats_and_condition() {
     let driver = Driver::role("node").start();
     let caps = driver
         .node()
@@ -115,6 +115,26 @@ fn capabilities_are_stage_unstage_and_volume_stats() {
         .collect();
     assert_eq!(
         types,
-        [NodeRpc::STAGE_UNSTAGE_VOLUME, NodeRpc::GET_VOLUME_STATS]
+        [
+            NodeRpc::STAGE_UNSTAGE_VOLUME,
+            NodeRpc::GET_VOLUME_STATS,
+            NodeRpc::VOLUME_CONDITION
+        ]
     );
+}
+
+/// kubelet and the sidecars run as root or share the socket's group; no
+/// other local user may drive mounts through it, whatever the umask.
+#[test]
+fn the_csi_socket_is_not_open_to_other_users() {
+    use std::os::unix::fs::PermissionsExt;
+    let driver = Driver::role("node")
+        .prefix(&["sh", "-c", "umask 000; exec \"$0\" \"$@\""])
+        .start();
+    let mode = std::fs::metadata(&driver.socket)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode & !0o660, 0, "socket mode {mode:o}");
 }

@@ -1,16 +1,19 @@
 //! The node service with real mounts, in a private mount namespace: the
 //! stage → publish → stats → unpublish → unstage lifecycle, idempotency,
-//! cleanup, mTLS, NFS source choice and the mount-helper timeout. See
-//! `node_support` for the fixture and its stand-in mount helper.
+//! cleanup, mTLS, NFS source choice (and its fallback when the name does not
+//! resolve), the mount-helper timeout, and that no secret reaches a log line
+//! or an error. See `node_support` for the fixture and its stand-in mount
+//! helper.
 
 mod common;
 mod node_support;
 
 use common::{code_of, wait_for};
 use grpcio::RpcStatusCode;
+use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
 use linode_nfs_csi::proto::csi::volume_usage::Unit;
-use node_support::NfsNode;
+use node_support::{call, capability, pairs, NfsNode};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -149,6 +152,11 @@ fn stage_publish_stats_unpublish_unstage_with_every_step_twice() {
     assert!(
         bytes.used > 0 && inodes.used > 0,
         "the file written above counts"
+    );
+    let condition = stats.volume_condition.as_ref().expect("VOLUME_CONDITION");
+    assert!(
+        !condition.abnormal && !condition.message.is_empty(),
+        "{condition:?}"
     );
 
     for _ in 0..2 {
@@ -651,4 +659,150 @@ fn a_second_stage_of_a_volume_in_progress_is_aborted_while_others_proceed() {
     });
     slow.unwrap();
     assert_eq!(node.mount_count(&staging), 1);
+}
+
+/// A node that cannot resolve the mount target's name mounts the volume's
+/// IPv6 target instead, within the same NodeStageVolume, says so in its log,
+/// and the result is the same staging mount a publish can use.
+#[test]
+fn a_mount_target_that_does_not_resolve_is_mounted_by_its_ipv6_address() {
+    let node = NfsNode::start();
+    let by_ip = node.export("[2001:db8::1]:/pvc-1");
+    node.control("no-dns", true);
+    let staging = node.kubelet_path("staging");
+    let context = [
+        ("mount-target", FQDN),
+        ("mount-target-ips", "[2001:db8::1]:/pvc-1"),
+        ("mtls-mode", "optional"),
+    ];
+    node.stage("1/2", &staging, &context).unwrap();
+    let runs = node.helper_runs();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(runs[0].contains(&format!(" {FQDN} ")), "{runs:?}");
+    assert!(runs[1].contains(" [2001:db8::1]:/pvc-1 "), "{runs:?}");
+    assert_eq!(node.mount_count(&staging), 1);
+    // The staging mount is the address's export (as the driver sees it).
+    std::fs::write(node.inside(&by_ip).join("hello"), "served by address").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(node.inside(&staging).join("hello")).unwrap(),
+        "served by address"
+    );
+    let logs = node.driver.logs();
+    assert!(
+        logs.contains("mounting its IPv6 target [2001:db8::1]:/pvc-1 instead")
+            && logs.contains("staged volume 1/2 from [2001:db8::1]:/pvc-1 at"),
+        "{logs}"
+    );
+
+    // A retried stage finds it staged; publish binds it as usual.
+    node.stage("1/2", &staging, &context).unwrap();
+    assert_eq!(node.helper_runs().len(), 2);
+    let target = node.kubelet_path("pods/a/mount");
+    node.publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(node.inside(&target).join("hello")).unwrap(),
+        "served by address"
+    );
+    node.unpublish(&target).unwrap();
+    node.unstage("1/2", &staging).unwrap();
+    assert!(node.kubelet_mounts().is_empty());
+
+    // Without an address to fall back to, the name's failure is the answer.
+    let err = node
+        .stage("1/3", &staging, &[("mount-target", FQDN)])
+        .unwrap_err();
+    assert_eq!(code_of(&err), RpcStatusCode::INTERNAL, "{err:?}");
+    assert!(
+        format!("{err:?}").contains("Failed to resolve server"),
+        "{err:?}"
+    );
+    assert_eq!(node.helper_runs().len(), 3);
+    assert!(node.kubelet_mounts().is_empty());
+}
+
+/// Every node RPC at trace level, succeeding and failing, with CSI secrets
+/// on each request and a Linode token in the node's environment: neither
+/// value reaches the log, stdout, or an error message.
+#[test]
+fn secrets_and_the_token_never_reach_a_log_line_or_an_error() {
+    const SECRET: &str = "s3cr3t-value-7f1c";
+    const TOKEN: &str = "linode-token-marker-9d2e";
+    let node = NfsNode::start_configured("2m", &[("RUST_LOG", "trace"), ("LINODE_TOKEN", TOKEN)]);
+    let client = node.driver.node();
+    node.export(FQDN);
+    let secrets: std::collections::HashMap<String, String> =
+        [("password", SECRET), ("token", SECRET)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    let staging = node.kubelet_path("staging").to_string_lossy().into_owned();
+    let target = node
+        .kubelet_path("pods/a/mount")
+        .to_string_lossy()
+        .into_owned();
+    let stage = |context: &[(&str, &str)]| {
+        let mut r = csi::NodeStageVolumeRequest::new();
+        r.volume_id = "1/2".into();
+        r.staging_target_path = staging.clone();
+        r.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+        r.volume_context = pairs(context);
+        r.secrets = secrets.clone();
+        client.node_stage_volume_opt(&r, call()).map(|_| ())
+    };
+    let publish = || {
+        let mut r = csi::NodePublishVolumeRequest::new();
+        r.volume_id = "1/2".into();
+        r.staging_target_path = staging.clone();
+        r.target_path = target.clone();
+        r.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+        r.secrets = secrets.clone();
+        client.node_publish_volume_opt(&r, call()).map(|_| ())
+    };
+    let mut errors = Vec::new();
+    let mut failed = |r: grpcio::Result<()>| errors.push(format!("{:?}", r.unwrap_err()));
+
+    failed(publish()); // not staged yet: FailedPrecondition
+    failed(stage(&[("mount-target", "no-export:/x")])); // the helper fails: Internal
+    failed(stage(&[("mount-target", "bad target")])); // InvalidArgument
+    stage(&[("mount-target", FQDN)]).unwrap();
+    publish().unwrap();
+    let mut stats = csi::NodeGetVolumeStatsRequest::new();
+    stats.volume_id = "1/2".into();
+    stats.volume_path = target.clone();
+    client.node_get_volume_stats_opt(&stats, call()).unwrap();
+    let mut expand = csi::NodeExpandVolumeRequest::new();
+    expand.volume_id = "1/2".into();
+    expand.volume_path = target.clone();
+    expand.secrets = secrets.clone();
+    failed(client.node_expand_volume_opt(&expand, call()).map(|_| ()));
+    failed(
+        client
+            .node_get_info_opt(&Default::default(), call())
+            .map(|_| ()),
+    );
+    let mut unpublish = csi::NodeUnpublishVolumeRequest::new();
+    unpublish.volume_id = "1/2".into();
+    unpublish.target_path = target.clone();
+    client
+        .node_unpublish_volume_opt(&unpublish, call())
+        .unwrap();
+    let mut unstage = csi::NodeUnstageVolumeRequest::new();
+    unstage.volume_id = "1/2".into();
+    unstage.staging_target_path = staging.clone();
+    client.node_unstage_volume_opt(&unstage, call()).unwrap();
+
+    assert_eq!(errors.len(), 5, "{errors:?}");
+    for e in &errors {
+        assert!(!e.contains(SECRET) && !e.contains(TOKEN), "{e}");
+    }
+    let logs = node.driver.logs() + &node.driver.stdout();
+    // The bodies were logged (redacted), so this is not vacuous.
+    assert!(
+        logs.contains("NodeStageVolume request:") && logs.contains("***"),
+        "request bodies not logged"
+    );
+    assert!(!logs.contains(SECRET), "a secret reached the log");
+    assert!(!logs.contains(TOKEN), "the token reached the log");
+    assert!(!node.helper_runs().iter().any(|r| r.contains(SECRET)));
 }

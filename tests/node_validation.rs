@@ -149,3 +149,229 @@ fn stats_of_a_missing_path_is_not_found_and_expand_is_unimplemented() {
         .unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::UNIMPLEMENTED);
 }
+
+/// Paths the kernel would refuse or that climb out with `..`, oversized ids
+/// and flags, and malformed volume attributes: InvalidArgument from every
+/// RPC, with a short message, before any directory is made or the mount
+/// helper runs.
+#[test]
+fn bad_paths_oversized_inputs_and_bad_attributes_are_refused_before_anything_is_made() {
+    let node = NfsNode::start();
+    let client = node.driver.node();
+    let kubelet = node.kubelet_path("");
+    let good = node.kubelet_path("staging").to_string_lossy().into_owned();
+    let escape = node.dir.join("escaped");
+    let bad_paths = [
+        // 5000 bytes: mkdir -p failed with ENAMETOOLONG (Internal) before.
+        format!("{}/{}", kubelet.display(), ["d"; 2500].join("/")),
+        format!("{}/{}/x", kubelet.display(), "n".repeat(256)),
+        format!("{}/../escaped/x", kubelet.display()),
+        format!("{}/a\0b", kubelet.display()),
+    ];
+    let short = |what: &str, err: &grpcio::Error| {
+        assert_eq!(
+            code_of(err),
+            RpcStatusCode::INVALID_ARGUMENT,
+            "{what}: {err:?}"
+        );
+        assert!(
+            format!("{err:?}").len() < 1024,
+            "{what}: message not bounded: {err:?}"
+        );
+    };
+
+    for bad in &bad_paths {
+        let what = &bad[..bad.len().min(80)];
+        let mut stage = csi::NodeStageVolumeRequest::new();
+        stage.volume_id = "1/2".into();
+        stage.staging_target_path = bad.clone();
+        stage.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+        stage.volume_context = pairs(&[("mount-target", "fs:/e")]);
+        short(
+            what,
+            &client.node_stage_volume_opt(&stage, call()).unwrap_err(),
+        );
+
+        let mut publish = csi::NodePublishVolumeRequest::new();
+        publish.volume_id = "1/2".into();
+        publish.staging_target_path = good.clone();
+        publish.target_path = bad.clone();
+        publish.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+        short(
+            what,
+            &client
+                .node_publish_volume_opt(&publish, call())
+                .unwrap_err(),
+        );
+        publish.target_path = node.kubelet_path("target").to_string_lossy().into_owned();
+        publish.staging_target_path = bad.clone();
+        short(
+            what,
+            &client
+                .node_publish_volume_opt(&publish, call())
+                .unwrap_err(),
+        );
+
+        let mut unpublish = csi::NodeUnpublishVolumeRequest::new();
+        unpublish.volume_id = "1/2".into();
+        unpublish.target_path = bad.clone();
+        short(
+            what,
+            &client
+                .node_unpublish_volume_opt(&unpublish, call())
+                .unwrap_err(),
+        );
+
+        let mut unstage = csi::NodeUnstageVolumeRequest::new();
+        unstage.volume_id = "1/2".into();
+        unstage.staging_target_path = bad.clone();
+        short(
+            what,
+            &client
+                .node_unstage_volume_opt(&unstage, call())
+                .unwrap_err(),
+        );
+
+        let mut stats = csi::NodeGetVolumeStatsRequest::new();
+        stats.volume_id = "1/2".into();
+        stats.volume_path = bad.clone();
+        short(
+            what,
+            &client
+                .node_get_volume_stats_opt(&stats, call())
+                .unwrap_err(),
+        );
+        stats.volume_path = good.clone();
+        stats.staging_target_path = bad.clone();
+        short(
+            what,
+            &client
+                .node_get_volume_stats_opt(&stats, call())
+                .unwrap_err(),
+        );
+    }
+    let mut stats = csi::NodeGetVolumeStatsRequest::new();
+    stats.volume_id = "1/2".into();
+    stats.volume_path = good.clone();
+    stats.staging_target_path = "relative/staging".into();
+    short(
+        "stats: relative staging path",
+        &client
+            .node_get_volume_stats_opt(&stats, call())
+            .unwrap_err(),
+    );
+
+    let mut stage = csi::NodeStageVolumeRequest::new();
+    stage.volume_id = "1/2".into();
+    stage.staging_target_path = good.clone();
+    stage.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+    stage.volume_context = pairs(&[("mount-target", "fs:/e")]);
+    let huge_id = "7".repeat(10_000);
+    let with_context = |key: &str, value: String| {
+        let mut r = stage.clone();
+        r.volume_context.insert(key.into(), value);
+        r
+    };
+    let mut huge_id_stage = stage.clone();
+    huge_id_stage.volume_id = huge_id.clone();
+    let mut many_flags = stage.clone();
+    many_flags.volume_capability = Some(capability(
+        Mode::MULTI_NODE_MULTI_WRITER,
+        &["nconnect=16"; 2000],
+    ))
+    .into();
+    let stage_cases = [
+        ("10k volume id", huge_id_stage),
+        ("thousands of mount flags", many_flags),
+        (
+            "mount-target without an export path",
+            with_context("mount-target", "fs-1.nfs.example.com".into()),
+        ),
+        (
+            "mount-target with a relative export path",
+            with_context("mount-target", "fs-1.nfs.example.com:pvc-1".into()),
+        ),
+        (
+            "mount-target-ips entry that is no address",
+            with_context("mount-target-ips", "[2001:db8::1]:/e,fs:/e".into()),
+        ),
+        (
+            "huge mount-target",
+            with_context("mount-target", format!("{}:/e", "h".repeat(1 << 20))),
+        ),
+    ];
+    for (what, r) in &stage_cases {
+        let err = client.node_stage_volume_opt(r, call()).unwrap_err();
+        short(what, &err);
+        if what.starts_with("mount-target") {
+            let attribute = what.split(' ').next().unwrap();
+            assert!(
+                format!("{err:?}").contains(&format!("volume attribute {attribute} ")),
+                "{what}: the attribute is named: {err:?}"
+            );
+        }
+    }
+    for id_only in [
+        client
+            .node_unstage_volume_opt(
+                &{
+                    let mut r = csi::NodeUnstageVolumeRequest::new();
+                    r.volume_id = huge_id.clone();
+                    r.staging_target_path = good.clone();
+                    r
+                },
+                call(),
+            )
+            .map(|_| ()),
+        client
+            .node_get_volume_stats_opt(
+                &{
+                    let mut r = csi::NodeGetVolumeStatsRequest::new();
+                    r.volume_id = huge_id.clone();
+                    r.volume_path = good.clone();
+                    r
+                },
+                call(),
+            )
+            .map(|_| ()),
+    ] {
+        short("10k volume id", &id_only.unwrap_err());
+    }
+
+    assert!(node.helper_runs().is_empty(), "{:?}", node.helper_runs());
+    assert!(node.kubelet_mounts().is_empty());
+    let made: Vec<_> = std::fs::read_dir(&kubelet).unwrap().collect();
+    assert!(made.is_empty(), "created under the kubelet dir: {made:?}");
+    assert!(!escape.exists(), "a `..` path reached outside");
+}
+
+/// Keys the node does not read are ignored however many or large, and a
+/// stage with them mounts as usual.
+#[test]
+fn a_huge_volume_context_of_unknown_keys_is_ignored() {
+    let node = NfsNode::start();
+    node.export("fs:/e");
+    let staging = node.kubelet_path("staging");
+    let filler = "v".repeat(256);
+    let mut context: Vec<(String, String)> = (0..5000)
+        .map(|i| (format!("user/attribute-{i}"), filler.clone()))
+        .collect();
+    context.push(("mount-target".into(), "fs:/e".into()));
+    let pairs: Vec<(&str, &str)> = context
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    node.stage("1/2", &staging, &pairs).unwrap();
+    assert_eq!(node.mount_count(&staging), 1);
+    node.unstage("1/2", &staging).unwrap();
+    assert_eq!(node.mount_count(&staging), 0);
+}
+
+#[test]
+fn stats_of_an_existing_directory_with_nothing_mounted_is_not_found() {
+    let node = NfsNode::start();
+    let dir = node.kubelet_path("pods/a/volumes/pvc-1/mount");
+    std::fs::create_dir_all(&dir).unwrap();
+    let err = node.stats(&dir).unwrap_err();
+    assert_eq!(code_of(&err), RpcStatusCode::NOT_FOUND, "{err:?}");
+}

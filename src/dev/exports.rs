@@ -6,7 +6,7 @@
 //! step is emulated: bind, remount, unmount and stats go to the real
 //! `LinuxMounter`, as in production.
 
-use crate::mount::{FsStats, LinuxMounter, MountTable, Mounter};
+use crate::mount::{FsStats, LinuxMounter, MountTable, Mounter, NfsMountError, StatvfsError};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -169,12 +169,18 @@ impl DevMounter {
 }
 
 impl Mounter for DevMounter {
-    fn mount_nfs4(&self, source: &str, target: &Path, options: &[String]) -> Result<()> {
+    fn mount_nfs4(
+        &self,
+        source: &str,
+        target: &Path,
+        options: &[String],
+    ) -> Result<(), NfsMountError> {
         let dir = self.exports.dir_of(source)?;
         if !dir.is_dir() {
             return Err(Error::Internal(format!(
                 "mount.nfs4: mounting {source} failed, reason given by server: No such file or directory"
-            )));
+            ))
+            .into());
         }
         log::debug!(
             "dev: NFS {source} (options {options:?}) emulated by binding {}",
@@ -208,7 +214,7 @@ impl Mounter for DevMounter {
         self.real.mount_table()
     }
 
-    fn statvfs(&self, path: &Path) -> Result<FsStats> {
+    fn statvfs(&self, path: &Path) -> Result<FsStats, StatvfsError> {
         self.real.statvfs(path)
     }
 }

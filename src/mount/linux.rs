@@ -2,7 +2,7 @@
 //! `umount2(2)` and `statvfs(3)`, reads `/proc/self/mountinfo`, or spawns the
 //! NFS mount helper. It knows nothing about CSI requests.
 
-use super::{FsStats, MountTable, Mounter};
+use super::{FsStats, MountTable, Mounter, NfsMountError, StatvfsError};
 use crate::{Error, Result};
 use std::ffi::{CString, OsStr};
 use std::io::{self, Read};
@@ -18,6 +18,14 @@ const MOUNTINFO: &str = "/proc/self/mountinfo";
 /// Enough of the helper's stderr for any mount.nfs diagnostic; the rest is
 /// drained and dropped so a chatty helper never blocks on a full pipe.
 const STDERR_LIMIT: usize = 8 * 1024;
+
+/// What nfs-utils' `mount.nfs` prints when `getaddrinfo` fails for the
+/// server's name (`<prog>: Failed to resolve server <host>: <gai_strerror>`,
+/// utils/mount/stropts.c); it then exits 32, the status of every mount
+/// failure, so only the text tells this one apart. Newer nfs-utils retries a
+/// temporary failure (`EAI_AGAIN`, a resolver that does not answer) silently
+/// until its `retry=` deadline, which reaches the driver as a timeout instead.
+const UNRESOLVED_HOST: &str = "Failed to resolve server";
 
 /// How long a killed helper gets to be reaped and close its stderr.
 const KILL_GRACE: Duration = Duration::from_secs(5);
@@ -74,7 +82,12 @@ impl LinuxMounter {
 }
 
 impl Mounter for LinuxMounter {
-    fn mount_nfs4(&self, source: &str, target: &Path, options: &[String]) -> Result<()> {
+    fn mount_nfs4(
+        &self,
+        source: &str,
+        target: &Path,
+        options: &[String],
+    ) -> Result<(), NfsMountError> {
         let joined = options.join(",");
         let mut args = vec![OsStr::new("-t"), OsStr::new("nfs4")];
         if !options.is_empty() {
@@ -95,10 +108,10 @@ impl Mounter for LinuxMounter {
             .map_err(|e| Error::Internal(format!("{shown}: cannot run: {e}")))?
         {
             Run::Exited(status, _) if status.success() => Ok(()),
-            Run::Exited(status, stderr) => Err(Error::Internal(format!(
-                "{shown} failed ({status}){}",
-                detail(&stderr)
-            ))),
+            Run::Exited(status, stderr) => Err(NfsMountError {
+                error: Error::Internal(format!("{shown} failed ({status}){}", detail(&stderr))),
+                unresolved_host: String::from_utf8_lossy(&stderr).contains(UNRESOLVED_HOST),
+            }),
             Run::TimedOut(stderr) => {
                 // The mount syscall may have completed just before the kill;
                 // leave nothing behind for the caller to trip over.
@@ -115,7 +128,7 @@ impl Mounter for LinuxMounter {
                 if let Some(e) = leftover {
                     message.push_str(&format!("; cleaning up {}: {e}", target.display()));
                 }
-                Err(Error::DeadlineExceeded(message))
+                Err(Error::DeadlineExceeded(message).into())
             }
         }
     }
@@ -173,15 +186,8 @@ impl Mounter for LinuxMounter {
         MountTable::parse(&text)
     }
 
-    fn statvfs(&self, path: &Path) -> Result<FsStats> {
-        let raw = statvfs_raw(path).map_err(|e| {
-            let message = format!("statvfs {}: {e}", path.display());
-            if e.kind() == io::ErrorKind::NotFound {
-                Error::NotFound(message)
-            } else {
-                Error::Internal(message)
-            }
-        })?;
+    fn statvfs(&self, path: &Path) -> Result<FsStats, StatvfsError> {
+        let raw = statvfs_raw(path).map_err(|e| statvfs_error(path, &e))?;
         Ok(FsStats {
             fragment_size: raw.f_frsize,
             blocks: raw.f_blocks,
@@ -190,6 +196,16 @@ impl Mounter for LinuxMounter {
             files: raw.f_files,
             files_free: raw.f_ffree,
         })
+    }
+}
+
+fn statvfs_error(path: &Path, e: &io::Error) -> StatvfsError {
+    let message = format!("statvfs {}: {e}", path.display());
+    match e.raw_os_error() {
+        Some(libc::ENOENT | libc::ENOTDIR) => StatvfsError::Missing(message),
+        Some(libc::ESTALE) => StatvfsError::Stale(message),
+        Some(libc::EIO) => StatvfsError::Io(message),
+        _ => StatvfsError::Other(message),
     }
 }
 
@@ -471,9 +487,27 @@ mod tests {
             .mounter(Duration::from_secs(10))
             .mount_nfs4("host:/x", Path::new("/nonexistent-target"), &[])
             .unwrap_err();
+        assert!(!err.unresolved_host, "{err:?}");
+        let err = err.error;
         assert!(matches!(err, Error::Internal(_)), "{err:?}");
         assert!(err.message().contains("access denied by server"), "{err}");
         assert!(err.message().contains("exit status: 32"), "{err}");
+    }
+
+    #[test]
+    fn a_name_that_does_not_resolve_is_told_apart() {
+        // mount.nfs4's own words (nfs-utils utils/mount/stropts.c).
+        let s = Scratch::new(
+            "dns",
+            "echo 'mount.nfs4: Failed to resolve server fs-1.example: Name or service not known' >&2; exit 32",
+        );
+        let err = s
+            .mounter(Duration::from_secs(10))
+            .mount_nfs4("fs-1.example:/x", Path::new("/nonexistent-target"), &[])
+            .unwrap_err();
+        assert!(err.unresolved_host, "{err:?}");
+        assert!(matches!(err.error, Error::Internal(_)), "{err:?}");
+        assert!(err.error.message().contains("Name or service not known"));
     }
 
     #[test]
@@ -481,7 +515,7 @@ mod tests {
         let err = LinuxMounter::new("/nonexistent/mount".into(), Duration::from_secs(1))
             .mount_nfs4("host:/x", Path::new("/t"), &[])
             .unwrap_err();
-        assert!(matches!(err, Error::Internal(_)), "{err:?}");
+        assert!(matches!(err.error, Error::Internal(_)), "{err:?}");
     }
 
     #[test]
@@ -494,7 +528,8 @@ mod tests {
         let err = s
             .mounter(Duration::from_millis(500))
             .mount_nfs4("host:/x", Path::new("/nonexistent-target"), &[])
-            .unwrap_err();
+            .unwrap_err()
+            .error;
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "{:?}",
@@ -527,10 +562,22 @@ mod tests {
         let m = LinuxMounter::new("mount".into(), Duration::from_secs(1));
         assert!(matches!(
             m.statvfs(Path::new("/nonexistent/path")),
-            Err(Error::NotFound(_))
+            Err(StatvfsError::Missing(_))
         ));
         let root = m.statvfs(Path::new("/")).unwrap();
         assert!(root.blocks > 0 && root.fragment_size > 0);
+    }
+
+    #[test]
+    fn statvfs_errnos_are_told_apart() {
+        let path = Path::new("/mnt/x");
+        let of = |errno| statvfs_error(path, &io::Error::from_raw_os_error(errno));
+        assert!(matches!(of(libc::ENOTDIR), StatvfsError::Missing(_)));
+        assert!(
+            matches!(of(libc::ESTALE), StatvfsError::Stale(m) if m.starts_with("statvfs /mnt/x: "))
+        );
+        assert!(matches!(of(libc::EIO), StatvfsError::Io(_)));
+        assert!(matches!(of(libc::EACCES), StatvfsError::Other(_)));
     }
 
     #[test]

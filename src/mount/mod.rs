@@ -9,17 +9,22 @@ pub mod mountinfo;
 pub use linux::LinuxMounter;
 pub use mountinfo::MountEntry;
 
-use crate::Result;
+use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 
 /// Mount operations on the node. Errors carry their CSI outcome: mount and
-/// unmount failures are `Internal`, a killed NFS helper is `DeadlineExceeded`,
-/// `statvfs` on a missing path is `NotFound`.
+/// unmount failures are `Internal`, a killed NFS helper is `DeadlineExceeded`;
+/// `statvfs` reports what the kernel said, for the node to word.
 pub trait Mounter: Send + Sync {
     /// `<helper> -t nfs4 [-o <options joined by ,>] <source> <target>`, bounded
     /// by the helper timeout. Past it the helper is killed, any mount it left
     /// behind is undone, and the error is `DeadlineExceeded`.
-    fn mount_nfs4(&self, source: &str, target: &Path, options: &[String]) -> Result<()>;
+    fn mount_nfs4(
+        &self,
+        source: &str,
+        target: &Path,
+        options: &[String],
+    ) -> Result<(), NfsMountError>;
 
     /// Bind-mounts `source` on `target`. Of `flags` (CSI mount flags), the
     /// per-mount ones (`ro`, `nosuid`, `nodev`, `noexec`, `noatime`,
@@ -43,11 +48,43 @@ pub trait Mounter: Send + Sync {
         Ok(self.mount_table()?.find(path).is_some())
     }
 
-    fn statvfs(&self, path: &Path) -> Result<FsStats>;
+    fn statvfs(&self, path: &Path) -> Result<FsStats, StatvfsError>;
+}
+
+/// A failed `mount_nfs4`: its CSI outcome, and whether the helper said the
+/// server's host name does not resolve on this node, the one failure that
+/// another source of the same export (its IPv6 address) gets around.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NfsMountError {
+    pub error: Error,
+    pub unresolved_host: bool,
+}
+
+impl From<Error> for NfsMountError {
+    fn from(error: Error) -> NfsMountError {
+        NfsMountError {
+            error,
+            unresolved_host: false,
+        }
+    }
+}
+
+/// Why `statvfs` failed, by the errno the node reports differently. Each
+/// message names the path and the kernel's reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatvfsError {
+    /// Nothing at the path (`ENOENT`, `ENOTDIR`).
+    Missing(String),
+    /// `ESTALE`: the NFS server no longer knows the mount's file handle
+    /// (the export was recreated, or the server lost its handles).
+    Stale(String),
+    /// `EIO`: the server, or the way to it, fails the request.
+    Io(String),
+    Other(String),
 }
 
 /// The `statvfs` figures the node reports, in the kernel's units.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FsStats {
     /// `f_frsize`: the unit of the block counts.
     pub fragment_size: u64,

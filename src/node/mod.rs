@@ -3,7 +3,9 @@
 //! into typed values and does the work through `dyn Mounter`. Nothing in
 //! this module tree calls the kernel or spawns a process directly.
 
+mod context;
 mod identity;
+mod input;
 mod publish;
 mod stage;
 mod stats;
@@ -174,26 +176,6 @@ impl csi_grpc::Node for NodeService {
     }
 }
 
-/// `value`, or InvalidArgument with `message` when it is empty.
-fn required(value: &str, message: &str) -> Result<String> {
-    if value.is_empty() {
-        return Err(Error::InvalidArgument(message.to_string()));
-    }
-    Ok(value.to_string())
-}
-
-/// A required path, which must be absolute: a relative one would resolve
-/// against the driver's working directory, never what kubelet meant.
-fn absolute_path(value: &str, message: &str) -> Result<PathBuf> {
-    let path = PathBuf::from(required(value, message)?);
-    if !path.is_absolute() {
-        return Err(Error::InvalidArgument(format!(
-            "path {value:?} is not absolute"
-        )));
-    }
-    Ok(path)
-}
-
 /// The mount access type of a required capability; block is refused.
 fn mount_capability(
     capability: Option<&csi::VolumeCapability>,
@@ -211,15 +193,16 @@ fn mount_capability(
 /// The capability's mount flags one option per entry: a StorageClass may
 /// join several in one (`"vers=4.2,noexec"`), and every later check (the
 /// explicit `xprtsec=`, the per-mount bind flags) looks at single options.
-fn mount_flags(mount: &csi::volume_capability::MountVolume) -> Vec<String> {
-    mount
+fn mount_flags(mount: &csi::volume_capability::MountVolume) -> Result<Vec<String>> {
+    input::check_mount_flags(&mount.mount_flags)?;
+    Ok(mount
         .mount_flags
         .iter()
         .flat_map(|f| f.split(','))
         .map(str::trim)
         .filter(|f| !f.is_empty())
         .map(str::to_string)
-        .collect()
+        .collect())
 }
 
 /// `mkdir -p` with 0755, like kubelet's own volume directories.

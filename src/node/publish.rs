@@ -6,10 +6,8 @@
 //! target holds this staging mount with the asked-for writability. It must
 //! never unmount or remove the staging path: other pods share it.
 
-use super::{
-    absolute_path, cleanup_mount_point, create_dir, mount_capability, mount_flags, required,
-    NodePlugin,
-};
+use super::input::{absolute_path, volume_id};
+use super::{cleanup_mount_point, create_dir, mount_capability, mount_flags, NodePlugin};
 use crate::proto::csi;
 use crate::proto::csi::volume_capability::access_mode::Mode;
 use crate::{Error, Result};
@@ -26,9 +24,9 @@ struct PublishRequest {
 
 impl PublishRequest {
     fn parse(req: &csi::NodePublishVolumeRequest) -> Result<PublishRequest> {
-        required(&req.volume_id, "volume ID is not set")?;
-        let staging = absolute_path(&req.staging_target_path, "staging target path is not set")?;
-        let target = absolute_path(&req.target_path, "target path is not set")?;
+        volume_id(&req.volume_id)?;
+        let staging = absolute_path(&req.staging_target_path, "staging target path")?;
+        let target = absolute_path(&req.target_path, "target path")?;
         let capability = req.volume_capability.as_ref();
         let mount = mount_capability(capability)?;
         // Cleanup after a failed publish unmounts the target; were it the
@@ -50,7 +48,7 @@ impl PublishRequest {
         Ok(PublishRequest {
             staging,
             target,
-            flags: mount_flags(mount),
+            flags: mount_flags(mount)?,
             readonly: req.readonly || reader_only,
         })
     }
@@ -150,8 +148,8 @@ impl NodePlugin {
         &self,
         req: &csi::NodeUnpublishVolumeRequest,
     ) -> Result<csi::NodeUnpublishVolumeResponse> {
-        required(&req.volume_id, "volume ID is not set")?;
-        let target = absolute_path(&req.target_path, "target path is not set")?;
+        volume_id(&req.volume_id)?;
+        let target = absolute_path(&req.target_path, "target path")?;
         let _guard = self.targets.try_lock(&target.to_string_lossy())?;
         cleanup_mount_point(self.mounter.as_ref(), &target).map_err(|e| {
             Error::Internal(format!(

@@ -1,45 +1,97 @@
-//! NodeGetVolumeStats: the `statvfs` figures of the path kubelet names, as
-//! CSI usage. Polled every minute per volume, so it takes no lock and does
-//! nothing beyond the one `statvfs`. On a hard NFS mount whose server is
-//! gone `statvfs` never returns, so it runs on a thread of its own with a
-//! bound, and a path whose last `statvfs` is still stuck is not asked again:
-//! a dead server costs one thread, never the worker pool.
+//! NodeGetVolumeStats: the `statvfs` figures of the volume mounted at the
+//! path kubelet names, as CSI usage, and the volume's condition
+//! (VOLUME_CONDITION). Polled every minute per volume, so it takes no lock
+//! and does nothing beyond one mount-table read and one `statvfs`. On a hard
+//! NFS mount whose server is gone `statvfs` never returns, so it runs on a
+//! thread of its own with a bound, and a path whose last `statvfs` is still
+//! stuck is not asked again: a dead server costs one thread, never the
+//! worker pool. A mount that is stale, failing or hung is an abnormal
+//! condition, not an error: kubelet turns the condition into a pod event,
+//! while an error only reaches its log.
 
-use super::{absolute_path, required, NodePlugin};
-use crate::mount::{FsStats, Mounter};
+use super::input::{absolute_path, required, shown, volume_id, well_formed_path};
+use super::NodePlugin;
+use crate::mount::{FsStats, Mounter, StatvfsError};
 use crate::proto::csi;
 use crate::proto::csi::volume_usage::Unit;
 use crate::{Error, Result};
+use std::path::Path;
+
+/// What a bounded `statvfs` of a mounted volume found.
+enum Probe {
+    Healthy(FsStats),
+    /// The mount is there and does not work; the message names the cause.
+    Abnormal(String),
+}
 
 impl NodePlugin {
     pub(super) fn stats(
         &self,
         req: &csi::NodeGetVolumeStatsRequest,
     ) -> Result<csi::NodeGetVolumeStatsResponse> {
-        required(&req.volume_id, "volume ID is not set")?;
+        volume_id(&req.volume_id)?;
         let raw = required(&req.volume_path, "volume path is not set")?;
+        let path = well_formed_path(raw, "volume path")?;
         // kubelet only ever sends absolute paths; a relative one cannot name
-        // a published volume, which CSI reports as NotFound.
-        let path = absolute_path(&raw, "volume path is not set").map_err(|_| {
-            Error::NotFound(format!("volume path not found: {raw:?} is not absolute"))
-        })?;
-        let stats = self.bounded_statvfs(&path).map_err(|e| match e {
-            Error::NotFound(m) => Error::NotFound(format!("volume path not found: {m}")),
-            other => Error::Internal(format!("failed to get stats: {}", other.message())),
-        })?;
+        // a published volume, which CSI reports as NotFound (csi-sanity
+        // checks exactly that with `some/path`).
+        if !path.is_absolute() {
+            return Err(Error::NotFound(format!(
+                "volume path not found: {} is not absolute",
+                shown(raw)
+            )));
+        }
+        if !req.staging_target_path.is_empty() {
+            absolute_path(&req.staging_target_path, "staging target path")?;
+        }
+        // statvfs of a directory nothing is mounted on would report the
+        // node's own disk as the volume.
+        let mounted = self
+            .mounter
+            .mount_table()
+            .map_err(|e| e.context("failed to get stats"))?
+            .find(&path)
+            .is_some();
+        if !mounted {
+            return Err(Error::NotFound(format!(
+                "volume path not found: nothing is mounted at {}",
+                path.display()
+            )));
+        }
         let mut resp = csi::NodeGetVolumeStatsResponse::new();
-        resp.usage = usage(&stats);
+        let mut condition = csi::VolumeCondition::new();
+        match self.bounded_statvfs(&path)? {
+            Probe::Healthy(stats) => {
+                resp.usage = usage(&stats);
+                condition.message = "mounted and responding".into();
+            }
+            Probe::Abnormal(message) => {
+                log::warn!(
+                    "volume {} at {}: abnormal: {message}",
+                    req.volume_id,
+                    path.display()
+                );
+                // kubelet drops a response without usage, and the condition
+                // with it; zeros say "unknown" without tripping fill alerts
+                // (available / capacity is 0 / 0).
+                resp.usage = usage(&FsStats::default());
+                condition.abnormal = true;
+                condition.message = message;
+            }
+        }
+        resp.volume_condition = Some(condition).into();
         Ok(resp)
     }
 }
 
 impl NodePlugin {
-    fn bounded_statvfs(&self, path: &std::path::Path) -> Result<FsStats> {
+    fn bounded_statvfs(&self, path: &Path) -> Result<Probe> {
+        let not_answering = "the NFS server is not answering";
         {
             let mut pending = self.stats_pending.lock().unwrap_or_else(|p| p.into_inner());
             if pending.contains(path) {
-                return Err(Error::Internal(format!(
-                    "an earlier statvfs of {} has not returned: is the NFS server reachable?",
+                return Ok(Probe::Abnormal(format!(
+                    "an earlier statvfs of {} has not returned: {not_answering}",
                     path.display()
                 )));
             }
@@ -68,20 +120,36 @@ impl NodePlugin {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(path);
-                Error::Internal(format!("spawn statvfs thread: {e}"))
+                Error::Internal(format!("failed to get stats: spawn statvfs thread: {e}"))
             })?;
-        rx.recv_timeout(self.stats_timeout).unwrap_or_else(|_| {
-            Err(Error::Internal(format!(
-                "statvfs of {} did not return within {:?}",
+        let Ok(result) = rx.recv_timeout(self.stats_timeout) else {
+            return Ok(Probe::Abnormal(format!(
+                "statvfs of {} did not return within {:?}: {not_answering}",
                 path.display(),
                 self.stats_timeout
-            )))
-        })
+            )));
+        };
+        match result {
+            Ok(stats) => Ok(Probe::Healthy(stats)),
+            Err(StatvfsError::Stale(m)) => Ok(Probe::Abnormal(format!(
+                "stale NFS file handle: the server no longer recognises this mount (was the filesystem recreated or restored?); it must be unmounted and mounted again: {m}"
+            ))),
+            Err(StatvfsError::Io(m)) => Ok(Probe::Abnormal(format!(
+                "I/O error: the NFS server or the network to it is failing: {m}"
+            ))),
+            // Unmounted and removed since the mount table was read.
+            Err(StatvfsError::Missing(m)) => {
+                Err(Error::NotFound(format!("volume path not found: {m}")))
+            }
+            Err(StatvfsError::Other(m)) => {
+                Err(Error::Internal(format!("failed to get stats: {m}")))
+            }
+        }
     }
 }
 
 /// Bytes (available to unprivileged users, total, used) and inodes.
-fn usage(s: &FsStats) -> Vec<csi::VolumeUsage> {
+pub(super) fn usage(s: &FsStats) -> Vec<csi::VolumeUsage> {
     let bytes = |blocks: u64| clamp(blocks.saturating_mul(s.fragment_size));
     let entry = |unit: Unit, available: i64, total: i64, used: i64| {
         let mut u = csi::VolumeUsage::new();

@@ -1,9 +1,11 @@
 //! Node domain logic against an in-memory `Mounter`: request validation with
-//! the reference's messages, mTLS attempt order, and what a failed publish
-//! may touch. Real mounts are covered by `tests/node_*.rs`.
+//! the reference's messages, mTLS attempt order, the source fallback when a
+//! name does not resolve, how statvfs failures become volume conditions, and
+//! what a failed publish may touch. Real mounts are covered by
+//! `tests/node_*.rs`.
 
 use super::*;
-use crate::mount::{FsStats, MountTable};
+use crate::mount::{FsStats, MountTable, NfsMountError, StatvfsError};
 use crate::proto::csi::volume_capability::access_mode::Mode;
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -16,7 +18,18 @@ struct FakeMounter {
     stats_hang: Mutex<bool>,
     stats_released: std::sync::Condvar,
     stats_calls: std::sync::atomic::AtomicUsize,
+    /// What `statvfs` of an existing path returns; figures when unset.
+    stats_result: Mutex<Option<Result<FsStats, StatvfsError>>>,
 }
+
+const FIGURES: FsStats = FsStats {
+    fragment_size: 4096,
+    blocks: 100,
+    blocks_free: 40,
+    blocks_available: 30,
+    files: 1000,
+    files_free: 900,
+};
 
 #[derive(Default)]
 struct FakeState {
@@ -24,7 +37,7 @@ struct FakeState {
     mounted: Vec<(PathBuf, bool)>,
     calls: Vec<String>,
     /// Outcomes of the next `mount_nfs4` calls; success when empty.
-    nfs_results: VecDeque<Result<()>>,
+    nfs_results: VecDeque<Result<(), NfsMountError>>,
     fail_bind: bool,
     /// A remount that "succeeds" without making anything read-only.
     ignore_readonly: bool,
@@ -43,7 +56,12 @@ impl FakeMounter {
 }
 
 impl Mounter for FakeMounter {
-    fn mount_nfs4(&self, source: &str, target: &Path, options: &[String]) -> Result<()> {
+    fn mount_nfs4(
+        &self,
+        source: &str,
+        target: &Path,
+        options: &[String],
+    ) -> Result<(), NfsMountError> {
         let mut s = self.state();
         s.calls.push(format!(
             "nfs {source} {} [{}]",
@@ -110,7 +128,7 @@ impl Mounter for FakeMounter {
         MountTable::parse(text.as_bytes())
     }
 
-    fn statvfs(&self, path: &Path) -> Result<FsStats> {
+    fn statvfs(&self, path: &Path) -> Result<FsStats, StatvfsError> {
         self.stats_calls
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut hang = self.stats_hang.lock().unwrap();
@@ -119,9 +137,16 @@ impl Mounter for FakeMounter {
         }
         drop(hang);
         if !path.exists() {
-            return Err(Error::NotFound(format!("statvfs {}: gone", path.display())));
+            return Err(StatvfsError::Missing(format!(
+                "statvfs {}: gone",
+                path.display()
+            )));
         }
-        Err(Error::Internal("EIO".into()))
+        self.stats_result
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or(Ok(FIGURES))
     }
 }
 
@@ -197,6 +222,20 @@ fn capability(mode: Mode) -> csi::VolumeCapability {
     access.mode = mode.into();
     cap.access_mode = Some(access).into();
     cap
+}
+
+fn failure(e: Error) -> Result<(), NfsMountError> {
+    Err(e.into())
+}
+
+/// What the mounter reports when mount.nfs cannot resolve `host`.
+fn unresolved(host: &str) -> Result<(), NfsMountError> {
+    Err(NfsMountError {
+        error: Error::Internal(format!(
+            "mount.nfs4: Failed to resolve server {host}: Name or service not known"
+        )),
+        unresolved_host: true,
+    })
 }
 
 fn invalid(message: &str) -> Error {
@@ -329,19 +368,81 @@ fn publish_unpublish_unstage_and_stats_validation() {
     assert!(f.mounter.calls().is_empty());
 }
 
-#[test]
-fn stats_errors_map_to_not_found_and_internal() {
-    let f = Fixture::new("stats");
+fn stats_request(path: &str) -> csi::NodeGetVolumeStatsRequest {
     let mut r = csi::NodeGetVolumeStatsRequest::new();
     r.volume_id = "1/2".into();
-    r.volume_path = f.path("missing");
-    let err = f.plugin.stats(&r).unwrap_err();
-    assert!(
-        matches!(&err, Error::NotFound(m) if m.starts_with("volume path not found: ")),
-        "{err:?}"
+    r.volume_path = path.into();
+    r
+}
+
+fn condition(resp: &csi::NodeGetVolumeStatsResponse) -> (bool, String) {
+    let c = resp.volume_condition.as_ref().expect("a volume condition");
+    (c.abnormal, c.message.clone())
+}
+
+#[test]
+fn stats_of_a_path_with_nothing_mounted_is_not_found() {
+    let f = Fixture::new("stats-not-found");
+    std::fs::create_dir_all(f.path("unmounted")).unwrap();
+    for path in [f.path("missing"), f.path("unmounted"), "some/path".into()] {
+        let err = f.plugin.stats(&stats_request(&path)).unwrap_err();
+        assert!(
+            matches!(&err, Error::NotFound(m) if m.starts_with("volume path not found: ")),
+            "{path}: {err:?}"
+        );
+    }
+    assert_eq!(
+        f.mounter
+            .stats_calls
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "nothing mounted, nothing to ask"
     );
-    r.volume_path = f.path("");
-    let err = f.plugin.stats(&r).unwrap_err();
+}
+
+#[test]
+fn a_healthy_mount_reports_its_usage_and_a_normal_condition() {
+    let f = Fixture::new("stats-healthy");
+    f.staged();
+    let resp = f.plugin.stats(&stats_request(&f.path("staging"))).unwrap();
+    assert_eq!(resp.usage, super::stats::usage(&FIGURES));
+    assert!(!condition(&resp).0, "{resp:?}");
+}
+
+#[test]
+fn stale_and_failing_mounts_are_abnormal_conditions_not_errors() {
+    let f = Fixture::new("stats-abnormal");
+    f.staged();
+    for (result, cause) in [
+        (
+            StatvfsError::Stale("statvfs x: Stale file handle (os error 116)".into()),
+            "stale NFS file handle",
+        ),
+        (
+            StatvfsError::Io("statvfs x: Input/output error (os error 5)".into()),
+            "I/O error",
+        ),
+    ] {
+        *f.mounter.stats_result.lock().unwrap() = Some(Err(result.clone()));
+        let resp = f.plugin.stats(&stats_request(&f.path("staging"))).unwrap();
+        let (abnormal, message) = condition(&resp);
+        assert!(abnormal, "{result:?}");
+        assert!(message.starts_with(cause), "{message}");
+        assert!(
+            message.contains("os error"),
+            "the kernel's reason: {message}"
+        );
+        // kubelet drops a response without usage, and the condition with it.
+        assert_eq!(resp.usage.len(), 2, "{resp:?}");
+        assert!(resp.usage.iter().all(|u| u.total == 0));
+    }
+    *f.mounter.stats_result.lock().unwrap() = Some(Err(StatvfsError::Other(
+        "statvfs x: Permission denied".into(),
+    )));
+    let err = f
+        .plugin
+        .stats(&stats_request(&f.path("staging")))
+        .unwrap_err();
     assert!(
         matches!(&err, Error::Internal(m) if m.starts_with("failed to get stats: ")),
         "{err:?}"
@@ -349,23 +450,19 @@ fn stats_errors_map_to_not_found_and_internal() {
 }
 
 #[test]
-fn a_hung_statvfs_is_bounded_and_not_piled_up() {
+fn a_hung_statvfs_is_bounded_reported_abnormal_and_not_piled_up() {
     let mut f = Fixture::new("stats-hang");
+    f.staged();
     f.plugin.stats_timeout = Duration::from_millis(50);
     *f.mounter.stats_hang.lock().unwrap() = true;
-    let mut r = csi::NodeGetVolumeStatsRequest::new();
-    r.volume_id = "1/2".into();
-    r.volume_path = f.path("");
-    let err = f.plugin.stats(&r).unwrap_err();
-    assert!(
-        matches!(&err, Error::Internal(m) if m.contains("did not return")),
-        "{err:?}"
-    );
+    let r = stats_request(&f.path("staging"));
+    let (abnormal, message) = condition(&f.plugin.stats(&r).unwrap());
+    assert!(abnormal && message.contains("did not return"), "{message}");
     // The stuck call is not repeated while it is still stuck.
-    let err = f.plugin.stats(&r).unwrap_err();
+    let (abnormal, message) = condition(&f.plugin.stats(&r).unwrap());
     assert!(
-        matches!(&err, Error::Internal(m) if m.contains("has not returned")),
-        "{err:?}"
+        abnormal && message.contains("has not returned"),
+        "{message}"
     );
     assert_eq!(
         f.mounter
@@ -384,11 +481,8 @@ fn a_hung_statvfs_is_bounded_and_not_piled_up() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    let err = f.plugin.stats(&r).unwrap_err();
-    assert!(
-        matches!(&err, Error::Internal(m) if m.contains("EIO")),
-        "{err:?}"
-    );
+    let resp = f.plugin.stats(&r).unwrap();
+    assert!(!condition(&resp).0, "{resp:?}");
     assert_eq!(
         f.mounter
             .stats_calls
@@ -398,13 +492,92 @@ fn a_hung_statvfs_is_bounded_and_not_piled_up() {
 }
 
 #[test]
+fn an_unresolvable_name_is_retried_on_the_ipv6_target_in_the_same_call() {
+    let f = Fixture::new("dns");
+    let req = f.stage_request(&[
+        ("mount-target", "fs.example:/e"),
+        ("mount-target-ips", "[::ffff:10.0.0.1]:/e,[2001:db8::5]:/e"),
+        ("mtls-mode", "optional"),
+    ]);
+    f.mounter
+        .state()
+        .nfs_results
+        .push_back(unresolved("fs.example"));
+    f.plugin.stage(&req).unwrap();
+    let staging = f.path("staging");
+    // No plain retry of the name: no option makes it resolve.
+    assert_eq!(
+        f.mounter.calls(),
+        [
+            format!("nfs fs.example:/e {staging} [xprtsec=mtls]"),
+            format!("nfs [2001:db8::5]:/e {staging} [xprtsec=mtls]"),
+        ]
+    );
+    assert!(f.mounter.is_mounted(Path::new(&staging)));
+    // A retried stage finds it staged, from a source of this volume.
+    f.plugin.stage(&req).unwrap();
+    assert_eq!(f.mounter.calls().len(), 2);
+}
+
+#[test]
+fn other_failures_and_volumes_without_ipv6_targets_are_not_retried() {
+    let f = Fixture::new("dns-other");
+    let req = f.stage_request(&[
+        ("mount-target", "fs.example:/e"),
+        ("mount-target-ips", "[2001:db8::5]:/e"),
+    ]);
+    f.mounter
+        .state()
+        .nfs_results
+        .push_back(failure(Error::Internal("access denied by server".into())));
+    let err = f.plugin.stage(&req).unwrap_err();
+    assert!(err.message().contains("access denied"), "{err}");
+    assert_eq!(f.mounter.calls().len(), 1);
+
+    let f = Fixture::new("dns-no-ip");
+    let req = f.stage_request(&[("mount-target", "fs.example:/e")]);
+    f.mounter
+        .state()
+        .nfs_results
+        .push_back(unresolved("fs.example"));
+    let err = f.plugin.stage(&req).unwrap_err();
+    assert!(
+        matches!(&err, Error::Internal(m) if m.contains("Failed to resolve server")),
+        "{err:?}"
+    );
+    assert_eq!(f.mounter.calls().len(), 1);
+}
+
+#[test]
+fn when_the_ipv6_target_fails_too_both_failures_are_reported() {
+    let f = Fixture::new("dns-both");
+    let req = f.stage_request(&[
+        ("mount-target", "fs.example:/e"),
+        ("mount-target-ips", "[2001:db8::5]:/e"),
+    ]);
+    f.mounter.state().nfs_results.extend([
+        unresolved("fs.example"),
+        failure(Error::DeadlineExceeded("killed".into())),
+    ]);
+    let err = f.plugin.stage(&req).unwrap_err();
+    // The address attempt's code decides how kubelet treats the stage.
+    assert!(matches!(err, Error::DeadlineExceeded(_)), "{err:?}");
+    let message = err.message();
+    assert!(
+        message.contains("[2001:db8::5]:/e") && message.contains("Failed to resolve server"),
+        "{message}"
+    );
+    assert!(!f.mounter.is_mounted(Path::new(&f.path("staging"))));
+}
+
+#[test]
 fn optional_mtls_retries_plain_after_a_failure_or_a_timeout() {
     let f = Fixture::new("optional");
     let req = f.stage_request(&[("mount-target", "fs:/e"), ("mtls-mode", "optional")]);
     f.mounter
         .state()
         .nfs_results
-        .push_back(Err(Error::Internal("tls failed".into())));
+        .push_back(failure(Error::Internal("tls failed".into())));
     f.plugin.stage(&req).unwrap();
     let staging = f.path("staging");
     assert_eq!(
@@ -420,7 +593,7 @@ fn optional_mtls_retries_plain_after_a_failure_or_a_timeout() {
     f.mounter
         .state()
         .nfs_results
-        .push_back(Err(Error::DeadlineExceeded("killed".into())));
+        .push_back(failure(Error::DeadlineExceeded("killed".into())));
     f.plugin.stage(&req).unwrap();
     assert_eq!(f.mounter.calls().len(), 2);
 
@@ -429,8 +602,8 @@ fn optional_mtls_retries_plain_after_a_failure_or_a_timeout() {
     let f = Fixture::new("optional-timeouts");
     let req = f.stage_request(&[("mount-target", "fs:/e"), ("mtls-mode", "optional")]);
     f.mounter.state().nfs_results.extend([
-        Err(Error::DeadlineExceeded("killed".into())),
-        Err(Error::DeadlineExceeded("killed again".into())),
+        failure(Error::DeadlineExceeded("killed".into())),
+        failure(Error::DeadlineExceeded("killed again".into())),
     ]);
     let err = f.plugin.stage(&req).unwrap_err();
     assert!(matches!(err, Error::DeadlineExceeded(_)), "{err:?}");
@@ -442,8 +615,8 @@ fn when_both_optional_attempts_fail_both_errors_are_reported() {
     let f = Fixture::new("optional-both");
     let req = f.stage_request(&[("mount-target", "fs:/e"), ("mtls-mode", "optional")]);
     f.mounter.state().nfs_results.extend([
-        Err(Error::Internal("tls failed".into())),
-        Err(Error::Internal("access denied".into())),
+        failure(Error::Internal("tls failed".into())),
+        failure(Error::Internal("access denied".into())),
     ]);
     let err = f.plugin.stage(&req).unwrap_err();
     let message = err.message();

@@ -12,7 +12,9 @@
 //! directory: `fail-mtls` (fail when `xprtsec=mtls` is among the options),
 //! `hang` (never finish; the pid of its `sleep` goes to `hang.pid`),
 //! `hang-mtls` (never finish when `xprtsec=mtls` is among the options),
-//! `unbindable` (make the staged mount unbindable, so a later bind fails).
+//! `unbindable` (make the staged mount unbindable, so a later bind fails),
+//! `no-dns` (fail a source whose host is a name, not a bracketed address,
+//! the way mount.nfs4 does when the name does not resolve).
 //!
 //! The test sees the namespace through `/proc/<pid>/mountinfo` and reaches
 //! files inside it through `/proc/<pid>/root/<path>`.
@@ -38,6 +40,12 @@ opts=""
 if [ "$1" = "-o" ]; then opts=$2; shift 2; fi
 source=$1
 target=$2
+case "$source" in
+    \[*) ;;
+    *) if [ -e "$here/no-dns" ]; then
+           echo "mount.nfs4: Failed to resolve server ${source%%:*}: Name or service not known" >&2; exit 32
+       fi ;;
+esac
 if [ -e "$here/hang" ]; then
     sleep 1000 &
     echo $! > "$here/hang.pid"
@@ -77,6 +85,11 @@ impl NfsNode {
 
     /// A node whose mount helper is killed after `timeout`.
     pub fn start_with(timeout: &str) -> NfsNode {
+        NfsNode::start_configured(timeout, &[])
+    }
+
+    /// A node with extra environment variables (set last, so they win).
+    pub fn start_configured(timeout: &str, env: &[(&str, &str)]) -> NfsNode {
         let dir = TempDir::new("node");
         std::fs::create_dir_all(dir.join("exports")).unwrap();
         std::fs::create_dir_all(dir.join("kubelet")).unwrap();
@@ -99,11 +112,14 @@ impl NfsNode {
                 "private",
             ]
         };
-        let driver = Driver::role("node")
+        let mut driver = Driver::role("node")
             .prefix(prefix)
             .env("NFS_MOUNT_HELPER", helper.to_string_lossy())
-            .env("NFS_MOUNT_TIMEOUT", timeout)
-            .start();
+            .env("NFS_MOUNT_TIMEOUT", timeout);
+        for (k, v) in env {
+            driver = driver.env(k, *v);
+        }
+        let driver = driver.start();
         NfsNode { driver, dir }
     }
 
