@@ -1213,9 +1213,9 @@ fn http_endpoint(c: &Value) -> Option<(String, u64)> {
     Some((host.to_string(), port.parse().unwrap()))
 }
 
-/// Host ports the node pod's sidecars hold (29660, 29661) and the one
-/// METRICS_ADDRESS is documented with (29662): controller sidecars keep off
-/// them so an endpoint never changes meaning between the two pods.
+/// Host ports the node pod's sidecars hold (29660, 29661) and the one kept
+/// for the plugin's metrics endpoint (29662): controller sidecars keep off
+/// them so a port never changes meaning between the two pods.
 const DRIVER_PORTS: &[u64] = &[29660, 29661, 29662];
 
 #[test]
