@@ -3,7 +3,11 @@
 //! agree between the plugin and its sidecars, the registrar's two paths are
 //! not swapped, mounts propagate, the probe really reaches the livenessprobe
 //! sidecar, the token reaches the controller only, and the node cannot read
-//! Secrets. Schema validation is `kustomize/check.sh`.
+//! Secrets; every sidecar image is a release listed with its provenance in
+//! `kustomize/sidecar-images.md`, the controller RBAC covers what the upstream
+//! sidecars' own RBAC grants, and the leader-electing sidecars serve
+//! `/healthz/leader-election` to their liveness probes. Schema validation is
+//! `kustomize/check.sh`.
 //!
 //! kubectl is required: without it these tests fail rather than skip, so a CI
 //! machine that lost it cannot pass silently.
@@ -11,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use serde::Deserialize;
@@ -98,11 +103,14 @@ fn render(dir: &Path) -> Vec<Value> {
 }
 
 /// A kustomization outside the tree combining base with `components`; paths
-/// must be relative, kustomize refuses absolute ones.
+/// must be relative, kustomize refuses absolute ones. Each call gets its own
+/// directory: tests run in parallel and may render the same combination.
 fn render_with_components(components: &[&str]) -> Vec<Value> {
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
-        "linode-nfs-csi-kustomize-{}-{}",
+        "linode-nfs-csi-kustomize-{}-{}-{}",
         std::process::id(),
+        CALLS.fetch_add(1, Ordering::Relaxed),
         components.join("+")
     ));
     std::fs::create_dir_all(&dir).unwrap();
@@ -1019,4 +1027,390 @@ fn examples_are_consistent_with_the_driver() {
     assert!(claims
         .iter()
         .any(|c| pvcs.iter().any(|p| p["metadata"]["name"] == *c)));
+}
+
+/// The driver's own image (also rewritten by the dev overlay); every other
+/// image must be a listed upstream release.
+fn is_plugin_image(image: &str) -> bool {
+    image
+        .rsplit_once(':')
+        .map_or(image, |(repo, _)| repo)
+        .ends_with("/linode-nfs-csi")
+}
+
+/// Rows of kustomize/sidecar-images.md: image reference → release commit.
+fn listed_images() -> BTreeMap<String, String> {
+    let path = kustomize_dir().join("sidecar-images.md");
+    let text = std::fs::read_to_string(&path).expect("kustomize/sidecar-images.md exists");
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 3, "sidecar-images.md: malformed row {line}");
+        let image = cells[0].trim_matches('`');
+        let commit = cells[1].trim_matches('`');
+        let (_, tag) = image
+            .rsplit_once(':')
+            .unwrap_or_else(|| panic!("sidecar-images.md: {image} has no tag"));
+        assert!(
+            commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+            "sidecar-images.md: {image} needs the full release commit, not {commit:?}"
+        );
+        assert!(
+            cells[2].contains("https://github.com/kubernetes-csi/") && cells[2].contains(tag),
+            "sidecar-images.md: {image} needs an upstream link naming {tag}"
+        );
+        assert!(
+            out.insert(image.to_string(), commit.to_string()).is_none(),
+            "sidecar-images.md: {image} listed twice"
+        );
+    }
+    assert!(!out.is_empty(), "sidecar-images.md lists no image");
+    out
+}
+
+fn pod_images(workload: &Value) -> Vec<String> {
+    ["initContainers", "containers"]
+        .iter()
+        .flat_map(|key| pod_spec(workload)[*key].as_array().into_iter().flatten())
+        .map(|c| c["image"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// kustomize/prerequisites/snapshots/kustomization.yaml, parsed but not
+/// rendered: its resources are remote and the tests run offline.
+fn snapshot_prerequisites() -> Value {
+    let path = kustomize_dir().join("prerequisites/snapshots/kustomization.yaml");
+    let text = std::fs::read_to_string(&path).expect("prerequisites/snapshots exists");
+    serde_yaml_ng::from_str(&text).expect("prerequisites kustomization parses")
+}
+
+#[test]
+fn every_pinned_image_is_a_listed_release() {
+    let listed = listed_images();
+    // Each component over the base as well, so a component that no overlay
+    // uses still has its images checked.
+    let mut renders: Vec<(String, Vec<Value>)> = variants().to_vec();
+    let mut components: Vec<String> = std::fs::read_dir(kustomize_dir().join("components"))
+        .expect("kustomize/components exists")
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().join("kustomization.yaml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    components.sort();
+    for c in &components {
+        renders.push((format!("base+{c}"), render_with_components(&[c.as_str()])));
+    }
+
+    let mut used = BTreeSet::new();
+    for (variant, objects) in &renders {
+        for workload in objects
+            .iter()
+            .filter(|o| o["spec"]["template"]["spec"].is_object())
+        {
+            for image in pod_images(workload)
+                .into_iter()
+                .filter(|i| !is_plugin_image(i))
+            {
+                assert!(
+                    listed.contains_key(&image),
+                    "{variant}: {image} is not in kustomize/sidecar-images.md; confirm the \
+                     tag upstream and add a row with where it was confirmed"
+                );
+                used.insert(image);
+            }
+        }
+    }
+    let prerequisites = snapshot_prerequisites();
+    for entry in prerequisites["images"]
+        .as_array()
+        .expect("images: pins the tag")
+    {
+        let image = format!(
+            "{}:{}",
+            entry["name"].as_str().unwrap(),
+            entry["newTag"].as_str().expect("newTag")
+        );
+        assert!(
+            listed.contains_key(&image),
+            "prerequisites/snapshots: {image} is not in kustomize/sidecar-images.md"
+        );
+        used.insert(image);
+    }
+    for image in listed.keys() {
+        assert!(
+            used.contains(image),
+            "sidecar-images.md lists {image}, which no manifest uses any more"
+        );
+    }
+}
+
+#[test]
+fn snapshot_prerequisites_pin_the_snapshotter_release() {
+    let objects = render(&kustomize_dir().join("overlays/snapshots"));
+    let controller = get(&objects, "Deployment", CONTROLLER, "snapshots");
+    let snapshotter = containers(controller)
+        .iter()
+        .find(|c| is_sidecar(c, "csi-snapshotter"))
+        .expect("csi-snapshotter present");
+    let (_, tag) = snapshotter["image"]
+        .as_str()
+        .unwrap()
+        .rsplit_once(':')
+        .unwrap();
+    let reference = format!("?ref={tag}");
+
+    let prerequisites = snapshot_prerequisites();
+    let resources = strings(&prerequisites["resources"]);
+    for dir in ["client/config/crd", "deploy/kubernetes/snapshot-controller"] {
+        let url =
+            format!("https://github.com/kubernetes-csi/external-snapshotter//{dir}{reference}");
+        assert!(
+            resources.contains(&url.as_str()),
+            "prerequisites/snapshots lacks {url}: {resources:?}"
+        );
+    }
+    assert_eq!(resources.len(), 2, "{resources:?}");
+    let pinned = prerequisites["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == format!("{SIDECAR_REGISTRY}snapshot-controller"))
+        .expect("prerequisites/snapshots pins the snapshot-controller image");
+    assert_eq!(
+        pinned["newTag"], tag,
+        "snapshot-controller vs csi-snapshotter"
+    );
+
+    // The page that tells users what to install must name the same release.
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/snapshots.md"))
+            .unwrap();
+    assert!(docs.contains("kustomize/prerequisites/snapshots"));
+    let mut mentions = 0;
+    for marker in [
+        "?ref=",
+        "sig-storage/snapshot-controller:",
+        "sig-storage/csi-snapshotter:",
+    ] {
+        for (at, _) in docs.match_indices(marker) {
+            let version: String = docs[at + marker.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '.')
+                .collect();
+            assert_eq!(version, tag, "docs/snapshots.md: {marker}{version}");
+            mentions += 1;
+        }
+    }
+    assert!(mentions >= 3, "docs/snapshots.md names the release {tag}");
+}
+
+/// `--http-endpoint` of a container as (host, port).
+fn http_endpoint(c: &Value) -> Option<(String, u64)> {
+    let endpoint = flag(c, "http-endpoint")?;
+    let (host, port) = endpoint
+        .rsplit_once(':')
+        .unwrap_or_else(|| panic!("{}: --http-endpoint={endpoint} has no port", c["name"]));
+    Some((host.to_string(), port.parse().unwrap()))
+}
+
+/// Host ports the node pod's sidecars hold (29660, 29661) and the one kept
+/// for the plugin's metrics endpoint (29662): controller sidecars keep off
+/// them so a port never changes meaning between the two pods.
+const DRIVER_PORTS: &[u64] = &[29660, 29661, 29662];
+
+#[test]
+fn leader_electing_sidecars_serve_metrics_and_leader_election_health() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        for workload in objects
+            .iter()
+            .filter(|o| o["kind"] == "Deployment" || o["kind"] == "DaemonSet")
+        {
+            let wname = workload["metadata"]["name"].as_str().unwrap();
+            let host_network = pod_spec(workload)["hostNetwork"] == true;
+            // One pod, one network namespace: every listener and declared
+            // port must be distinct, or a container fails to bind. The one
+            // sharing allowed: the plugin declares the livenessprobe
+            // sidecar's port, because a named probe port resolves against
+            // the probed container.
+            let probe_ports: BTreeSet<u64> = containers(workload)
+                .iter()
+                .filter(|c| is_sidecar(c, "livenessprobe"))
+                .filter_map(http_endpoint)
+                .map(|(_, port)| port)
+                .collect();
+            let mut ports = BTreeMap::new();
+            for c in containers(workload) {
+                let name = c["name"].as_str().unwrap();
+                let mut own: BTreeSet<u64> = c["ports"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|p| p["containerPort"].as_u64().unwrap())
+                    .chain(http_endpoint(c).map(|(_, port)| port))
+                    .collect();
+                if name == PLUGIN {
+                    own.retain(|p| !probe_ports.contains(p));
+                    if let Some(address) = env_value(c, "METRICS_ADDRESS") {
+                        let (_, port) = address.rsplit_once(':').expect("METRICS_ADDRESS port");
+                        own.insert(port.parse().unwrap());
+                    }
+                }
+                for port in own {
+                    if let Some(other) = ports.insert(port, name) {
+                        panic!("{variant} {wname}: port {port} used by {other} and {name}");
+                    }
+                }
+            }
+
+            for c in containers(workload).iter().filter(|c| {
+                is_sidecar(c, "csi-provisioner")
+                    || is_sidecar(c, "csi-attacher")
+                    || is_sidecar(c, "csi-snapshotter")
+            }) {
+                let name = c["name"].as_str().unwrap();
+                let (host, port) = http_endpoint(c)
+                    .unwrap_or_else(|| panic!("{variant}: {name} has no --http-endpoint"));
+                assert!(
+                    flag(c, "metrics-address").is_none(),
+                    "{variant}: {name}: --metrics-address excludes --http-endpoint"
+                );
+                assert!(
+                    !DRIVER_PORTS.contains(&port),
+                    "{variant}: {name} listens on the driver's port {port}"
+                );
+                let probe = &c["livenessProbe"]["httpGet"];
+                assert_eq!(
+                    probe["path"], "/healthz/leader-election",
+                    "{variant}: {name} livenessProbe"
+                );
+                assert_eq!(
+                    port_number(c, &probe["port"]),
+                    port,
+                    "{variant}: {name} probes another port"
+                );
+                // The kubelet probes the pod IP (or the given host): a
+                // loopback listener in a pod network is unreachable to it.
+                if host.is_empty() || host == "0.0.0.0" {
+                    assert!(probe.get("host").is_none(), "{variant}: {name}");
+                } else {
+                    assert!(host_network, "{variant}: {name} on {host} in a pod network");
+                    assert_eq!(
+                        probe["host"].as_str(),
+                        Some(host.as_str()),
+                        "{variant}: {name}"
+                    );
+                }
+                assert!(
+                    args(c).iter().any(|a| a == "--leader-election"),
+                    "{variant}: {name}: /healthz/leader-election exists only with leader election"
+                );
+            }
+        }
+    }
+}
+
+fn verbs(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|v| v.to_string()).collect()
+}
+
+#[test]
+fn controller_rbac_grants_what_the_upstream_sidecars_need() {
+    // From each sidecar's deploy/kubernetes/rbac.yaml at the pinned release
+    // (external-snapshotter: deploy/kubernetes/csi-snapshotter/
+    // rbac-csi-snapshotter.yaml), less what the driver never uses: Secrets,
+    // CSIStorageCapacity, ReferenceGrants and group snapshots.
+    const PROVISIONER: &[(&str, &[&str])] = &[
+        (
+            "/persistentvolumes",
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
+        (
+            "/persistentvolumeclaims",
+            &["get", "list", "watch", "update"],
+        ),
+        ("storage.k8s.io/storageclasses", &["get", "list", "watch"]),
+        ("/events", &["list", "watch", "create", "update", "patch"]),
+        ("storage.k8s.io/csinodes", &["get", "list", "watch"]),
+        ("/nodes", &["get", "list", "watch"]),
+        (
+            "storage.k8s.io/volumeattachments",
+            &["get", "list", "watch"],
+        ),
+    ];
+    const PROVISIONER_SNAPSHOTS: &[(&str, &[&str])] = &[
+        (
+            "snapshot.storage.k8s.io/volumesnapshots",
+            &["get", "list", "watch", "update"],
+        ),
+        (
+            "snapshot.storage.k8s.io/volumesnapshotcontents",
+            &["get", "list"],
+        ),
+    ];
+    const ATTACHER: &[(&str, &[&str])] = &[
+        ("/persistentvolumes", &["get", "list", "watch", "patch"]),
+        ("storage.k8s.io/csinodes", &["get", "list", "watch"]),
+        (
+            "storage.k8s.io/volumeattachments",
+            &["get", "list", "watch", "patch"],
+        ),
+        ("storage.k8s.io/volumeattachments/status", &["patch"]),
+    ];
+    const SNAPSHOTTER: &[(&str, &[&str])] = &[
+        ("/events", &["list", "watch", "create", "update", "patch"]),
+        (
+            "snapshot.storage.k8s.io/volumesnapshotclasses",
+            &["get", "list", "watch"],
+        ),
+        (
+            "snapshot.storage.k8s.io/volumesnapshotcontents",
+            &["get", "list", "watch", "update", "patch"],
+        ),
+        (
+            "snapshot.storage.k8s.io/volumesnapshotcontents/status",
+            &["update", "patch"],
+        ),
+    ];
+    // Every upstream sidecar's leader-election Role has exactly these.
+    const LEASES: &[&str] = &["get", "watch", "list", "delete", "update", "create"];
+
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let granted = grants(&rules_for(objects, CONTROLLER));
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        let runs = |repo: &str| containers(controller).iter().any(|c| is_sidecar(c, repo));
+        let snapshots = runs("csi-snapshotter");
+        let mut needed: Vec<(&str, &[&str])> = PROVISIONER.to_vec();
+        if snapshots {
+            needed.extend(PROVISIONER_SNAPSHOTS);
+            needed.extend(SNAPSHOTTER);
+        }
+        if runs("csi-attacher") {
+            needed.extend(ATTACHER);
+        }
+        for (resource, want) in needed {
+            let have = granted.get(resource).cloned().unwrap_or_default();
+            let missing: Vec<_> = verbs(want).difference(&have).cloned().collect();
+            assert!(
+                missing.is_empty(),
+                "{variant}: controller lacks {missing:?} on {resource}"
+            );
+        }
+        assert_eq!(
+            granted["coordination.k8s.io/leases"],
+            verbs(LEASES),
+            "{variant}: lease verbs differ from the upstream sidecars' Roles"
+        );
+        if !snapshots {
+            let stray: Vec<_> = granted
+                .keys()
+                .filter(|r| r.starts_with("snapshot.storage.k8s.io/"))
+                .collect();
+            assert!(
+                stray.is_empty(),
+                "{variant}: snapshot RBAC without snapshots: {stray:?}"
+            );
+        }
+    }
 }
