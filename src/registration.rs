@@ -27,9 +27,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// What kubelet's plugin manager routes to its CSI handler.
-pub const PLUGIN_TYPE: &str = "CSIPlugin";
+const PLUGIN_TYPE: &str = "CSIPlugin";
 /// The CSI spec versions served, as kubelet expects them.
-pub const SUPPORTED_VERSIONS: &[&str] = &["1.0.0"];
+const SUPPORTED_VERSIONS: &[&str] = &["1.0.0"];
 /// The wait before the first re-creation after a refusal; it doubles up to
 /// [`LAST_RETRY`] and starts over once kubelet accepts.
 const FIRST_RETRY: Duration = Duration::from_secs(1);
