@@ -1,30 +1,42 @@
-//! Generates the CSI message types (rust-protobuf 3, pure parser: no protoc)
-//! and the gRPC service stubs (grpcio-compiler, which only reads
-//! rust-protobuf 2 descriptors, so the parsed descriptors are round-tripped
-//! through their wire bytes).
+//! Generates the message types of the CSI and kubelet plugin-registration
+//! protos (rust-protobuf 3, pure parser: no protoc) and their gRPC service
+//! stubs (grpcio-compiler, which only reads rust-protobuf 2 descriptors, so
+//! the parsed descriptors are round-tripped through their wire bytes).
 
 use std::path::{Path, PathBuf};
 
+/// Each `proto/<name>.proto` becomes `<name>.rs` and `<name>_grpc.rs`.
+const PROTOS: &[&str] = &["csi", "pluginregistration"];
+
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
-    println!("cargo:rerun-if-changed=proto/csi.proto");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=REV");
+    for name in PROTOS {
+        generate(name, &out);
+    }
+    println!("cargo:rustc-env=GIT_REVISION={}", git_revision());
+}
+
+fn generate(name: &str, out: &Path) {
+    let file = format!("{name}.proto");
+    let input = format!("proto/{file}");
+    println!("cargo:rerun-if-changed={input}");
 
     protobuf_codegen::Codegen::new()
         .pure()
         .include("proto")
-        .input("proto/csi.proto")
-        .out_dir(&out)
+        .input(&input)
+        .out_dir(out)
         .run_from_script();
-    strip_inner_attributes(&out.join("csi.rs"));
+    strip_inner_attributes(&out.join(format!("{name}.rs")));
 
     let parsed = protobuf_parse::Parser::new()
         .pure()
         .include("proto")
-        .input("proto/csi.proto")
+        .input(&input)
         .parse_and_typecheck()
-        .expect("parse proto/csi.proto");
+        .unwrap_or_else(|e| panic!("parse {input}: {e}"));
     let descriptors: Vec<protobuf2::descriptor::FileDescriptorProto> = parsed
         .file_descriptors
         .iter()
@@ -33,16 +45,14 @@ fn main() {
             protobuf2::Message::parse_from_bytes(&bytes).expect("decode descriptor")
         })
         .collect();
-    let generated = grpcio_compiler::codegen::gen(&descriptors, &["csi.proto".to_string()]);
+    let generated = grpcio_compiler::codegen::gen(&descriptors, &[file]);
     let service = generated
         .into_iter()
         .find(|r| r.name.ends_with("_grpc.rs"))
-        .expect("grpcio-compiler produced no service file");
-    let path = out.join("csi_grpc.rs");
-    std::fs::write(&path, service.content).expect("write csi_grpc.rs");
+        .unwrap_or_else(|| panic!("grpcio-compiler produced no service file for {input}"));
+    let path = out.join(format!("{name}_grpc.rs"));
+    std::fs::write(&path, service.content).expect("write service file");
     strip_inner_attributes(&path);
-
-    println!("cargo:rustc-env=GIT_REVISION={}", git_revision());
 }
 
 /// `include!` cannot take inner attributes or inner doc comments; the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Renders the base, every overlay, the two components together and the
+# Renders the base, every overlay, the components together and the
 # examples with `kubectl kustomize`, then validates every rendered object
 # against the Kubernetes OpenAPI schemas with kubernetes-validate (PyPI), whose
 # schemas ship inside the package: nothing is downloaded at run time, and the
@@ -47,6 +47,14 @@ resources: [$rel/base]
 components: [$rel/components/node-access, $rel/components/snapshots]
 EOF
 render node-access+snapshots "$combo"
+# node-image takes the node DaemonSet away; the others must still apply.
+combo3="$out/combo3"
+mkdir "$combo3"
+cat >"$combo3/kustomization.yaml" <<EOF
+resources: [$rel/base]
+components: [$rel/components/node-access, $rel/components/snapshots, $rel/components/node-image]
+EOF
+render all-components "$combo3"
 render examples "$here/examples"
 
 # Offline proof: unshare gives an empty network namespace (root only).

@@ -58,6 +58,17 @@ impl fmt::Debug for LinodeConfig {
     }
 }
 
+/// Registration with kubelet's plugin watcher, done by the driver itself
+/// instead of the node-driver-registrar sidecar (node and dev roles).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistrationConfig {
+    /// kubelet's registry directory (`KUBELET_REGISTRATION_DIR`).
+    pub dir: PathBuf,
+    /// The CSI socket path announced to kubelet: `KUBELET_PLUGIN_ENDPOINT`,
+    /// else the `CSI_ENDPOINT` path.
+    pub endpoint: PathBuf,
+}
+
 /// Options only the `dev` role reads.
 #[derive(Debug, Clone)]
 pub struct DevConfig {
@@ -86,6 +97,10 @@ pub struct Config {
     /// `RUST_LOG` (or `--rust-log`), in env_logger's filter syntax.
     pub log_filter: String,
     pub dev: Option<DevConfig>,
+    pub registration: Option<RegistrationConfig>,
+    /// `NOTIFY_SOCKET`, set by systemd for a `Type=notify` unit; no flag,
+    /// since only the service manager knows it.
+    pub notify_socket: Option<String>,
 }
 
 /// What the command line asked for.
@@ -196,6 +211,16 @@ const SETTINGS: &[Setting] = &[
         var: "METADATA_URL",
         default: "http://169.254.169.254",
         help: "Linode metadata service base URL (node)",
+    },
+    Setting {
+        var: "KUBELET_REGISTRATION_DIR",
+        default: "",
+        help: "node and dev roles: kubelet's plugin registry (e.g. /var/lib/kubelet/plugins_registry); when set the driver registers itself there, no node-driver-registrar needed",
+    },
+    Setting {
+        var: "KUBELET_PLUGIN_ENDPOINT",
+        default: "",
+        help: "the CSI socket path announced to kubelet when registering (default: the CSI_ENDPOINT path)",
     },
     Setting {
         var: "WORKER_THREADS",
@@ -408,6 +433,12 @@ impl Config {
             })?;
         let default_capacity_bytes = parse_quantity(&or_default("DEFAULT_CAPACITY"))
             .map_err(|e| ConfigError::new(format!("DEFAULT_CAPACITY: {e}")))?;
+        let registration = registration(
+            role,
+            &endpoint,
+            get("KUBELET_REGISTRATION_DIR"),
+            get("KUBELET_PLUGIN_ENDPOINT"),
+        )?;
         let dev = match role {
             Role::Dev => Some(DevConfig {
                 state_dir: absolute(&PathBuf::from(or_default("DEV_STATE_DIR")))?,
@@ -433,8 +464,67 @@ impl Config {
             shutdown_grace: duration("SHUTDOWN_GRACE")?,
             log_filter: or_default("RUST_LOG"),
             dev,
+            registration,
+            notify_socket: get("NOTIFY_SOCKET"),
         })
     }
+}
+
+/// Checks the two registration variables against the role and endpoint.
+fn registration(
+    role: Role,
+    csi_endpoint: &Endpoint,
+    dir: Option<String>,
+    announced: Option<String>,
+) -> Result<Option<RegistrationConfig>, ConfigError> {
+    let Some(dir) = dir else {
+        return match announced {
+            // Set alone it would do nothing, silently.
+            Some(_) => Err(ConfigError::new(
+                "KUBELET_PLUGIN_ENDPOINT: only used with KUBELET_REGISTRATION_DIR (it is what the driver announces when it registers)",
+            )),
+            None => Ok(None),
+        };
+    };
+    if role == Role::Controller {
+        return Err(ConfigError::new(
+            "KUBELET_REGISTRATION_DIR: only the node and dev roles register with kubelet",
+        ));
+    }
+    let dir = PathBuf::from(dir);
+    if !dir.is_absolute() {
+        return Err(ConfigError::new(format!(
+            "KUBELET_REGISTRATION_DIR: want an absolute directory path, got {:?}",
+            dir.display().to_string()
+        )));
+    }
+    let endpoint = match (announced, csi_endpoint) {
+        (Some(raw), _) => parse_plugin_endpoint(&raw)
+            .map_err(|e| ConfigError::new(format!("KUBELET_PLUGIN_ENDPOINT: {e}")))?,
+        (None, Endpoint::Unix(path)) => path.clone(),
+        (None, Endpoint::Tcp(addr)) => {
+            return Err(ConfigError::new(format!(
+                "KUBELET_REGISTRATION_DIR: kubelet dials unix sockets only, but CSI_ENDPOINT is tcp://{addr}; set KUBELET_PLUGIN_ENDPOINT to the socket kubelet should dial"
+            )))
+        }
+    };
+    Ok(Some(RegistrationConfig {
+        dir: dir.components().collect(),
+        endpoint,
+    }))
+}
+
+/// The socket kubelet dials: an absolute path. kubelet takes the announced
+/// endpoint as a plain path, so a `unix://` prefix is dropped here rather
+/// than announced.
+pub fn parse_plugin_endpoint(raw: &str) -> Result<PathBuf, String> {
+    let path = raw.strip_prefix("unix://").unwrap_or(raw);
+    if !path.starts_with('/') || path.len() < 2 || path.ends_with('/') {
+        return Err(format!(
+            "invalid endpoint {raw:?}: want the absolute path of the CSI socket as kubelet sees it"
+        ));
+    }
+    Ok(PathBuf::from(path))
 }
 
 /// `dir` against the working directory, `.` components dropped, so paths
@@ -786,6 +876,111 @@ mod tests {
         assert_eq!(c.worker_threads, 8);
         assert_eq!(c.space_cache_ttl, Duration::from_secs(60));
         assert_eq!(c.metadata_url, "http://169.254.169.254");
+    }
+
+    #[test]
+    fn kubelet_registration_announces_the_csi_socket_unless_overridden() {
+        let node = [
+            ("DRIVER_ROLE", "node"),
+            ("NODE_NAME", "n"),
+            ("CSI_ENDPOINT", "unix:///var/lib/kubelet/plugins/d/csi.sock"),
+        ];
+        assert_eq!(config(&[], &node).registration, None);
+        let on = config(
+            &["--kubelet-registration-dir=/var/lib/kubelet/plugins_registry/"],
+            &node,
+        );
+        assert_eq!(
+            on.registration,
+            Some(RegistrationConfig {
+                dir: "/var/lib/kubelet/plugins_registry".into(),
+                endpoint: "/var/lib/kubelet/plugins/d/csi.sock".into(),
+            })
+        );
+        for announced in [
+            "/host/plugins/d/csi.sock",
+            "unix:///host/plugins/d/csi.sock",
+        ] {
+            let mut env = node.to_vec();
+            env.push(("KUBELET_REGISTRATION_DIR", "/registration"));
+            env.push(("KUBELET_PLUGIN_ENDPOINT", announced));
+            let r = config(&[], &env).registration.unwrap();
+            assert_eq!(r.endpoint, PathBuf::from("/host/plugins/d/csi.sock"));
+        }
+        let dev = config(&["dev", "--kubelet-registration-dir", "/tmp/reg"], &[]);
+        assert_eq!(dev.registration.unwrap().dir, PathBuf::from("/tmp/reg"));
+    }
+
+    #[test]
+    fn kubelet_registration_mistakes_name_the_variable() {
+        let node = [("DRIVER_ROLE", "node"), ("NODE_NAME", "n")];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut env = node.to_vec();
+            env.extend_from_slice(extra);
+            parse(&[], &env).unwrap_err().message
+        };
+        let m = with(&[("KUBELET_REGISTRATION_DIR", "plugins_registry")]);
+        assert!(
+            m.starts_with("KUBELET_REGISTRATION_DIR: want an absolute"),
+            "{m}"
+        );
+        let m = with(&[("KUBELET_PLUGIN_ENDPOINT", "/csi/csi.sock")]);
+        assert!(
+            m.starts_with("KUBELET_PLUGIN_ENDPOINT: only used with"),
+            "{m}"
+        );
+        let m = with(&[
+            ("KUBELET_REGISTRATION_DIR", "/registration"),
+            ("KUBELET_PLUGIN_ENDPOINT", "csi.sock"),
+        ]);
+        assert!(
+            m.starts_with("KUBELET_PLUGIN_ENDPOINT: invalid endpoint"),
+            "{m}"
+        );
+        let m = with(&[
+            ("KUBELET_REGISTRATION_DIR", "/registration"),
+            ("CSI_ENDPOINT", "tcp://127.0.0.1:10000"),
+        ]);
+        assert!(m.contains("unix sockets only"), "{m}");
+        let mut env = node.to_vec();
+        env.extend_from_slice(&[
+            ("KUBELET_REGISTRATION_DIR", "/registration"),
+            ("CSI_ENDPOINT", "tcp://127.0.0.1:10000"),
+            ("KUBELET_PLUGIN_ENDPOINT", "/proxy/csi.sock"),
+        ]);
+        assert_eq!(
+            config(&[], &env).registration.unwrap().endpoint,
+            PathBuf::from("/proxy/csi.sock")
+        );
+        let err = parse(
+            &[],
+            &[
+                ("DRIVER_ROLE", "controller"),
+                ("LINODE_TOKEN", "t"),
+                ("KUBELET_REGISTRATION_DIR", "/registration"),
+            ],
+        )
+        .unwrap_err();
+        assert!(
+            err.message
+                .starts_with("KUBELET_REGISTRATION_DIR: only the node and dev"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn the_notify_socket_comes_from_the_environment_only() {
+        let node = [
+            ("DRIVER_ROLE", "node"),
+            ("NODE_NAME", "n"),
+            ("NOTIFY_SOCKET", "@sd-notify"),
+        ];
+        assert_eq!(
+            config(&[], &node).notify_socket.as_deref(),
+            Some("@sd-notify")
+        );
+        assert!(parse(&["--notify-socket=/run/x"], &node).is_err());
     }
 
     #[test]

@@ -24,8 +24,12 @@ pub mod metadata;
 pub mod mount;
 pub mod node;
 pub mod proto;
+pub mod registration;
 pub mod roles;
 pub mod rpc;
 pub mod server;
+pub mod socket_file;
+pub mod systemd_notify;
+pub mod wiring;
 
 pub use error::{Error, Result};

@@ -1,6 +1,6 @@
-//! Rust types generated from `proto/csi.proto` by `build.rs`. Nothing here is
-//! written by hand. The generated code follows its own conventions, so lints
-//! are relaxed for this module only.
+//! Rust types generated from `proto/csi.proto` and `proto/pluginregistration.proto`
+//! by `build.rs`. Nothing here is written by hand. The generated code follows
+//! its own conventions, so lints are relaxed for this module only.
 #![allow(
     clippy::all,
     dead_code,
@@ -23,4 +23,12 @@ pub mod csi {
 
 pub mod csi_grpc {
     include!(concat!(env!("OUT_DIR"), "/csi_grpc.rs"));
+}
+
+pub mod pluginregistration {
+    include!(concat!(env!("OUT_DIR"), "/pluginregistration.rs"));
+}
+
+pub mod pluginregistration_grpc {
+    include!(concat!(env!("OUT_DIR"), "/pluginregistration_grpc.rs"));
 }

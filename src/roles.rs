@@ -1,40 +1,21 @@
 //! Builds what each role serves (beside Identity) from the configuration:
-//! clients, mounters, and for `dev` the embedded fakes. Wiring only; no RPC
-//! logic.
+//! the real clients and mounters for `controller` and `node`, and
+//! [`crate::dev`] for `dev`. Dispatch only; the parts every role is assembled
+//! from are in [`crate::wiring`].
 
-use crate::config::{Config, LinodeConfig, Role};
-use crate::controller::{self, ControllerDeps};
-use crate::identity;
+use crate::config::{Config, Role};
 use crate::kube::KubeClient;
-use crate::linode::{LinodeCloud, LinodeSettings, WaitPolicy};
 use crate::metadata::MetadataClient;
 use crate::mount::linux::LinuxMounter;
 use crate::node::{self, NodeDeps};
 use crate::rpc::Rpc;
-use std::any::Any;
+use crate::wiring::{controller_service, Started};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The metadata service is link-local: if it does not answer quickly it is
 /// not there, and the node falls back to Kubernetes.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The services of a role and whatever must live as long as they do.
-pub struct Started {
-    pub services: Vec<grpcio::Service>,
-    /// Dropped after the server has drained (fakes, dev-mode mounts).
-    pub resources: Box<dyn Any>,
-    pub banner: Option<String>,
-}
-
-impl Started {
-    /// Prints what a dev-mode user needs to start using the socket.
-    pub fn announce(&self) {
-        if let Some(banner) = &self.banner {
-            println!("{banner}");
-        }
-    }
-}
 
 pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     match config.role {
@@ -83,32 +64,4 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         }
         Role::Dev => crate::dev::start(config, rpc),
     }
-}
-
-/// The Controller service over the real Linode client.
-pub fn controller_service(
-    config: &Config,
-    linode: &LinodeConfig,
-    kube: KubeClient,
-    rpc: &Rpc,
-) -> Result<grpcio::Service, String> {
-    let mut settings = LinodeSettings::new(linode.token.clone());
-    settings.base_url = linode.url.clone();
-    settings.api_version = linode.api_version.clone();
-    settings.ca_file = linode.ca_file.clone();
-    settings.request_timeout = linode.request_timeout;
-    settings.user_agent = format!("LinodeNfsCsi/{}", identity::version());
-    let cloud =
-        LinodeCloud::new(settings).map_err(|e| format!("Linode client: {}", e.message()))?;
-    Ok(controller::service(
-        ControllerDeps {
-            cloud: Arc::new(cloud),
-            kube,
-            mode: config.access_policy_mode,
-            wait: WaitPolicy::new(linode.wait_timeout),
-            default_capacity_bytes: config.default_capacity_bytes,
-            space_cache_ttl: config.space_cache_ttl,
-        },
-        rpc.clone(),
-    ))
 }

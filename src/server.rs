@@ -1,12 +1,13 @@
 //! The gRPC server's life: endpoint binding (stale unix socket removal),
-//! per-role service registration, readiness, and the SIGTERM/SIGINT drain.
-//! It owns no RPC logic.
+//! per-role service registration, readiness (Probe, systemd, kubelet
+//! registration started only once the CSI endpoint serves), and the
+//! SIGTERM/SIGINT drain. It owns no RPC logic.
 
 use crate::config::{Config, Endpoint, Role};
 use crate::rpc::Rpc;
-use crate::{identity, roles};
+use crate::systemd_notify::Notifier;
+use crate::{identity, registration, roles, socket_file};
 use grpcio::{EnvBuilder, ServerBuilder, ServerCredentials};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -49,6 +50,12 @@ impl StopSignals {
 pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
     let rpc = Rpc::new(config.worker_threads);
     let ready = Arc::new(AtomicBool::new(false));
+    let notifier = Notifier::new(config.notify_socket.clone());
+    let registration = config
+        .registration
+        .as_ref()
+        .map(registration::prepare)
+        .transpose()?;
     let mut role = roles::start(&config, &rpc)?;
 
     // Two completion queues are plenty: handlers never block on them.
@@ -67,7 +74,7 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
 
     let address = match &config.endpoint {
         Endpoint::Unix(path) => {
-            prepare_socket_path(path)?;
+            socket_file::prepare(path, "CSI_ENDPOINT")?;
             format!("unix:{}", path.display())
         }
         Endpoint::Tcp(addr) => addr.clone(),
@@ -92,11 +99,22 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
         config.role,
         config.worker_threads
     );
+    let registration = match registration {
+        Some(prepared) => Some(prepared.start(&rpc, notifier.clone())?),
+        None => None,
+    };
+    notifier.ready(&format!("serving {address}"));
     if config.role == Role::Dev {
         role.announce();
     }
 
     let sig = signals.wait();
+    notifier.stopping("draining in-flight RPCs");
+    // kubelet deregisters the plugin as soon as this socket goes, before the
+    // CSI socket it would otherwise keep dialling.
+    if let Some(registration) = registration {
+        registration.stop();
+    }
     log::info!(
         "signal {sig} received: draining in-flight RPCs (up to {:?})",
         config.shutdown_grace
@@ -126,29 +144,4 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
     drop(role.resources);
     log::info!("stopped");
     Ok(())
-}
-
-/// Creates the socket's directory and removes a socket left by an earlier
-/// run (gRPC cannot bind over it). Anything that is not a socket is left
-/// alone: removing a user's file because of a typo in CSI_ENDPOINT would be
-/// worse than failing.
-fn prepare_socket_path(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::FileTypeExt;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("CSI_ENDPOINT: create directory {}: {e}", parent.display()))?;
-    }
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => {
-            log::info!("removing stale socket {}", path.display());
-            std::fs::remove_file(path)
-                .map_err(|e| format!("CSI_ENDPOINT: remove stale socket {}: {e}", path.display()))
-        }
-        Ok(_) => Err(format!(
-            "CSI_ENDPOINT: {} exists and is not a socket",
-            path.display()
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("CSI_ENDPOINT: {}: {e}", path.display())),
-    }
 }

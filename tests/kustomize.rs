@@ -28,6 +28,9 @@ const PLUGIN: &str = "linode-nfs-csi";
 const NAMESPACE: &str = "kube-system";
 const SIDECAR_REGISTRY: &str = "registry.k8s.io/sig-storage/";
 const KUBELET_DIR: &str = "/var/lib/kubelet";
+/// The component (and overlay) for nodes that run the plugin from the node
+/// image: no node DaemonSet, so it is checked apart from [`variants`].
+const NODE_IMAGE: &str = "node-image";
 
 /// Every variable the binary reads, from its own `--help` table: anything
 /// else in a plugin container's env is a typo the driver would ignore.
@@ -148,8 +151,9 @@ fn relative_path(from: &Path, to: &Path) -> String {
     parts.join("/")
 }
 
-/// Every install variant: the base, each overlay directory, and the two
-/// components combined. Rendered once per test binary.
+/// Every install variant that runs the node DaemonSet: the base, each
+/// overlay directory but node-image, and the two components combined.
+/// Rendered once per test binary.
 fn variants() -> &'static [(String, Vec<Value>)] {
     static VARIANTS: OnceLock<Vec<(String, Vec<Value>)>> = OnceLock::new();
     VARIANTS.get_or_init(render_variants)
@@ -157,7 +161,7 @@ fn variants() -> &'static [(String, Vec<Value>)] {
 
 fn render_variants() -> Vec<(String, Vec<Value>)> {
     let mut out = vec![("base".to_string(), render(&kustomize_dir().join("base")))];
-    for name in overlay_names() {
+    for name in overlay_names().into_iter().filter(|n| n != NODE_IMAGE) {
         let objects = render(&kustomize_dir().join("overlays").join(&name));
         out.push((format!("overlays/{name}"), objects));
     }
@@ -1410,6 +1414,72 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
             assert!(
                 stray.is_empty(),
                 "{variant}: snapshot RBAC without snapshots: {stray:?}"
+            );
+        }
+    }
+}
+
+/// `(kind, name)` of each object, sorted, with the object itself.
+fn by_id(objects: &[Value]) -> BTreeMap<(String, String), &Value> {
+    objects
+        .iter()
+        .map(|o| {
+            let kind = o["kind"].as_str().unwrap().to_string();
+            let name = o["metadata"]["name"].as_str().unwrap().to_string();
+            ((kind, name), o)
+        })
+        .collect()
+}
+
+#[test]
+fn node_image_removes_the_node_workload_and_its_rbac_and_nothing_else() {
+    let node_objects: BTreeSet<(String, String)> = [
+        "DaemonSet",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    ]
+    .iter()
+    .map(|kind| (kind.to_string(), NODE.to_string()))
+    .collect();
+    let with_daemonset =
+        |variant: &str| -> &[Value] { &variants().iter().find(|(v, _)| v == variant).unwrap().1 };
+    let overlay = render(&kustomize_dir().join("overlays").join(NODE_IMAGE));
+    let all = render_with_components(&["node-access", "snapshots", NODE_IMAGE]);
+    for (variant, objects, reference) in [
+        ("overlays/node-image", &overlay, with_daemonset("base")),
+        (
+            "all components",
+            &all,
+            with_daemonset("node-access+snapshots"),
+        ),
+    ] {
+        let mut expected = by_id(reference);
+        for id in &node_objects {
+            assert!(
+                expected.remove(id).is_some(),
+                "{variant}: the reference has no {id:?}"
+            );
+        }
+        // Everything else, the controller and the CSIDriver included, is
+        // exactly what the same install with the DaemonSet renders.
+        assert_eq!(by_id(objects), expected, "{variant}");
+        assert!(
+            rules_for(objects, NODE).is_empty(),
+            "{variant}: something still binds the node service account"
+        );
+    }
+}
+
+#[test]
+fn the_daemonset_plugin_leaves_registration_to_its_registrar() {
+    // Registering from the plugin too would announce the driver twice.
+    for (variant, objects) in variants() {
+        let node = container(get(objects, "DaemonSet", NODE, variant), PLUGIN).unwrap();
+        for var in ["KUBELET_REGISTRATION_DIR", "KUBELET_PLUGIN_ENDPOINT"] {
+            assert!(
+                env(node, var).is_none(),
+                "{variant}: node plugin sets {var}"
             );
         }
     }

@@ -17,8 +17,8 @@ use crate::kube::KubeClient;
 use crate::metadata::MetadataClient;
 use crate::mount::LinuxMounter;
 use crate::node::{self, NodeDeps};
-use crate::roles::{self, Started};
 use crate::rpc::Rpc;
+use crate::wiring::{self, Started};
 use exports::{DevMounter, Exports};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -201,7 +201,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         request_timeout: Duration::from_secs(10),
         wait_timeout: config.wait_timeout,
     };
-    let controller = roles::controller_service(config, &linode_config, kube_client()?, rpc)?;
+    let controller = wiring::controller_service(config, &linode_config, kube_client()?, rpc)?;
 
     let mounter = Arc::new(DevMounter::new(
         LinuxMounter::new(config.nfs_mount_helper.clone(), config.nfs_mount_timeout),
@@ -263,9 +263,19 @@ fn banner(config: &Config, state: &Path, storage_class: &Path) -> String {
         .unwrap_or_else(|_| "linode-nfs-csi".into());
     let mnt = state.join("mnt");
     let mnt = mnt.display();
+    // The line a fake (or real) kubelet's registry directory needs.
+    let registration = match &config.registration {
+        Some(r) => format!(
+            "kubelet:       registration socket {} (announces {})\n",
+            crate::registration::socket_path(&r.dir).display(),
+            r.endpoint.display()
+        ),
+        None => String::new(),
+    };
     format!(
         "\nlinode-nfs-csi dev mode is serving Identity + Controller + Node\n\
          socket:        {socket}\n\
+         {registration}\
          storage space: id {DEV_SPACE_ID}, label {DEV_SPACE_LABEL:?}, region {DEV_REGION}\n\
          node:          {DEV_NODE} (Linode id {DEV_LINODE_ID})\n\
          StorageClass:  {sc}\n\

@@ -1,0 +1,57 @@
+//! The pieces roles are assembled from, shared by [`crate::roles`] and
+//! [`crate::dev`]: what a started role hands the server, and the Controller
+//! service over the real Linode client. Wiring only; no RPC logic.
+
+use crate::config::{Config, LinodeConfig};
+use crate::controller::{self, ControllerDeps};
+use crate::identity;
+use crate::kube::KubeClient;
+use crate::linode::{LinodeCloud, LinodeSettings, WaitPolicy};
+use crate::rpc::Rpc;
+use std::any::Any;
+use std::sync::Arc;
+
+/// The services of a role and whatever must live as long as they do.
+pub struct Started {
+    pub services: Vec<grpcio::Service>,
+    /// Dropped after the server has drained (fakes, dev-mode mounts).
+    pub resources: Box<dyn Any>,
+    pub banner: Option<String>,
+}
+
+impl Started {
+    /// Prints what a dev-mode user needs to start using the socket.
+    pub fn announce(&self) {
+        if let Some(banner) = &self.banner {
+            println!("{banner}");
+        }
+    }
+}
+
+/// The Controller service over the real Linode client.
+pub fn controller_service(
+    config: &Config,
+    linode: &LinodeConfig,
+    kube: KubeClient,
+    rpc: &Rpc,
+) -> Result<grpcio::Service, String> {
+    let mut settings = LinodeSettings::new(linode.token.clone());
+    settings.base_url = linode.url.clone();
+    settings.api_version = linode.api_version.clone();
+    settings.ca_file = linode.ca_file.clone();
+    settings.request_timeout = linode.request_timeout;
+    settings.user_agent = format!("LinodeNfsCsi/{}", identity::version());
+    let cloud =
+        LinodeCloud::new(settings).map_err(|e| format!("Linode client: {}", e.message()))?;
+    Ok(controller::service(
+        ControllerDeps {
+            cloud: Arc::new(cloud),
+            kube,
+            mode: config.access_policy_mode,
+            wait: WaitPolicy::new(linode.wait_timeout),
+            default_capacity_bytes: config.default_capacity_bytes,
+            space_cache_ttl: config.space_cache_ttl,
+        },
+        rpc.clone(),
+    ))
+}
