@@ -21,20 +21,28 @@ pub fn plugin(role: Role) -> Vec<csi::PluginCapability> {
     }
 }
 
-/// ControllerGetCapabilities. VOLUME_CONDITION: ControllerGetVolume reports
-/// an abnormal condition while the filesystem is not active.
-/// Publish/unpublish exist only in node mode,
-/// where "attach" means adding the node to the filesystem's ACL.
+/// ControllerGetCapabilities. VOLUME_CONDITION: ControllerGetVolume and
+/// ListVolumes report an abnormal condition while the filesystem is not
+/// active. Publish/unpublish, and with them the published nodes of
+/// ListVolumes, exist only in node mode, where "attach" means adding the
+/// node to the filesystem's ACL. Not offered: EXPAND_VOLUME (the API cannot
+/// change an existing filesystem's capacity).
 pub fn controller(mode: AccessPolicyMode) -> Vec<csi::ControllerServiceCapability> {
     let mut rpcs = vec![
         ControllerRpc::CREATE_DELETE_VOLUME,
         ControllerRpc::GET_VOLUME,
+        ControllerRpc::LIST_VOLUMES,
+        ControllerRpc::GET_CAPACITY,
         ControllerRpc::CREATE_DELETE_SNAPSHOT,
         ControllerRpc::LIST_SNAPSHOTS,
+        ControllerRpc::GET_SNAPSHOT,
+        ControllerRpc::CLONE_VOLUME,
+        ControllerRpc::MODIFY_VOLUME,
         ControllerRpc::VOLUME_CONDITION,
     ];
     if mode == AccessPolicyMode::Node {
         rpcs.push(ControllerRpc::PUBLISH_UNPUBLISH_VOLUME);
+        rpcs.push(ControllerRpc::LIST_VOLUMES_PUBLISHED_NODES);
     }
     rpcs.into_iter()
         .map(|t| {
@@ -54,6 +62,8 @@ pub fn node() -> Vec<csi::NodeServiceCapability> {
         NodeRpc::STAGE_UNSTAGE_VOLUME,
         NodeRpc::GET_VOLUME_STATS,
         NodeRpc::VOLUME_CONDITION,
+        // SINGLE_NODE_SINGLE_WRITER volumes are refused a second target.
+        NodeRpc::SINGLE_NODE_MULTI_WRITER,
     ]
     .into_iter()
     .map(|t| {

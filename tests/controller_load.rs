@@ -101,6 +101,11 @@ fn a_full_queue_refuses_with_unavailable_and_loses_nothing() {
             other => panic!("call-{i} finished while the worker was held: {other:?}"),
         }
     }
+    // The running call may reach the backend after the refusals went out.
+    assert!(
+        gate.wait_for_hits(1, PATIENCE),
+        "the running call reached the backend"
+    );
     assert_eq!(gate.hits(), 1, "queued calls must not reach the backend");
 
     gate.release();

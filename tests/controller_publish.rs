@@ -84,14 +84,20 @@ fn capabilities_follow_the_access_policy_mode() {
     let common: HashSet<Rpc> = [
         Rpc::CREATE_DELETE_VOLUME,
         Rpc::GET_VOLUME,
+        Rpc::LIST_VOLUMES,
+        Rpc::GET_CAPACITY,
         Rpc::CREATE_DELETE_SNAPSHOT,
         Rpc::LIST_SNAPSHOTS,
+        Rpc::GET_SNAPSHOT,
+        Rpc::CLONE_VOLUME,
+        Rpc::MODIFY_VOLUME,
         Rpc::VOLUME_CONDITION,
     ]
     .into();
     assert_eq!(advertised(&space), common);
     let mut with_publish = common.clone();
     with_publish.insert(Rpc::PUBLISH_UNPUBLISH_VOLUME);
+    with_publish.insert(Rpc::LIST_VOLUMES_PUBLISHED_NODES);
     assert_eq!(advertised(&node), with_publish);
 }
 

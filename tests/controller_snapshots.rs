@@ -414,7 +414,16 @@ fn restore_from_a_snapshot_clones_it_idempotently() {
     assert_eq!(body["space_id"], 8);
     assert_eq!(body["label"], "copy");
     assert_eq!(body["region"], REGION);
-    assert_eq!(body["tags"], serde_json::json!(["restored"]));
+    // The user's tag, the driver's mark, and the source, recorded on the
+    // clone in case the API leaves out `source_snapshot_id`.
+    assert_eq!(
+        body["tags"],
+        serde_json::json!([
+            "restored",
+            "csi.linodenfs.csi.linode.com",
+            format!("csi-source-snapshot.{}", s1.snapshot_id.replace('/', "."))
+        ])
+    );
 
     let again = env
         .create(&restore("copy", &s1.snapshot_id, 8))

@@ -41,7 +41,11 @@ fn create_volume_returns_backend_state_and_repeats_are_idempotent() {
     assert_eq!(first.capacity_bytes, GIB);
     assert_eq!(fs.max_capacity_bytes, Some(GIB));
     assert_eq!(fs.region, REGION);
-    assert_eq!(fs.tags, vec!["team-a", "prod"]);
+    // The user's tags, and the mark that makes it one of this driver's volumes.
+    assert_eq!(
+        fs.tags,
+        vec!["team-a", "prod", "csi.linodenfs.csi.linode.com"]
+    );
     let post = env
         .linode
         .requests()
@@ -111,11 +115,11 @@ fn create_volume_rejects_bad_requests_before_any_backend_call() {
         c.access_mode.as_mut().unwrap().mode = protobuf::EnumOrUnknown::from_i32(99);
         c
     };
-    let pvc_clone = {
+    let pvc_clone = |source: &str| {
         let mut req = volume_req("clone", &by_id());
         let mut src = csi::VolumeContentSource::new();
         let mut vol = csi::volume_content_source::VolumeSource::new();
-        vol.volume_id = "7/101".into();
+        vol.volume_id = source.into();
         src.set_volume(vol);
         req.volume_content_source = Some(src).into();
         req
@@ -193,7 +197,22 @@ fn create_volume_rejects_bad_requests_before_any_backend_call() {
             ),
             Code::INVALID_ARGUMENT,
         ),
-        ("PVC clone", pvc_clone, Code::INVALID_ARGUMENT),
+        ("clone of no volume", pvc_clone(""), Code::INVALID_ARGUMENT),
+        (
+            "clone of an opaque id",
+            pvc_clone("fake-vol-id-1"),
+            Code::NOT_FOUND,
+        ),
+        (
+            "unknown mutable parameter",
+            {
+                let mut r = volume_req("v", &by_id());
+                r.mutable_parameters
+                    .insert("XXX_FakeKey".into(), "XXX_FakeValue".into());
+                r
+            },
+            Code::INVALID_ARGUMENT,
+        ),
         (
             "empty snapshot id",
             from_snapshot(volume_req("v", &by_id()), ""),
@@ -872,12 +891,18 @@ fn delete_volume_cases() {
 
     env.delete(&v.volume_id).unwrap();
     assert!(env.live_filesystems().is_empty());
-    let deletes = env.linode.calls("DELETE", FS_ONE);
+    let (gets, deletes) = (
+        env.linode.calls("GET", FS_ONE),
+        env.linode.calls("DELETE", FS_ONE),
+    );
     env.delete(&v.volume_id).unwrap();
     assert_eq!(
-        env.linode.calls("DELETE", FS_ONE),
-        deletes + 1,
-        "the repeat asked and got 404"
+        (
+            env.linode.calls("GET", FS_ONE),
+            env.linode.calls("DELETE", FS_ONE)
+        ),
+        (gets + 1, deletes),
+        "the repeat asked, got 404, and had nothing to delete"
     );
     env.delete(&format!("{SPACE}/{}", fs.id + 1000)).unwrap();
     env.delete("99/1").unwrap();
@@ -1060,11 +1085,24 @@ fn validate_volume_capabilities_confirms_only_what_holds_for_the_volume() {
         assert!(message.contains(says), "{what}: {message}");
     }
 
-    // Mutable parameters: ControllerModifyVolume is not implemented.
-    let message = refused("mutable parameters", &|r| {
+    // Mutable parameters: only the keys a VolumeAttributesClass may set, and
+    // only the values the volume has.
+    let message = refused("unknown mutable parameters", &|r| {
         r.mutable_parameters.insert("iops".into(), "100".into());
     });
-    assert!(message.contains("mutable parameters"), "{message}");
+    assert!(message.contains("unknown mutable parameter"), "{message}");
+    let message = refused("other mutable tags", &|r| {
+        r.mutable_parameters.insert(P_TAGS.into(), "team-b".into());
+    });
+    assert!(message.contains("tags"), "{message}");
+    let got = confirmed("its own tags as mutable parameters", &|r| {
+        r.mutable_parameters
+            .insert(P_TAGS.into(), "prod,team-a".into());
+    });
+    assert_eq!(
+        got.mutable_parameters.get(P_TAGS).map(String::as_str),
+        Some("prod,team-a")
+    );
 
     // The context: every key the driver derives must match; others pass.
     let mut with_extra = v.volume_context.clone();
@@ -1173,20 +1211,9 @@ fn controller_get_volume_in_space_mode() {
 fn unimplemented_controller_rpcs() {
     let env = Setup::new().start();
     let c = &env.client;
-    assert_eq!(
-        err_code(c.list_volumes(&csi::ListVolumesRequest::new())),
-        Code::UNIMPLEMENTED
-    );
-    assert_eq!(
-        err_code(c.get_capacity(&csi::GetCapacityRequest::new())),
-        Code::UNIMPLEMENTED
-    );
+    // The API cannot change an existing filesystem's capacity.
     assert_eq!(
         err_code(c.controller_expand_volume(&csi::ControllerExpandVolumeRequest::new())),
-        Code::UNIMPLEMENTED
-    );
-    assert_eq!(
-        err_code(c.controller_modify_volume(&csi::ControllerModifyVolumeRequest::new())),
         Code::UNIMPLEMENTED
     );
 }

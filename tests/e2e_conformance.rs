@@ -15,6 +15,7 @@ use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi::controller_service_capability::rpc::Type as ControllerRpc;
 use linode_nfs_csi::proto::csi::node_service_capability::rpc::Type as NodeRpc;
 use linode_nfs_csi::proto::csi::plugin_capability::service::Type as PluginService;
+use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
 use linode_nfs_csi::proto::csi_grpc::GroupControllerClient;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -132,6 +133,8 @@ fn capabilities_are_consistent(node: bool) {
         ControllerRpc::GET_VOLUME,
         ControllerRpc::VOLUME_CONDITION,
         ControllerRpc::SINGLE_NODE_MULTI_WRITER,
+        ControllerRpc::GET_SNAPSHOT,
+        ControllerRpc::MODIFY_VOLUME,
     ];
     for cap in &caps {
         assert!(
@@ -195,6 +198,101 @@ fn capabilities_are_consistent(node: bool) {
                 ok(
                     "ControllerUnpublishVolume",
                     c.controller_unpublish_volume_opt(&req, call()),
+                );
+            }
+            ControllerRpc::LIST_VOLUMES => {
+                let listed = ok(
+                    "ListVolumes",
+                    c.list_volumes_opt(&Default::default(), call()),
+                );
+                assert!(
+                    listed
+                        .entries
+                        .iter()
+                        .any(|e| e.volume.volume_id == volume.volume_id),
+                    "{listed:?}"
+                );
+            }
+            ControllerRpc::LIST_VOLUMES_PUBLISHED_NODES => {
+                ok(
+                    "ControllerPublishVolume",
+                    c.controller_publish_volume_opt(
+                        &controller_publish_req(&volume, NODE_ID),
+                        call(),
+                    ),
+                );
+                let listed = ok(
+                    "ListVolumes",
+                    c.list_volumes_opt(&Default::default(), call()),
+                );
+                let entry = listed
+                    .entries
+                    .iter()
+                    .find(|e| e.volume.volume_id == volume.volume_id)
+                    .expect("the volume is listed");
+                assert_eq!(entry.status.published_node_ids, [NODE_ID]);
+                let req = controller_unpublish_req(&volume.volume_id, NODE_ID);
+                ok(
+                    "ControllerUnpublishVolume",
+                    c.controller_unpublish_volume_opt(&req, call()),
+                );
+            }
+            ControllerRpc::GET_CAPACITY => {
+                let capacity = ok(
+                    "GetCapacity",
+                    c.get_capacity_opt(&Default::default(), call()),
+                );
+                assert!(capacity.available_capacity > 0, "{capacity:?}");
+            }
+            ControllerRpc::GET_SNAPSHOT => {
+                let snap = ok(
+                    "CreateSnapshot",
+                    c.create_snapshot_opt(&snapshot_req("snap-get", &volume.volume_id), call()),
+                )
+                .snapshot
+                .unwrap();
+                let mut req = csi::GetSnapshotRequest::new();
+                req.snapshot_id = snap.snapshot_id.clone();
+                let got = ok("GetSnapshot", c.get_snapshot_opt(&req, call()));
+                assert_eq!(got.snapshot.source_volume_id, volume.volume_id);
+                ok(
+                    "DeleteSnapshot",
+                    c.delete_snapshot_opt(&delete_snapshot_req(&snap.snapshot_id), call()),
+                );
+            }
+            ControllerRpc::CLONE_VOLUME => {
+                let mut req = create_req("pvc-caps-clone", GIB);
+                let mut source = csi::VolumeContentSource::new();
+                let mut from = csi::volume_content_source::VolumeSource::new();
+                from.volume_id = volume.volume_id.clone();
+                source.set_volume(from);
+                req.volume_content_source = Some(source).into();
+                let clone = ok(
+                    "CreateVolume (clone)",
+                    retry(|| c.create_volume_opt(&req, call())),
+                )
+                .volume
+                .unwrap();
+                assert_eq!(
+                    clone.content_source.volume().volume_id,
+                    volume.volume_id,
+                    "{clone:?}"
+                );
+                ok(
+                    "DeleteVolume (clone)",
+                    c.delete_volume_opt(&delete_req(&clone.volume_id), call()),
+                );
+            }
+            ControllerRpc::MODIFY_VOLUME => {
+                let mut req = csi::ControllerModifyVolumeRequest::new();
+                req.volume_id = volume.volume_id.clone();
+                req.mutable_parameters.insert(
+                    "linodenfs.csi.linode.com/filesystem-root-squash".into(),
+                    "all_squash".into(),
+                );
+                ok(
+                    "ControllerModifyVolume",
+                    c.controller_modify_volume_opt(&req, call()),
                 );
             }
             other => {
@@ -314,6 +412,51 @@ fn capabilities_are_consistent(node: bool) {
                     .as_ref()
                     .expect("VOLUME_CONDITION advertised, none reported");
                 assert!(!condition.abnormal, "{condition:?}");
+            }
+            // Staged above (STAGE_UNSTAGE_VOLUME comes first): a single
+            // writer volume gets one target, a multi-writer one several.
+            NodeRpc::SINGLE_NODE_MULTI_WRITER => {
+                let (a, b) = (
+                    state.target("snsw-a", &volume.volume_id),
+                    state.target("snsw-b", &volume.volume_id),
+                );
+                let with_mode = |target: &PathBuf, mode: Mode| {
+                    let mut req = publish_req(&volume, &staging, target, false);
+                    req.volume_capability = Some(capability(mode)).into();
+                    req
+                };
+                ok(
+                    "NodePublishVolume (single writer)",
+                    n.node_publish_volume_opt(
+                        &with_mode(&a, Mode::SINGLE_NODE_SINGLE_WRITER),
+                        call(),
+                    ),
+                );
+                assert_code(
+                    n.node_publish_volume_opt(
+                        &with_mode(&b, Mode::SINGLE_NODE_SINGLE_WRITER),
+                        call(),
+                    ),
+                    RpcStatusCode::FAILED_PRECONDITION,
+                    "a second target of a single writer volume",
+                );
+                assert!(!dev.exists(&b), "the refused target was created");
+                ok(
+                    "NodePublishVolume (multi writer)",
+                    n.node_publish_volume_opt(
+                        &with_mode(&b, Mode::SINGLE_NODE_MULTI_WRITER),
+                        call(),
+                    ),
+                );
+                for target in [&a, &b] {
+                    ok(
+                        "NodeUnpublishVolume",
+                        n.node_unpublish_volume_opt(
+                            &unpublish_req(&volume.volume_id, target),
+                            call(),
+                        ),
+                    );
+                }
             }
             other => panic!(
                 "node capability {other:?} is advertised but this checklist has no check for it"

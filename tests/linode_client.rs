@@ -195,7 +195,7 @@ fn snapshot_lists_ask_for_500_per_page_and_aggregate() {
     let fs = cloud.create_filesystem(7, &new_fs("pvc-snaps")).unwrap();
     for n in 0..5 {
         cloud
-            .create_snapshot(7, fs.id, &format!("snap-{n}"))
+            .create_snapshot(7, fs.id, &format!("snap-{n}"), &[])
             .unwrap();
     }
     fake.set_page_size(Some(2));
@@ -398,7 +398,7 @@ fn filesystem_access_policy_full_replace_and_wait() {
 fn snapshots_create_duplicate_lock_delete() {
     let (fake, cloud) = setup();
     let fs = cloud.create_filesystem(7, &new_fs("pvc-src")).unwrap();
-    let snap = cloud.create_snapshot(7, fs.id, "snap-1").unwrap();
+    let snap = cloud.create_snapshot(7, fs.id, "snap-1", &[]).unwrap();
     assert_eq!(snap.status, Status::Creating);
     assert_eq!(
         last(&fake, "POST").json(),
@@ -406,7 +406,7 @@ fn snapshots_create_duplicate_lock_delete() {
     );
     assert!(snap.created.is_some());
 
-    let dup = cloud.create_snapshot(7, fs.id, "snap-1").unwrap_err();
+    let dup = cloud.create_snapshot(7, fs.id, "snap-1", &[]).unwrap_err();
     assert!(matches!(dup, Error::FailedPrecondition(_)), "409: {dup:?}");
 
     let active = block_on(poller(&cloud).snapshot(snap.clone(), done)).unwrap();
@@ -432,7 +432,7 @@ fn snapshots_create_duplicate_lock_delete() {
 fn clone_creates_a_filesystem_in_the_target_space() {
     let (fake, cloud) = setup();
     let fs = cloud.create_filesystem(7, &new_fs("pvc-src")).unwrap();
-    let snap = cloud.create_snapshot(7, fs.id, "snap-1").unwrap();
+    let snap = cloud.create_snapshot(7, fs.id, "snap-1", &[]).unwrap();
     let clone = CloneFilesystem {
         label: "pvc-restored".into(),
         region: "us-ord".into(),
@@ -442,7 +442,7 @@ fn clone_creates_a_filesystem_in_the_target_space() {
     };
     // `creating` snapshot: the fake refuses, as the API is expected to.
     fake.set_snapshot_lifecycle("snap-never", Lifecycle::NeverActive);
-    let pending = cloud.create_snapshot(7, fs.id, "snap-never").unwrap();
+    let pending = cloud.create_snapshot(7, fs.id, "snap-never", &[]).unwrap();
     let err = cloud
         .clone_snapshot(7, fs.id, pending.id, &clone)
         .unwrap_err();

@@ -118,7 +118,8 @@ fn capabilities_are_stage_unstage_volume_stats_and_condition() {
         [
             NodeRpc::STAGE_UNSTAGE_VOLUME,
             NodeRpc::GET_VOLUME_STATS,
-            NodeRpc::VOLUME_CONDITION
+            NodeRpc::VOLUME_CONDITION,
+            NodeRpc::SINGLE_NODE_MULTI_WRITER
         ]
     );
 }

@@ -305,8 +305,8 @@ fn snapshots_of_one_filesystem_share_a_list_and_policies_settle() {
     let (fake, cloud) = setup(Duration::ZERO);
     let fs = create(&cloud, "source");
     fake.set_activation_delay(Duration::from_millis(300));
-    let a = cloud.create_snapshot(7, fs.id, "snap-a").unwrap();
-    let b = cloud.create_snapshot(7, fs.id, "snap-b").unwrap();
+    let a = cloud.create_snapshot(7, fs.id, "snap-a", &[]).unwrap();
+    let b = cloud.create_snapshot(7, fs.id, "snap-b", &[]).unwrap();
     let before = fake.requests().len();
     let poller = Poller::new(cloud.clone(), policy(PATIENCE));
     let steps = vec![poller.snapshot(a, done), poller.snapshot(b, done)];

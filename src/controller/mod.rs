@@ -1,16 +1,22 @@
 //! The CSI Controller service: one registration table of thin handlers,
 //! each handing its request to the worker pool and a plain function in
-//! `provision`, `publish` or `snapshots`. RPCs that may wait for Linode
-//! (CreateVolume, and ControllerPublish/Unpublish in node mode) return flows
+//! `provision`, `publish`, `snapshots`, `inspect`, `listing` or `modify`.
+//! RPCs that may wait for Linode (CreateVolume, ControllerModifyVolume, and
+//! ControllerPublish/Unpublish in node mode) return flows
 //! that park on the shared poller instead of holding a worker. Nothing here
 //! talks to Linode directly.
 
+mod clone;
 mod cluster;
+mod inspect;
+mod listing;
+mod modify;
 mod params;
 mod provision;
 mod publish;
 mod snapshots;
 mod spaces;
+mod tags;
 
 pub use cluster::Cluster;
 pub use params::{Params, SpaceRef};
@@ -103,20 +109,19 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
         .pooled(name!("DeleteVolume"), provision::delete_volume)
         .pooled(
             name!("ValidateVolumeCapabilities"),
-            provision::validate_capabilities,
+            inspect::validate_capabilities,
         )
-        .pooled(name!("ControllerGetVolume"), provision::get_volume)
+        .pooled(name!("ControllerGetVolume"), inspect::get_volume)
         .pooled(name!("CreateSnapshot"), snapshots::create)
         .pooled(name!("DeleteSnapshot"), snapshots::delete)
         .pooled(name!("ListSnapshots"), snapshots::list)
-        .unimplemented::<csi::ListVolumesRequest, csi::ListVolumesResponse>(name!("ListVolumes"))
-        .unimplemented::<csi::GetCapacityRequest, csi::GetCapacityResponse>(name!("GetCapacity"))
-        .unimplemented::<csi::GetSnapshotRequest, csi::GetSnapshotResponse>(name!("GetSnapshot"))
+        .pooled(name!("GetSnapshot"), snapshots::get)
+        .pooled(name!("ListVolumes"), listing::list_volumes)
+        .pooled(name!("GetCapacity"), listing::get_capacity)
+        .parking(name!("ControllerModifyVolume"), modify::modify)
+        // The API cannot change an existing filesystem's capacity.
         .unimplemented::<csi::ControllerExpandVolumeRequest, csi::ControllerExpandVolumeResponse>(
             name!("ControllerExpandVolume"),
-        )
-        .unimplemented::<csi::ControllerModifyVolumeRequest, csi::ControllerModifyVolumeResponse>(
-            name!("ControllerModifyVolume"),
         );
     let r = if node_mode {
         r.parking(name!("ControllerPublishVolume"), publish::publish)

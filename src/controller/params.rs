@@ -1,7 +1,10 @@
-//! StorageClass parameters of CreateVolume, parsed into typed values.
-//! Unknown keys (including the `csi.storage.k8s.io/*` ones the provisioner
-//! adds) are ignored; bad values are InvalidArgument with the reference
-//! driver's messages.
+//! StorageClass parameters of CreateVolume and VolumeAttributesClass
+//! (mutable) parameters, parsed into typed values. Unknown StorageClass keys
+//! (including the `csi.storage.k8s.io/*` ones the provisioner adds) are
+//! ignored; unknown or immutable mutable keys are refused, since a
+//! VolumeAttributesClass that asks for a change we cannot make must not
+//! look applied. Bad values are InvalidArgument with the reference driver's
+//! messages.
 
 use crate::linode::SquashPolicy;
 use crate::Error;
@@ -52,31 +55,69 @@ impl Params {
             },
             (None, Some(label)) => SpaceRef::Label(label.to_string()),
         };
-        let mut tags: Vec<String> = Vec::new();
-        for tag in get(TAGS)
-            .unwrap_or("")
-            .split(',')
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-        {
-            if !tags.iter().any(|t| t == tag) {
-                tags.push(tag.to_string());
-            }
-        }
-        let squash = match get(ROOT_SQUASH) {
-            None => None,
-            Some(v @ ("none" | "root_squash" | "all_squash")) => Some(SquashPolicy::from(v)),
-            Some(v) => {
-                return Err(Error::InvalidArgument(format!(
-                    "unsupported {ROOT_SQUASH} value \"{v}\""
-                )))
-            }
-        };
         Ok(Params {
             space,
-            tags,
-            squash,
+            tags: get(TAGS).map(parse_tags).unwrap_or_default(),
+            squash: get(ROOT_SQUASH).map(parse_squash).transpose()?,
         })
+    }
+}
+
+/// What a VolumeAttributesClass may set, at creation or later.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mutable {
+    /// The filesystem's own tags (the driver's markers are kept apart).
+    pub tags: Option<Vec<String>>,
+    pub squash: Option<SquashPolicy>,
+}
+
+impl Mutable {
+    pub fn parse(raw: &HashMap<String, String>) -> Result<Mutable, Error> {
+        let mut out = Mutable::default();
+        let mut keys: Vec<&String> = raw.keys().collect();
+        keys.sort();
+        for key in keys {
+            let value = raw[key].trim();
+            match key.as_str() {
+                TAGS => out.tags = Some(parse_tags(value)),
+                ROOT_SQUASH => out.squash = Some(parse_squash(value)?),
+                SPACE_ID | SPACE_LABEL => {
+                    return Err(Error::InvalidArgument(format!(
+                        "mutable parameter {key} cannot be changed: a volume stays in its NFS Storage Space"
+                    )))
+                }
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "unknown mutable parameter \"{other}\"; only {TAGS} and {ROOT_SQUASH} can be modified"
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_none() && self.squash.is_none()
+    }
+}
+
+/// A comma list, in the order given, blanks and repeats dropped.
+fn parse_tags(raw: &str) -> Vec<String> {
+    let mut tags: Vec<String> = Vec::new();
+    for tag in raw.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        if !tags.iter().any(|t| t == tag) {
+            tags.push(tag.to_string());
+        }
+    }
+    tags
+}
+
+fn parse_squash(raw: &str) -> Result<SquashPolicy, Error> {
+    match raw.trim() {
+        v @ ("none" | "root_squash" | "all_squash") => Ok(SquashPolicy::from(v)),
+        v => Err(Error::InvalidArgument(format!(
+            "unsupported {ROOT_SQUASH} value \"{v}\""
+        ))),
     }
 }
 
@@ -133,5 +174,34 @@ mod tests {
             parse(&[(SPACE_ID, "1"), (ROOT_SQUASH, "squash")]),
             Err(Error::InvalidArgument(_))
         ));
+    }
+
+    fn mutable(pairs: &[(&str, &str)]) -> Result<Mutable, Error> {
+        Mutable::parse(
+            &pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn mutable_parameters_are_tags_and_squash_only() {
+        assert!(mutable(&[]).unwrap().is_empty());
+        let m = mutable(&[(TAGS, "x, y"), (ROOT_SQUASH, "none")]).unwrap();
+        assert_eq!(m.tags, Some(vec!["x".to_string(), "y".to_string()]));
+        assert_eq!(m.squash, Some(SquashPolicy::None));
+        assert_eq!(mutable(&[(TAGS, "")]).unwrap().tags, Some(vec![]));
+        for bad in [
+            vec![(SPACE_ID, "7")],
+            vec![(SPACE_LABEL, "other")],
+            vec![("capacity", "10Gi")],
+            vec![(ROOT_SQUASH, "sometimes")],
+        ] {
+            assert!(
+                matches!(mutable(&bad), Err(Error::InvalidArgument(_))),
+                "{bad:?}"
+            );
+        }
     }
 }

@@ -4,15 +4,16 @@
 //! lock; nothing here is HTTP-aware beyond `dyn Cloud`. The `Cloud` errors
 //! already name the call and the object, so they are passed on as they are.
 
-use super::params::{Params, SpaceRef};
-use super::Controller;
+use super::inspect::volume_of;
+use super::params::{Mutable, Params};
+use super::{clone, tags, Controller};
 use crate::flow::{done, Step, Then};
-use crate::handles::{self, label_for, SnapshotId, VolumeId};
-use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, Status};
+use crate::handles::{label_for, SnapshotId, VolumeId};
+use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, SquashPolicy, Status};
 use crate::proto::csi;
 use crate::Error;
 use csi::volume_capability::access_mode::Mode;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The clone API sizes filesystems in whole GiB.
@@ -49,15 +50,70 @@ pub fn check_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Error> {
         .map_or(Ok(()), |m| Err(Error::InvalidArgument(m)))
 }
 
+/// What a new volume is made from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Source {
+    Snapshot(SnapshotId),
+    /// PVC from PVC: copied through a snapshot of the volume (see `clone`).
+    Volume(VolumeId),
+}
+
 /// What CreateVolume asked for, parsed.
-struct CreateRequest {
-    label: String,
-    required: i64,
-    limit: i64,
+pub(super) struct CreateRequest {
+    pub label: String,
+    pub required: i64,
+    pub limit: i64,
     /// What a new filesystem is asked to hold.
-    capacity: i64,
-    params: Params,
-    source: Option<(SnapshotId, String)>,
+    pub capacity: i64,
+    pub params: Params,
+    /// The user's tags: the VolumeAttributesClass's, else the StorageClass's.
+    pub tags: Vec<String>,
+    /// Likewise for the squash policy.
+    pub squash: Option<SquashPolicy>,
+    /// With the handle as the caller wrote it, to echo back.
+    pub source: Option<(Source, String)>,
+}
+
+impl CreateRequest {
+    /// Everything a new filesystem is tagged with: the user's tags, the
+    /// driver's mark, and what it was made from.
+    fn tags_to_create(&self) -> Vec<String> {
+        let mut all = self.tags.clone();
+        all.push(tags::MANAGED.to_string());
+        match self.source {
+            Some((Source::Snapshot(snap), _)) => all.push(tags::source_snapshot(&snap)),
+            Some((Source::Volume(vol), _)) => all.push(tags::source_volume(&vol)),
+            None => {}
+        }
+        all
+    }
+}
+
+fn parse_source(src: &csi::VolumeContentSource) -> Result<(Source, String), Error> {
+    if src.has_snapshot() {
+        let id = &src.snapshot().snapshot_id;
+        if id.is_empty() {
+            return Err(Error::InvalidArgument("snapshot id is required".into()));
+        }
+        // A handle we cannot parse cannot name a snapshot we made.
+        let parsed = SnapshotId::parse(id)
+            .map_err(|_| Error::NotFound(format!("snapshot id \"{id}\" was not found")))?;
+        return Ok((Source::Snapshot(parsed), id.clone()));
+    }
+    if src.has_volume() {
+        let id = &src.volume().volume_id;
+        if id.is_empty() {
+            return Err(Error::InvalidArgument(
+                "source volume id is required".into(),
+            ));
+        }
+        let parsed = VolumeId::parse(id)
+            .map_err(|_| Error::NotFound(format!("source volume \"{id}\" was not found")))?;
+        return Ok((Source::Volume(parsed), id.clone()));
+    }
+    Err(Error::InvalidArgument(
+        "unsupported volume content source".into(),
+    ))
 }
 
 fn parse_create(
@@ -82,39 +138,29 @@ fn parse_create(
             "required_bytes {required} exceeds limit_bytes {limit}"
         )));
     }
-    let source = match req.volume_content_source.as_ref() {
-        None => None,
-        Some(src) if src.has_snapshot() => {
-            let id = &src.snapshot().snapshot_id;
-            if id.is_empty() {
-                return Err(Error::InvalidArgument("snapshot id is required".into()));
-            }
-            // A handle we cannot parse cannot name a snapshot we made.
-            let parsed = SnapshotId::parse(id)
-                .map_err(|_| Error::NotFound(format!("snapshot id \"{id}\" was not found")))?;
-            Some((parsed, id.clone()))
-        }
-        Some(_) => {
-            return Err(Error::InvalidArgument(
-                "unsupported volume content source".into(),
-            ))
-        }
-    };
+    let source = req
+        .volume_content_source
+        .as_ref()
+        .map(parse_source)
+        .transpose()?;
     let params = Params::parse(&req.parameters)?;
+    let mutable = Mutable::parse(&req.mutable_parameters)?;
     Ok(CreateRequest {
         label: label_for(&req.name),
         required,
         limit,
         capacity: capacity_to_request(default_capacity, required, limit),
+        tags: mutable.tags.unwrap_or_else(|| params.tags.clone()),
+        squash: mutable.squash.or_else(|| params.squash.clone()),
         params,
         source,
     })
 }
 
 /// CreateVolume. InvalidArgument for bad input, AlreadyExists for a name held by an incompatible
-/// filesystem, OutOfRange for a restore its snapshot cannot size; repeats return the same volume.
-/// Waits for activation and for the squash policy park on the poller; the
-/// create lock goes with the flow until it is answered.
+/// filesystem, NotFound for a source that does not exist, OutOfRange for a restore or clone its
+/// source cannot size; repeats return the same volume. Waits for activation and for the squash
+/// policy park on the poller; the create lock goes with the flow until it is answered.
 pub fn create_volume(
     c: &Arc<Controller>,
     req: csi::CreateVolumeRequest,
@@ -135,9 +181,16 @@ pub fn create_volume(
         Some(existing) => adopt(c, &want, region, existing),
         None => provision(c, &want, space.id, region),
     };
-    let (c, squash_want) = (c.clone(), want.clone());
-    made.then(move |fs| {
-        let Some(squash) = squash_want.params.squash.clone() else {
+    let (c, after) = (c.clone(), want.clone());
+    made.then(move |fs| match after.source {
+        // Whoever made the clone, its copy snapshot must not outlive it.
+        Some((Source::Volume(source), _)) => {
+            clone::release_copy(&c, source, &after.label, fs).then(move |fs| done((c, after, fs)))
+        }
+        _ => done((c, after, fs)),
+    })
+    .then(move |(c, after, fs)| {
+        let Some(squash) = after.squash.clone() else {
             return done(fs);
         };
         let vol = VolumeId {
@@ -164,12 +217,21 @@ fn created(
     if volume.capacity_bytes == 0 {
         volume.capacity_bytes = want.capacity;
     }
-    if let Some((_, raw)) = &want.source {
-        let mut snap = csi::volume_content_source::SnapshotSource::new();
-        snap.snapshot_id = raw.clone();
-        let mut source = csi::VolumeContentSource::new();
-        source.set_snapshot(snap);
-        volume.content_source = Some(source).into();
+    if let Some((source, raw)) = &want.source {
+        let mut content = csi::VolumeContentSource::new();
+        match source {
+            Source::Snapshot(_) => {
+                let mut snap = csi::volume_content_source::SnapshotSource::new();
+                snap.snapshot_id = raw.clone();
+                content.set_snapshot(snap);
+            }
+            Source::Volume(_) => {
+                let mut vol = csi::volume_content_source::VolumeSource::new();
+                vol.volume_id = raw.clone();
+                content.set_volume(vol);
+            }
+        }
+        volume.content_source = Some(content).into();
     }
     let mut resp = csi::CreateVolumeResponse::new();
     resp.volume = Some(volume).into();
@@ -190,7 +252,7 @@ fn capacity_to_request(default: i64, required: i64, limit: i64) -> i64 {
 
 /// The one live filesystem carrying `label` in `region`; one on its way out
 /// (`deleting`) is not a match: it will never serve this volume.
-fn find_by_label(
+pub(super) fn find_by_label(
     c: &Controller,
     space_id: u64,
     label: &str,
@@ -237,9 +299,8 @@ fn adopt(
                 )));
             }
         }
-        let have: BTreeSet<&String> = fs.tags.iter().collect();
-        let asked: BTreeSet<&String> = want.params.tags.iter().collect();
-        if have != asked {
+        let asked: BTreeSet<&str> = want.tags.iter().map(String::as_str).collect();
+        if tags::user_tags(&fs.tags) != asked {
             return Err(Error::AlreadyExists(format!(
                 "NFS filesystem \"{}\" already exists with incompatible tags",
                 want.label
@@ -250,72 +311,106 @@ fn adopt(
     })
 }
 
+/// The source an existing filesystem was made from must be the one asked
+/// for. The API's `source_snapshot_id` is not always returned, so the
+/// driver's own tag counts as well.
 fn check_source(want: &CreateRequest, fs: &Filesystem) -> Result<(), Error> {
-    match (&want.source, fs.source_snapshot_id) {
-        (None, None) => Ok(()),
-        (Some((snap, _)), Some(from)) if from == snap.snapshot => Ok(()),
-        (Some((snap, _)), Some(from)) => Err(Error::AlreadyExists(format!(
-            "NFS filesystem {} (\"{}\") was cloned from snapshot {from}, requested snapshot {}",
-            fs.id, want.label, snap.snapshot
+    let sourced = |tag: &str| fs.tags.iter().any(|t| t == tag);
+    let made_from = match want.source {
+        None => None,
+        Some((Source::Snapshot(snap), _)) => {
+            let from_it = fs.source_snapshot_id == Some(snap.snapshot)
+                || sourced(&tags::source_snapshot(&snap));
+            Some((from_it, format!("snapshot {snap}")))
+        }
+        Some((Source::Volume(vol), _)) => {
+            Some((sourced(&tags::source_volume(&vol)), format!("volume {vol}")))
+        }
+    };
+    let has_source =
+        fs.source_snapshot_id.is_some() || fs.tags.iter().any(|t| t.starts_with("csi-source-"));
+    match made_from {
+        None if !has_source => Ok(()),
+        None => Err(Error::AlreadyExists(format!(
+            "NFS filesystem {} (\"{}\") was made from a snapshot or volume; the request has no content source",
+            fs.id, want.label
         ))),
-        (Some((snap, _)), None) => Err(Error::AlreadyExists(format!(
-            "NFS filesystem {} (\"{}\") does not identify a source snapshot; requested snapshot {}",
-            fs.id, want.label, snap.snapshot
-        ))),
-        (None, Some(from)) => Err(Error::AlreadyExists(format!(
-            "NFS filesystem {} (\"{}\") was cloned from snapshot {from}; the request has no content source",
+        Some((true, _)) => Ok(()),
+        Some((false, what)) => Err(Error::AlreadyExists(format!(
+            "NFS filesystem {} (\"{}\") was not made from the requested {what}",
             fs.id, want.label
         ))),
     }
 }
 
-/// Creates (or clones) the filesystem and waits for it. A POST is never
-/// repeated blindly: when its outcome is unknown (5xx, timeout) the label is
-/// looked up once, so a create that happened is adopted instead of leaked.
+/// Creates (or clones) the filesystem and waits for it.
 fn provision(
     c: &Arc<Controller>,
     want: &Arc<CreateRequest>,
     space_id: u64,
     region: String,
 ) -> Step<Filesystem> {
-    let Some((snap, _)) = want.source.clone() else {
-        let posted = c.cloud.create_filesystem(
-            space_id,
-            &NewFilesystem {
-                label: want.label.clone(),
-                region: region.clone(),
-                max_capacity_bytes: want.capacity,
-                tags: want.params.tags.clone(),
-            },
-        );
-        return wait_made(c, want, space_id, &region, posted);
-    };
-    // A restore from a snapshot that is still being taken waits for it
-    // rather than failing the clone.
-    let source = c
-        .cloud
-        .get_snapshot(snap.space, snap.filesystem, snap.snapshot)
-        .map_err(|e| e.context(format!("source snapshot {snap}")))?;
-    let (c, want) = (c.clone(), want.clone());
-    c.clone().poller.snapshot(source, move |_| {
-        let size_gib = restore_size_gib(&c, &want, &snap)?;
-        let posted = c.cloud.clone_snapshot(
-            snap.space,
-            snap.filesystem,
-            snap.snapshot,
-            &CloneFilesystem {
-                label: want.label.clone(),
-                region: region.clone(),
-                space_id: Some(space_id),
-                size_gib,
-                tags: want.params.tags.clone(),
-            },
-        );
-        wait_made(&c, &want, space_id, &region, posted)
-    })
+    match want.source {
+        None => {
+            let posted = c.cloud.create_filesystem(
+                space_id,
+                &NewFilesystem {
+                    label: want.label.clone(),
+                    region: region.clone(),
+                    max_capacity_bytes: want.capacity,
+                    tags: want.tags_to_create(),
+                },
+            );
+            wait_made(c, want, space_id, &region, posted)
+        }
+        Some((Source::Snapshot(snap), _)) => {
+            // A restore from a snapshot that is still being taken waits for
+            // it rather than failing the clone.
+            let source = c
+                .cloud
+                .get_snapshot(snap.space, snap.filesystem, snap.snapshot)
+                .map_err(|e| e.context(format!("source snapshot {snap}")))?;
+            let (c, want) = (c.clone(), want.clone());
+            c.clone().poller.snapshot(source, move |_| {
+                clone_into(&c, &want, snap, space_id, &region)
+            })
+        }
+        Some((Source::Volume(vol), _)) => {
+            let (c2, want2) = (c.clone(), want.clone());
+            clone::copy_of(c, vol, &want.label)
+                .then(move |snap| clone_into(&c2, &want2, snap, space_id, &region))
+        }
+    }
 }
 
-/// What a create or clone POST made, once active with a mount target.
+/// Clones `snap` into the new filesystem, sized to the request.
+fn clone_into(
+    c: &Arc<Controller>,
+    want: &CreateRequest,
+    snap: SnapshotId,
+    space_id: u64,
+    region: &str,
+) -> Step<Filesystem> {
+    let size_gib = restore_size_gib(c, want, &snap)?;
+    let posted = c.cloud.clone_snapshot(
+        snap.space,
+        snap.filesystem,
+        snap.snapshot,
+        &CloneFilesystem {
+            label: want.label.clone(),
+            region: region.to_string(),
+            space_id: Some(space_id),
+            size_gib,
+            tags: want.tags_to_create(),
+        },
+    );
+    wait_made(c, want, space_id, region, posted)
+}
+
+/// What a create or clone POST made, once active with a mount target. A
+/// POST is never repeated blindly: when its outcome is unknown (5xx,
+/// timeout) the label is looked up once, so a create that happened is
+/// adopted instead of leaked.
 fn wait_made(
     c: &Controller,
     want: &CreateRequest,
@@ -396,7 +491,7 @@ fn restore_size_gib(
     Ok(Some(gib))
 }
 
-fn require_mount_target(fs: &Filesystem) -> Result<(), Error> {
+pub(super) fn require_mount_target(fs: &Filesystem) -> Result<(), Error> {
     let has_fqdn = fs
         .mount_target_fqdn
         .as_deref()
@@ -411,48 +506,9 @@ fn require_mount_target(fs: &Filesystem) -> Result<(), Error> {
     }
 }
 
-/// The CSI volume for a backend filesystem, with the context the node reads.
-pub fn volume_of(fs: &Filesystem, mtls: Option<&MtlsMode>) -> csi::Volume {
-    let mut ctx = HashMap::new();
-    ctx.insert(handles::CTX_SPACE_ID.to_string(), fs.space_id.to_string());
-    ctx.insert(handles::CTX_FILESYSTEM_ID.to_string(), fs.id.to_string());
-    ctx.insert(
-        handles::CTX_MOUNT_TARGET.to_string(),
-        fs.mount_target_fqdn.clone().unwrap_or_default(),
-    );
-    ctx.insert(
-        handles::CTX_MOUNT_TARGET_IPS.to_string(),
-        fs.mount_target_ips.join(","),
-    );
-    ctx.insert(handles::CTX_REGION.to_string(), fs.region.clone());
-    if let Some(mode) = mtls.filter(|m| !m.as_str().is_empty()) {
-        ctx.insert(
-            handles::CTX_MTLS_MODE.to_string(),
-            mode.as_str().to_string(),
-        );
-    }
-    let mut v = csi::Volume::new();
-    v.volume_id = VolumeId {
-        space: fs.space_id,
-        filesystem: fs.id,
-    }
-    .to_string();
-    v.capacity_bytes = fs.max_capacity_bytes.unwrap_or(0);
-    v.volume_context = ctx;
-    v
-}
-
-/// Abnormal only in a status the filesystem does not come back from by
-/// itself; `creating`, `updating` and statuses new to us pass.
-fn condition_of(fs: &Filesystem) -> csi::VolumeCondition {
-    let mut condition = csi::VolumeCondition::new();
-    condition.abnormal = matches!(fs.status, Status::Error | Status::Failed | Status::Deleting);
-    condition.message = format!("NFS filesystem {} is {}", fs.id, fs.status);
-    condition
-}
-
 /// DeleteVolume. Unknown, malformed or already-deleted volumes are OK (CSI
 /// requires it); a filesystem the backend refuses to delete is FailedPrecondition.
+/// A clone's kept copy snapshot is deleted after the clone.
 pub fn delete_volume(
     c: &Arc<Controller>,
     req: csi::DeleteVolumeRequest,
@@ -467,202 +523,16 @@ pub fn delete_volume(
         );
         return Ok(csi::DeleteVolumeResponse::new());
     };
+    // The filesystem's tags say whether a clone's copy snapshot goes with it.
+    let fs = match c.cloud.get_filesystem(id.space, id.filesystem) {
+        Ok(fs) => fs,
+        Err(Error::NotFound(_)) => return Ok(csi::DeleteVolumeResponse::new()),
+        Err(e) => return Err(e),
+    };
     match c.cloud.delete_filesystem(id.space, id.filesystem) {
-        Ok(()) | Err(Error::NotFound(_)) => Ok(csi::DeleteVolumeResponse::new()),
-        Err(e) => Err(e),
+        Ok(()) | Err(Error::NotFound(_)) => {}
+        Err(e) => return Err(e),
     }
-}
-
-/// ValidateVolumeCapabilities. NotFound for volumes that do not exist
-/// (malformed handles included). Only what holds for this volume is
-/// confirmed; anything else (an unsupported capability, parameters or a
-/// context that do not describe it, mutable parameters) is a message, not
-/// an error.
-pub fn validate_capabilities(
-    c: &Arc<Controller>,
-    req: csi::ValidateVolumeCapabilitiesRequest,
-) -> Result<csi::ValidateVolumeCapabilitiesResponse, Error> {
-    if req.volume_id.is_empty() {
-        return Err(Error::InvalidArgument("volume ID is not set".into()));
-    }
-    if req.volume_capabilities.is_empty() {
-        return Err(Error::InvalidArgument(
-            "volume capabilities are required".into(),
-        ));
-    }
-    let id =
-        VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
-    let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
-    let mut resp = csi::ValidateVolumeCapabilitiesResponse::new();
-    if let Some(problem) = unconfirmable(c, &req, &fs)? {
-        resp.message = problem;
-        return Ok(resp);
-    }
-    let mut confirmed = csi::validate_volume_capabilities_response::Confirmed::new();
-    confirmed.volume_context = req.volume_context;
-    confirmed.volume_capabilities = req.volume_capabilities;
-    confirmed.parameters = req.parameters;
-    resp.confirmed = Some(confirmed).into();
-    Ok(resp)
-}
-
-/// Why `req` cannot be confirmed for `fs`, or `None` when it can.
-fn unconfirmable(
-    c: &Controller,
-    req: &csi::ValidateVolumeCapabilitiesRequest,
-    fs: &Filesystem,
-) -> Result<Option<String>, Error> {
-    if let Some(problem) = req.volume_capabilities.iter().find_map(capability_problem) {
-        return Ok(Some(problem));
-    }
-    if !req.mutable_parameters.is_empty() {
-        return Ok(Some(
-            "mutable parameters are not supported: this driver cannot modify volumes".into(),
-        ));
-    }
-    if let Some(problem) = parameters_problem(c, &req.parameters, fs)? {
-        return Ok(Some(problem));
-    }
-    context_problem(c, &req.volume_context, fs)
-}
-
-/// Parameters hold for `fs` when CreateVolume, given them, would have
-/// adopted it: they parse, name its space and carry its tags and, if they
-/// ask for one, its squash policy. None at all is nothing to check.
-fn parameters_problem(
-    c: &Controller,
-    raw: &HashMap<String, String>,
-    fs: &Filesystem,
-) -> Result<Option<String>, Error> {
-    if raw.is_empty() {
-        return Ok(None);
-    }
-    let params = match Params::parse(raw) {
-        Ok(params) => params,
-        Err(e) => return Ok(Some(e.to_string())),
-    };
-    let space = match &params.space {
-        SpaceRef::Id(id) => *id,
-        SpaceRef::Label(_) => match c.spaces.resolve(&params.space) {
-            Ok(space) => space.id,
-            Err(Error::NotFound(m) | Error::FailedPrecondition(m)) => return Ok(Some(m)),
-            Err(e) => return Err(e),
-        },
-    };
-    if space != fs.space_id {
-        return Ok(Some(format!(
-            "the parameters name NFS space {space}, but the volume is in NFS space {}",
-            fs.space_id
-        )));
-    }
-    let have: BTreeSet<&String> = fs.tags.iter().collect();
-    let asked: BTreeSet<&String> = params.tags.iter().collect();
-    if have != asked {
-        return Ok(Some(format!(
-            "the parameters' tags {:?} are not NFS filesystem {}'s tags {:?}",
-            params.tags, fs.id, fs.tags
-        )));
-    }
-    if let Some(squash) = &params.squash {
-        let policy = c.cloud.get_filesystem_access_policy(fs.space_id, fs.id)?;
-        if policy.squash_policy.as_ref() != Some(squash) {
-            let have = policy.squash_policy.map_or_else(
-                || "no squash policy".to_string(),
-                |p| format!("squash policy {p}"),
-            );
-            return Ok(Some(format!(
-                "the parameters ask for squash policy {squash}, but NFS filesystem {} has {have}",
-                fs.id
-            )));
-        }
-    }
-    Ok(None)
-}
-
-/// A context holds for `fs` when every key of it that the driver derives
-/// for `fs` has the derived value; other keys are the caller's own.
-fn context_problem(
-    c: &Controller,
-    ctx: &HashMap<String, String>,
-    fs: &Filesystem,
-) -> Result<Option<String>, Error> {
-    // The space policy is read only when there is a mode to compare.
-    let mtls = if ctx.contains_key(handles::CTX_MTLS_MODE) {
-        c.spaces.mtls_mode(fs.space_id)?
-    } else {
-        None
-    };
-    let derived = volume_of(fs, mtls.as_ref()).volume_context;
-    let sorted: BTreeMap<&String, &String> = ctx.iter().collect();
-    Ok(sorted
-        .into_iter()
-        .find_map(|(key, value)| match derived.get(key) {
-            Some(want) if want != value => Some(format!(
-                "volume context {key} is {value:?}, but the volume has {want:?}"
-            )),
-            _ => None,
-        }))
-}
-
-/// ControllerGetVolume: the volume, the nodes it is published to (node
-/// mode) and its condition.
-pub fn get_volume(
-    c: &Arc<Controller>,
-    req: csi::ControllerGetVolumeRequest,
-) -> Result<csi::ControllerGetVolumeResponse, Error> {
-    if req.volume_id.is_empty() {
-        return Err(Error::InvalidArgument("volume ID is not set".into()));
-    }
-    let id =
-        VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
-    let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
-    let mut status = csi::controller_get_volume_response::VolumeStatus::new();
-    if c.mode == crate::config::AccessPolicyMode::Node {
-        match c
-            .cloud
-            .get_filesystem_access_policy(id.space, id.filesystem)
-        {
-            Ok(policy) if policy.enabled => {
-                status.published_node_ids =
-                    policy.linode_ids().iter().map(u64::to_string).collect();
-            }
-            Ok(_) | Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    status.volume_condition = Some(condition_of(&fs)).into();
-    let mut resp = csi::ControllerGetVolumeResponse::new();
-    let mtls = c.spaces.mtls_mode(id.space)?;
-    resp.volume = Some(volume_of(&fs, mtls.as_ref())).into();
-    resp.status = Some(status).into();
-    Ok(resp)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_statuses_that_do_not_pass_are_abnormal() {
-        let fs = |status: &str| -> Filesystem {
-            serde_json::from_value(serde_json::json!({
-                "id": 101, "space_id": 7, "label": "v", "region": "us-ord", "status": status
-            }))
-            .unwrap()
-        };
-        for (status, abnormal) in [
-            ("active", false),
-            ("creating", false),
-            ("updating", false),
-            ("pending", false),
-            ("resizing", false),
-            ("error", true),
-            ("failed", true),
-            ("deleting", true),
-        ] {
-            let c = condition_of(&fs(status));
-            assert_eq!(c.abnormal, abnormal, "{status}");
-            assert_eq!(c.message, format!("NFS filesystem 101 is {status}"));
-        }
-    }
+    clone::delete_kept_copy(c, &fs)?;
+    Ok(csi::DeleteVolumeResponse::new())
 }

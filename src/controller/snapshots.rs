@@ -1,9 +1,10 @@
 //! Snapshots: create (idempotent by label, one name per plugin), delete,
-//! and list with offset tokens. Creation does not wait for `active`: the
-//! snapshotter calls again until `ready_to_use`, so no worker is held.
-//! A snapshot in `deleting` is already gone as far as CSI is concerned.
+//! get, and list with offset tokens. Creation does not wait for `active`:
+//! the snapshotter calls again until `ready_to_use`, so no worker is held.
+//! A snapshot in `deleting` is already gone as far as CSI is concerned, and
+//! the copies clones are made through (`clone`) are not VolumeSnapshots.
 
-use super::Controller;
+use super::{tags, Controller};
 use crate::handles::{label_for, SnapshotId, VolumeId};
 use crate::linode::{naive_to_unix, Snapshot, Status};
 use crate::proto::csi;
@@ -11,10 +12,11 @@ use crate::Error;
 use protobuf::well_known_types::timestamp::Timestamp;
 use std::sync::Arc;
 
-/// Not on its way out. DeleteSnapshot returns before the backend lets go of
-/// a snapshot, and CSI expects it gone from lists and free for reuse at once.
+/// A VolumeSnapshot: not on its way out (DeleteSnapshot returns before the
+/// backend lets go of a snapshot, and CSI expects it gone from lists and
+/// free for reuse at once), and not a clone's copy.
 fn is_live(s: &Snapshot) -> bool {
-    s.status != Status::Deleting
+    s.status != Status::Deleting && !s.tags.iter().any(|t| t == tags::CLONE_SNAPSHOT)
 }
 
 fn id_of(s: &Snapshot) -> SnapshotId {
@@ -108,7 +110,7 @@ pub fn create(
             }
             match c
                 .cloud
-                .create_snapshot(source.space, source.filesystem, &label)
+                .create_snapshot(source.space, source.filesystem, &label, &[])
             {
                 Ok(s) => s,
                 // A duplicate label (409) or a create whose reply was lost:
@@ -142,6 +144,30 @@ pub fn create(
     });
     let mut resp = csi::CreateSnapshotResponse::new();
     resp.snapshot = Some(snapshot_of(&snapshot, seconds)).into();
+    Ok(resp)
+}
+
+/// GetSnapshot: ListSnapshots' lookup by id. NotFound for an id we could
+/// not have issued, a snapshot that is gone or going, or a clone's copy.
+pub fn get(
+    c: &Arc<Controller>,
+    req: csi::GetSnapshotRequest,
+) -> Result<csi::GetSnapshotResponse, Error> {
+    if req.snapshot_id.is_empty() {
+        return Err(Error::InvalidArgument("snapshot id is required".into()));
+    }
+    let missing = || Error::NotFound(format!("snapshot {:?} not found", req.snapshot_id));
+    let id = SnapshotId::parse(&req.snapshot_id).map_err(|_| missing())?;
+    let snap = c
+        .cloud
+        .get_snapshot(id.space, id.filesystem, id.snapshot)
+        .map_err(|e| if e.is_not_found() { missing() } else { e })?;
+    if !is_live(&snap) {
+        return Err(missing());
+    }
+    let seconds = taken_at(&snap).unwrap_or_else(|| Timestamp::now().seconds);
+    let mut resp = csi::GetSnapshotResponse::new();
+    resp.snapshot = Some(snapshot_of(&snap, seconds)).into();
     Ok(resp)
 }
 

@@ -526,6 +526,13 @@ struct CreateFilesystemBody<'a> {
 #[derive(Serialize)]
 struct CreateSnapshotBody<'a> {
     label: &'a str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    tags: &'a [String],
+}
+
+#[derive(Serialize)]
+struct UpdateFilesystemBody<'a> {
+    tags: &'a [String],
 }
 
 /// The interfaces endpoint is documented with two envelopes; accept both.
@@ -646,6 +653,34 @@ impl Cloud for LinodeCloud {
         ctx(all, what).map(|all| all.into_iter().filter(|fs| ids.contains(&fs.id)).collect())
     }
 
+    fn find_filesystems_by_tag(&self, space_id: u64, tag: &str) -> crate::Result<Vec<Filesystem>> {
+        let filter = serde_json::json!({ "tags": tag });
+        ctx(
+            self.list(
+                &format!("nfs/spaces/{space_id}/filesystems"),
+                Some(FULL_PAGE_SIZE),
+                Some(&filter),
+            ),
+            || format!("list filesystems tagged {tag:?} in NFS space {space_id}"),
+        )
+    }
+
+    fn update_filesystem_tags(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        tags: &[String],
+    ) -> crate::Result<Filesystem> {
+        ctx(
+            self.send(
+                Method::Put,
+                &format!("nfs/spaces/{space_id}/filesystems/{fs_id}"),
+                &UpdateFilesystemBody { tags },
+            ),
+            || format!("update tags of filesystem {space_id}/{fs_id}"),
+        )
+    }
+
     fn get_filesystem(&self, space_id: u64, fs_id: u64) -> crate::Result<Filesystem> {
         ctx(
             self.get(&format!("nfs/spaces/{space_id}/filesystems/{fs_id}")),
@@ -700,12 +735,18 @@ impl Cloud for LinodeCloud {
         )
     }
 
-    fn create_snapshot(&self, space_id: u64, fs_id: u64, label: &str) -> crate::Result<Snapshot> {
+    fn create_snapshot(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        label: &str,
+        tags: &[String],
+    ) -> crate::Result<Snapshot> {
         ctx(
             self.send(
                 Method::Post,
                 &format!("nfs/spaces/{space_id}/filesystems/{fs_id}/snapshots"),
-                &CreateSnapshotBody { label },
+                &CreateSnapshotBody { label, tags },
             ),
             || format!("create snapshot {label:?} of filesystem {space_id}/{fs_id}"),
         )

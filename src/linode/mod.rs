@@ -52,7 +52,17 @@ pub trait Cloud: Send + Sync {
     /// API can filter by id (a missing id is simply not in the answer).
     fn find_filesystems_by_ids(&self, space_id: u64, ids: &[u64])
         -> crate::Result<Vec<Filesystem>>;
+    /// Filesystems of a space carrying `tag` (`X-Filter`, all pages).
+    fn find_filesystems_by_tag(&self, space_id: u64, tag: &str) -> crate::Result<Vec<Filesystem>>;
     fn get_filesystem(&self, space_id: u64, fs_id: u64) -> crate::Result<Filesystem>;
+    /// Replaces the filesystem's tags (the API's only other updatable field
+    /// is its label, which the driver never changes).
+    fn update_filesystem_tags(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        tags: &[String],
+    ) -> crate::Result<Filesystem>;
     fn delete_filesystem(&self, space_id: u64, fs_id: u64) -> crate::Result<()>;
 
     fn get_filesystem_access_policy(
@@ -70,7 +80,14 @@ pub trait Cloud: Send + Sync {
 
     /// All snapshots of a filesystem (every page, 500 per page).
     fn list_snapshots(&self, space_id: u64, fs_id: u64) -> crate::Result<Vec<Snapshot>>;
-    fn create_snapshot(&self, space_id: u64, fs_id: u64, label: &str) -> crate::Result<Snapshot>;
+    /// `tags` are omitted from the request when empty.
+    fn create_snapshot(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        label: &str,
+        tags: &[String],
+    ) -> crate::Result<Snapshot>;
     fn get_snapshot(&self, space_id: u64, fs_id: u64, snap_id: u64) -> crate::Result<Snapshot>;
     fn delete_snapshot(&self, space_id: u64, fs_id: u64, snap_id: u64) -> crate::Result<()>;
     /// Restore: a NEW filesystem from snapshot `space_id/fs_id/snap_id`.

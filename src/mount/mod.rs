@@ -130,6 +130,14 @@ impl MountTable {
         self.find_exact(&resolved)
     }
 
+    /// Every mount of the same filesystem directory as `of` (itself
+    /// included): a staging mount and the targets it is bound to.
+    pub fn same_as<'a>(&'a self, of: &'a MountEntry) -> impl Iterator<Item = &'a MountEntry> {
+        self.entries
+            .iter()
+            .filter(move |e| e.device == of.device && e.root == of.root)
+    }
+
     fn find_exact(&self, path: &Path) -> Option<&MountEntry> {
         // Later lines are mounted on top of earlier ones at the same point.
         self.entries.iter().rev().find(|e| e.mount_point == path)
@@ -146,6 +154,23 @@ mod tests {
 81 27 0:53 / /pod/target rw,relatime - nfs4 host:/export rw
 82 81 0:53 / /pod/target ro,relatime - nfs4 host:/export rw
 ";
+
+    #[test]
+    fn binds_of_one_directory_are_found_together() {
+        let t = MountTable::parse(TABLE).unwrap();
+        let stage = t.find(Path::new("/stage")).unwrap();
+        let points: Vec<&Path> = t.same_as(stage).map(|e| e.mount_point.as_path()).collect();
+        assert_eq!(
+            points,
+            [
+                Path::new("/stage"),
+                Path::new("/pod/target"),
+                Path::new("/pod/target")
+            ]
+        );
+        let root = t.find(Path::new("/")).unwrap();
+        assert_eq!(t.same_as(root).count(), 1);
+    }
 
     #[test]
     fn lookup_is_lexical_and_ignores_trailing_slashes_and_dots() {

@@ -20,6 +20,8 @@ struct PublishRequest {
     target: PathBuf,
     flags: Vec<String>,
     readonly: bool,
+    /// SINGLE_NODE_SINGLE_WRITER: one target on this node at most.
+    single_writer: bool,
 }
 
 impl PublishRequest {
@@ -36,20 +38,19 @@ impl PublishRequest {
                 "target path must differ from the staging target path".into(),
             ));
         }
-        let reader_only = capability
+        let mode = capability
             .and_then(|c| c.access_mode.as_ref())
-            .map(|m| m.mode.enum_value_or_default())
-            .is_some_and(|mode| {
-                matches!(
-                    mode,
-                    Mode::SINGLE_NODE_READER_ONLY | Mode::MULTI_NODE_READER_ONLY
-                )
-            });
+            .map(|m| m.mode.enum_value_or_default());
+        let reader_only = matches!(
+            mode,
+            Some(Mode::SINGLE_NODE_READER_ONLY | Mode::MULTI_NODE_READER_ONLY)
+        );
         Ok(PublishRequest {
             staging,
             target,
             flags: mount_flags(mount)?,
             readonly: req.readonly || reader_only,
+            single_writer: mode == Some(Mode::SINGLE_NODE_SINGLE_WRITER),
         })
     }
 }
@@ -98,6 +99,19 @@ impl NodePlugin {
                 _ => {}
             }
             return Ok(csi::NodePublishVolumeResponse::new());
+        }
+        if r.single_writer {
+            // The CSI rule for this mode: refused before the target exists.
+            if let Some(other) = table
+                .same_as(staged)
+                .find(|e| e.mount_point != r.staging && e.mount_point != r.target)
+            {
+                return Err(Error::FailedPrecondition(format!(
+                    "volume {} is SINGLE_NODE_SINGLE_WRITER and already published at {}",
+                    req.volume_id,
+                    other.mount_point.display()
+                )));
+            }
         }
         drop(table);
         create_dir(&r.target)?;

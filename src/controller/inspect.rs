@@ -1,0 +1,258 @@
+//! The read-only views of a volume: the CSI volume and context built from
+//! a filesystem (shared with CreateVolume and ListVolumes), its condition,
+//! ValidateVolumeCapabilities and ControllerGetVolume. Nothing here writes
+//! to the backend.
+
+use super::params::{Mutable, Params, SpaceRef};
+use super::provision::capability_problem;
+use super::{tags, Controller};
+use crate::handles::{self, VolumeId};
+use crate::linode::{Filesystem, MtlsMode, Status};
+use crate::proto::csi;
+use crate::Error;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// The CSI volume for a backend filesystem, with the context the node reads.
+pub fn volume_of(fs: &Filesystem, mtls: Option<&MtlsMode>) -> csi::Volume {
+    let mut ctx = HashMap::new();
+    ctx.insert(handles::CTX_SPACE_ID.to_string(), fs.space_id.to_string());
+    ctx.insert(handles::CTX_FILESYSTEM_ID.to_string(), fs.id.to_string());
+    ctx.insert(
+        handles::CTX_MOUNT_TARGET.to_string(),
+        fs.mount_target_fqdn.clone().unwrap_or_default(),
+    );
+    ctx.insert(
+        handles::CTX_MOUNT_TARGET_IPS.to_string(),
+        fs.mount_target_ips.join(","),
+    );
+    ctx.insert(handles::CTX_REGION.to_string(), fs.region.clone());
+    if let Some(mode) = mtls.filter(|m| !m.as_str().is_empty()) {
+        ctx.insert(
+            handles::CTX_MTLS_MODE.to_string(),
+            mode.as_str().to_string(),
+        );
+    }
+    let mut v = csi::Volume::new();
+    v.volume_id = VolumeId {
+        space: fs.space_id,
+        filesystem: fs.id,
+    }
+    .to_string();
+    v.capacity_bytes = fs.max_capacity_bytes.unwrap_or(0);
+    v.volume_context = ctx;
+    v
+}
+
+/// Abnormal only in a status the filesystem does not come back from by
+/// itself; `creating`, `updating` and statuses new to us pass.
+pub(super) fn condition_of(fs: &Filesystem) -> csi::VolumeCondition {
+    let mut condition = csi::VolumeCondition::new();
+    condition.abnormal = matches!(fs.status, Status::Error | Status::Failed | Status::Deleting);
+    condition.message = format!("NFS filesystem {} is {}", fs.id, fs.status);
+    condition
+}
+
+/// ValidateVolumeCapabilities. NotFound for volumes that do not exist
+/// (malformed handles included). Only what holds for this volume is
+/// confirmed; anything else (an unsupported capability, parameters, mutable
+/// parameters or a context that do not describe it) is a message, not an
+/// error.
+pub fn validate_capabilities(
+    c: &Arc<Controller>,
+    req: csi::ValidateVolumeCapabilitiesRequest,
+) -> Result<csi::ValidateVolumeCapabilitiesResponse, Error> {
+    if req.volume_id.is_empty() {
+        return Err(Error::InvalidArgument("volume ID is not set".into()));
+    }
+    if req.volume_capabilities.is_empty() {
+        return Err(Error::InvalidArgument(
+            "volume capabilities are required".into(),
+        ));
+    }
+    let id =
+        VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
+    let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
+    let mut resp = csi::ValidateVolumeCapabilitiesResponse::new();
+    if let Some(problem) = unconfirmable(c, &req, &fs)? {
+        resp.message = problem;
+        return Ok(resp);
+    }
+    let mut confirmed = csi::validate_volume_capabilities_response::Confirmed::new();
+    confirmed.volume_context = req.volume_context;
+    confirmed.volume_capabilities = req.volume_capabilities;
+    confirmed.parameters = req.parameters;
+    confirmed.mutable_parameters = req.mutable_parameters;
+    resp.confirmed = Some(confirmed).into();
+    Ok(resp)
+}
+
+/// Why `req` cannot be confirmed for `fs`, or `None` when it can.
+fn unconfirmable(
+    c: &Controller,
+    req: &csi::ValidateVolumeCapabilitiesRequest,
+    fs: &Filesystem,
+) -> Result<Option<String>, Error> {
+    if let Some(problem) = req.volume_capabilities.iter().find_map(capability_problem) {
+        return Ok(Some(problem));
+    }
+    if let Some(problem) = parameters_problem(c, &req.parameters, &req.mutable_parameters, fs)? {
+        return Ok(Some(problem));
+    }
+    context_problem(c, &req.volume_context, fs)
+}
+
+/// Parameters hold for `fs` when CreateVolume, given them, would have
+/// adopted it: they parse, name its space and carry its tags and, if they
+/// ask for one, its squash policy; mutable parameters override the tags and
+/// the squash policy as they do in CreateVolume. None at all is nothing to
+/// check.
+fn parameters_problem(
+    c: &Controller,
+    raw: &HashMap<String, String>,
+    mutable_raw: &HashMap<String, String>,
+    fs: &Filesystem,
+) -> Result<Option<String>, Error> {
+    let mutable = match Mutable::parse(mutable_raw) {
+        Ok(mutable) => mutable,
+        Err(e) => return Ok(Some(e.to_string())),
+    };
+    let (tags_asked, squash) = if raw.is_empty() {
+        (mutable.tags, mutable.squash)
+    } else {
+        let params = match Params::parse(raw) {
+            Ok(params) => params,
+            Err(e) => return Ok(Some(e.to_string())),
+        };
+        let space = match &params.space {
+            SpaceRef::Id(id) => *id,
+            SpaceRef::Label(_) => match c.spaces.resolve(&params.space) {
+                Ok(space) => space.id,
+                Err(Error::NotFound(m) | Error::FailedPrecondition(m)) => return Ok(Some(m)),
+                Err(e) => return Err(e),
+            },
+        };
+        if space != fs.space_id {
+            return Ok(Some(format!(
+                "the parameters name NFS space {space}, but the volume is in NFS space {}",
+                fs.space_id
+            )));
+        }
+        (
+            Some(mutable.tags.unwrap_or(params.tags)),
+            mutable.squash.or(params.squash),
+        )
+    };
+    if let Some(asked) = tags_asked {
+        let want: BTreeSet<&str> = asked.iter().map(String::as_str).collect();
+        let have = tags::user_tags(&fs.tags);
+        if have != want {
+            return Ok(Some(format!(
+                "the parameters' tags {asked:?} are not NFS filesystem {}'s tags {have:?}",
+                fs.id
+            )));
+        }
+    }
+    if let Some(squash) = &squash {
+        let policy = c.cloud.get_filesystem_access_policy(fs.space_id, fs.id)?;
+        if policy.squash_policy.as_ref() != Some(squash) {
+            let have = policy.squash_policy.map_or_else(
+                || "no squash policy".to_string(),
+                |p| format!("squash policy {p}"),
+            );
+            return Ok(Some(format!(
+                "the parameters ask for squash policy {squash}, but NFS filesystem {} has {have}",
+                fs.id
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// A context holds for `fs` when every key of it that the driver derives
+/// for `fs` has the derived value; other keys are the caller's own.
+fn context_problem(
+    c: &Controller,
+    ctx: &HashMap<String, String>,
+    fs: &Filesystem,
+) -> Result<Option<String>, Error> {
+    // The space policy is read only when there is a mode to compare.
+    let mtls = if ctx.contains_key(handles::CTX_MTLS_MODE) {
+        c.spaces.mtls_mode(fs.space_id)?
+    } else {
+        None
+    };
+    let derived = volume_of(fs, mtls.as_ref()).volume_context;
+    let sorted: BTreeMap<&String, &String> = ctx.iter().collect();
+    Ok(sorted
+        .into_iter()
+        .find_map(|(key, value)| match derived.get(key) {
+            Some(want) if want != value => Some(format!(
+                "volume context {key} is {value:?}, but the volume has {want:?}"
+            )),
+            _ => None,
+        }))
+}
+
+/// ControllerGetVolume: the volume, the nodes it is published to (node
+/// mode) and its condition.
+pub fn get_volume(
+    c: &Arc<Controller>,
+    req: csi::ControllerGetVolumeRequest,
+) -> Result<csi::ControllerGetVolumeResponse, Error> {
+    if req.volume_id.is_empty() {
+        return Err(Error::InvalidArgument("volume ID is not set".into()));
+    }
+    let id =
+        VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
+    let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
+    let mut status = csi::controller_get_volume_response::VolumeStatus::new();
+    if c.mode == crate::config::AccessPolicyMode::Node {
+        match c
+            .cloud
+            .get_filesystem_access_policy(id.space, id.filesystem)
+        {
+            Ok(policy) if policy.enabled => {
+                status.published_node_ids =
+                    policy.linode_ids().iter().map(u64::to_string).collect();
+            }
+            Ok(_) | Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    status.volume_condition = Some(condition_of(&fs)).into();
+    let mut resp = csi::ControllerGetVolumeResponse::new();
+    let mtls = c.spaces.mtls_mode(id.space)?;
+    resp.volume = Some(volume_of(&fs, mtls.as_ref())).into();
+    resp.status = Some(status).into();
+    Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_statuses_that_do_not_pass_are_abnormal() {
+        let fs = |status: &str| -> Filesystem {
+            serde_json::from_value(serde_json::json!({
+                "id": 101, "space_id": 7, "label": "v", "region": "us-ord", "status": status
+            }))
+            .unwrap()
+        };
+        for (status, abnormal) in [
+            ("active", false),
+            ("creating", false),
+            ("updating", false),
+            ("pending", false),
+            ("resizing", false),
+            ("error", true),
+            ("failed", true),
+            ("deleting", true),
+        ] {
+            let c = condition_of(&fs(status));
+            assert_eq!(c.abnormal, abnormal, "{status}");
+            assert_eq!(c.message, format!("NFS filesystem 101 is {status}"));
+        }
+    }
+}

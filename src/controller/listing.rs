@@ -1,0 +1,126 @@
+//! ListVolumes and GetCapacity. Only filesystems this driver made (tagged
+//! `tags::MANAGED`) are volumes; they are listed across every Space the
+//! token sees, one filtered list per Space (Linode's scarce paginated class,
+//! so never one request per filesystem). Pages are keyset-paged by volume
+//! id, so a token stays valid however the list changes between pages.
+
+use super::inspect::{condition_of, volume_of};
+use super::params::Params;
+use super::provision::capability_problem;
+use super::{tags, Controller};
+use crate::config::AccessPolicyMode;
+use crate::handles::VolumeId;
+use crate::linode::{Filesystem, Space, Status};
+use crate::proto::csi;
+use crate::Error;
+use std::sync::Arc;
+
+/// Every volume, in volume id order.
+fn volumes(c: &Controller) -> Result<Vec<Filesystem>, Error> {
+    let mut all = Vec::new();
+    for space in c.cloud.list_spaces()? {
+        match c.cloud.find_filesystems_by_tag(space.id, tags::MANAGED) {
+            Ok(found) => all.extend(found.into_iter().filter(|f| f.status != Status::Deleting)),
+            // A space deleted between the two lists has no volumes.
+            Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    all.sort_by_key(|f| (f.space_id, f.id));
+    Ok(all)
+}
+
+/// ListVolumes. A `starting_token` this driver could not have issued is
+/// Aborted; `next_token` names the first volume of the next page.
+pub fn list_volumes(
+    c: &Arc<Controller>,
+    req: csi::ListVolumesRequest,
+) -> Result<csi::ListVolumesResponse, Error> {
+    if req.max_entries < 0 {
+        return Err(Error::InvalidArgument(format!(
+            "max entries must not be negative: {}",
+            req.max_entries
+        )));
+    }
+    let start = if req.starting_token.is_empty() {
+        None
+    } else {
+        Some(VolumeId::parse(&req.starting_token).map_err(|_| {
+            Error::Aborted(format!("invalid starting token \"{}\"", req.starting_token))
+        })?)
+    };
+    let all = volumes(c)?;
+    let from = start.map_or(0, |s| {
+        all.partition_point(|f| (f.space_id, f.id) < (s.space, s.filesystem))
+    });
+    let end = match req.max_entries {
+        0 => all.len(),
+        n => all.len().min(from + n as usize),
+    };
+    let mut resp = csi::ListVolumesResponse::new();
+    for fs in &all[from..end] {
+        resp.entries.push(entry(c, fs)?);
+    }
+    if let Some(next) = all.get(end) {
+        resp.next_token = VolumeId {
+            space: next.space_id,
+            filesystem: next.id,
+        }
+        .to_string();
+    }
+    Ok(resp)
+}
+
+fn entry(c: &Controller, fs: &Filesystem) -> Result<csi::list_volumes_response::Entry, Error> {
+    let mtls = c.spaces.mtls_mode(fs.space_id)?;
+    let mut status = csi::list_volumes_response::VolumeStatus::new();
+    if c.mode == AccessPolicyMode::Node {
+        match c.cloud.get_filesystem_access_policy(fs.space_id, fs.id) {
+            Ok(policy) if policy.enabled => {
+                status.published_node_ids =
+                    policy.linode_ids().iter().map(u64::to_string).collect();
+            }
+            Ok(_) | Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    status.volume_condition = Some(condition_of(fs)).into();
+    let mut entry = csi::list_volumes_response::Entry::new();
+    entry.volume = Some(volume_of(fs, mtls.as_ref())).into();
+    entry.status = Some(status).into();
+    Ok(entry)
+}
+
+/// GetCapacity: what the Space a StorageClass names can still hold (its
+/// maximum less what is used), or with no parameters every Space the token
+/// sees. The API names no largest filesystem, so `maximum_volume_size` is
+/// left unset. Capabilities the driver cannot serve have no capacity.
+pub fn get_capacity(
+    c: &Arc<Controller>,
+    req: csi::GetCapacityRequest,
+) -> Result<csi::GetCapacityResponse, Error> {
+    let mut resp = csi::GetCapacityResponse::new();
+    if req
+        .volume_capabilities
+        .iter()
+        .any(|cap| capability_problem(cap).is_some())
+    {
+        return Ok(resp);
+    }
+    let spaces: Vec<Space> = if req.parameters.is_empty() {
+        c.cloud.list_spaces()?
+    } else {
+        let params = Params::parse(&req.parameters)?;
+        // The figures change with every volume: read them, not the cache.
+        let id = c.spaces.resolve(&params.space)?.id;
+        vec![c.spaces.checked(id, c.cloud.get_space(id))?]
+    };
+    resp.available_capacity = spaces
+        .iter()
+        .map(|s| {
+            let max = s.max_capacity_bytes.unwrap_or(0);
+            (max - s.used_capacity_bytes.unwrap_or(0)).max(0)
+        })
+        .sum();
+    Ok(resp)
+}

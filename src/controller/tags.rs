@@ -1,0 +1,115 @@
+//! The tags the driver puts on what it makes, beside the user's own. They
+//! mark its filesystems (so ListVolumes lists only volumes, never other
+//! filesystems of a shared Space), record what a clone was made from (the
+//! API's `source_snapshot_id` may be missing), and tie a clone to the
+//! snapshot it was copied through while the backend keeps that snapshot.
+//! Everything that compares a volume's tags with a request's compares the
+//! user's tags only. Tags use letters, digits, `-` and `.` and stay well
+//! under the API's 50 characters.
+
+use crate::handles::{SnapshotId, VolumeId};
+use std::collections::BTreeSet;
+
+/// On every filesystem this driver creates.
+pub const MANAGED: &str = "csi.linodenfs.csi.linode.com";
+/// On the snapshot a volume clone is copied through: not a VolumeSnapshot,
+/// so never listed or returned as one.
+pub const CLONE_SNAPSHOT: &str = "csi-clone-snapshot";
+
+const SOURCE_SNAPSHOT: &str = "csi-source-snapshot.";
+const SOURCE_VOLUME: &str = "csi-source-volume.";
+const KEPT_SNAPSHOT: &str = "csi-kept-snapshot.";
+
+/// What a filesystem was made from, as its tag records it.
+pub fn source_snapshot(id: &SnapshotId) -> String {
+    format!(
+        "{SOURCE_SNAPSHOT}{}.{}.{}",
+        id.space, id.filesystem, id.snapshot
+    )
+}
+
+pub fn source_volume(id: &VolumeId) -> String {
+    format!("{SOURCE_VOLUME}{}.{}", id.space, id.filesystem)
+}
+
+/// On a clone whose copy snapshot the backend refused to delete while the
+/// clone existed: deleting the clone's volume deletes that snapshot too.
+pub fn kept_snapshot(id: &SnapshotId) -> String {
+    format!(
+        "{KEPT_SNAPSHOT}{}.{}.{}",
+        id.space, id.filesystem, id.snapshot
+    )
+}
+
+/// The copy snapshot a clone's tags say was kept, if any.
+pub fn kept_snapshot_of(tags: &[String]) -> Option<SnapshotId> {
+    tags.iter().find_map(|t| {
+        let rest = t.strip_prefix(KEPT_SNAPSHOT)?;
+        let mut parts = rest.split('.').map(|p| p.parse::<u64>().ok());
+        match (parts.next()??, parts.next()??, parts.next()??, parts.next()) {
+            (space, filesystem, snapshot, None) => Some(SnapshotId {
+                space,
+                filesystem,
+                snapshot,
+            }),
+            _ => None,
+        }
+    })
+}
+
+fn is_driver_tag(tag: &str) -> bool {
+    tag == MANAGED
+        || tag == CLONE_SNAPSHOT
+        || [SOURCE_SNAPSHOT, SOURCE_VOLUME, KEPT_SNAPSHOT]
+            .iter()
+            .any(|p| tag.starts_with(p))
+}
+
+/// The user's tags among `tags`, as a set.
+pub fn user_tags(tags: &[String]) -> BTreeSet<&str> {
+    tags.iter()
+        .map(String::as_str)
+        .filter(|t| !is_driver_tag(t))
+        .collect()
+}
+
+/// The driver's tags among `tags`, in order.
+pub fn driver_tags(tags: &[String]) -> Vec<String> {
+    tags.iter().filter(|t| is_driver_tag(t)).cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_tags_stay_apart_from_the_users() {
+        let snap = SnapshotId {
+            space: 7,
+            filesystem: 101,
+            snapshot: 9001,
+        };
+        let vol = VolumeId {
+            space: 7,
+            filesystem: 101,
+        };
+        let tags = vec![
+            "team-a".to_string(),
+            MANAGED.to_string(),
+            source_snapshot(&snap),
+            source_volume(&vol),
+            kept_snapshot(&snap),
+        ];
+        assert_eq!(user_tags(&tags), BTreeSet::from(["team-a"]));
+        assert_eq!(driver_tags(&tags).len(), 4);
+        assert_eq!(kept_snapshot_of(&tags), Some(snap));
+        assert_eq!(kept_snapshot_of(&["csi-kept-snapshot.7.x.1".into()]), None);
+        assert_eq!(
+            kept_snapshot_of(&["csi-kept-snapshot.7.1.2.3".into()]),
+            None
+        );
+        for t in &tags {
+            assert!(t.len() < 50, "{t}");
+        }
+    }
+}
