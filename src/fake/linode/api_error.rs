@@ -1,0 +1,45 @@
+//! Linode's error envelope: a status with `(field, reason)` items. It must not
+//! decide when an error happens, only how it is written.
+
+use crate::fake::HttpResponse;
+use serde_json::{json, Value};
+
+/// A validation or lookup failure: status + `(field, reason)` items.
+pub(super) struct ApiError {
+    pub(super) status: u16,
+    pub(super) errors: Vec<(Option<String>, String)>,
+}
+
+impl ApiError {
+    pub(super) fn new(status: u16, field: Option<&str>, reason: &str) -> ApiError {
+        ApiError {
+            status,
+            errors: vec![(field.map(str::to_string), reason.to_string())],
+        }
+    }
+
+    pub(super) fn not_found() -> ApiError {
+        ApiError::new(404, None, "Not found")
+    }
+
+    pub(super) fn bad(field: &str, reason: &str) -> ApiError {
+        ApiError::new(400, Some(field), reason)
+    }
+
+    pub(super) fn response(&self) -> HttpResponse {
+        error_response(self.status, &self.errors)
+    }
+}
+
+fn error_response(status: u16, errors: &[(Option<String>, String)]) -> HttpResponse {
+    let items: Vec<Value> = errors
+        .iter()
+        .map(|(field, reason)| match field {
+            Some(f) => json!({"reason": reason, "field": f}),
+            None => json!({"reason": reason}),
+        })
+        .collect();
+    HttpResponse::json(status, &json!({ "errors": items }))
+}
+
+pub(super) type ApiResult = Result<Value, ApiError>;

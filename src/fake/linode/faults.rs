@@ -1,0 +1,301 @@
+//! Programmed misbehaviour: [`FaultRule`]s matched by method and path
+//! pattern, random [`FaultProfile`] failures and [`Hang`] gates that hold
+//! requests. It must not touch the state; the request pipeline applies what
+//! it decides.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub(super) enum FaultAction {
+    Status {
+        status: u16,
+        reason: String,
+        headers: Vec<(String, String)>,
+        html: bool,
+    },
+    Latency(Duration),
+    Hang(u64),
+    FailAfter {
+        status: u16,
+    },
+}
+
+/// A programmed misbehaviour for requests matching method + path pattern.
+///
+/// Patterns are matched against the path after the version, segment by
+/// segment: `*` is one segment, a final `**` any rest, e.g.
+/// `nfs/spaces/*/filesystems`. Method `*` matches any method.
+#[derive(Debug, Clone)]
+pub struct FaultRule {
+    method: String,
+    pattern: String,
+    pub(super) action: FaultAction,
+    /// `None`: every matching request.
+    pub(super) remaining: Option<u32>,
+}
+
+impl FaultRule {
+    pub(super) fn new(method: &str, pattern: &str, action: FaultAction) -> FaultRule {
+        FaultRule {
+            method: method.to_ascii_uppercase(),
+            pattern: pattern.trim_matches('/').to_string(),
+            action,
+            remaining: None,
+        }
+    }
+
+    /// Answer `status` with a Linode error envelope.
+    pub fn status(method: &str, pattern: &str, status: u16) -> FaultRule {
+        let reason = match status {
+            429 => "Too many requests",
+            500 => "Internal Server Error",
+            502 => "Bad Gateway",
+            503 => "Service Unavailable",
+            504 => "Gateway Timeout",
+            _ => "Injected failure",
+        };
+        let headers = if status == 429 {
+            vec![("X-Ratelimit-Limit".to_string(), "800".to_string())]
+        } else {
+            Vec::new()
+        };
+        FaultRule::new(
+            method,
+            pattern,
+            FaultAction::Status {
+                status,
+                reason: reason.to_string(),
+                headers,
+                html: false,
+            },
+        )
+    }
+
+    /// 429 with `Retry-After: <secs>` and `X-Ratelimit-Limit`.
+    pub fn rate_limited(method: &str, pattern: &str, retry_after_secs: u64) -> FaultRule {
+        FaultRule::status(method, pattern, 429).header("Retry-After", &retry_after_secs.to_string())
+    }
+
+    /// 503 with `X-Maintenance-Mode: true` (not worth retrying).
+    pub fn maintenance(method: &str, pattern: &str) -> FaultRule {
+        FaultRule::status(method, pattern, 503).header("X-Maintenance-Mode", "true")
+    }
+
+    /// 400 `Linode busy.` (transient by the contract).
+    pub fn busy(method: &str, pattern: &str) -> FaultRule {
+        FaultRule::status(method, pattern, 400).reason("Linode busy.")
+    }
+
+    /// Delay matching requests, then serve them normally.
+    pub fn latency(method: &str, pattern: &str, delay: Duration) -> FaultRule {
+        FaultRule::new(method, pattern, FaultAction::Latency(delay))
+    }
+
+    /// Perform the request's side effect, then answer `status` anyway (the
+    /// create happened but the client saw a failure).
+    pub fn fail_after(method: &str, pattern: &str, status: u16) -> FaultRule {
+        FaultRule::new(method, pattern, FaultAction::FailAfter { status })
+    }
+
+    /// Only the next `n` matching requests.
+    pub fn times(mut self, n: u32) -> FaultRule {
+        self.remaining = Some(n);
+        self
+    }
+
+    /// Replace the error reason of a status rule.
+    pub fn reason(mut self, text: &str) -> FaultRule {
+        if let FaultAction::Status { reason, .. } = &mut self.action {
+            *reason = text.to_string();
+        }
+        self
+    }
+
+    /// Answer a status rule with an HTML page instead of the JSON envelope
+    /// (a proxy's 502; with status 200, an undecodable success).
+    pub fn html(mut self) -> FaultRule {
+        if let FaultAction::Status { html, .. } = &mut self.action {
+            *html = true;
+        }
+        self
+    }
+
+    /// Add a response header to a status rule.
+    pub fn header(mut self, name: &str, value: &str) -> FaultRule {
+        if let FaultAction::Status { headers, .. } = &mut self.action {
+            headers.push((name.to_string(), value.to_string()));
+        }
+        self
+    }
+
+    pub(super) fn matches(&self, method: &str, path: &str) -> bool {
+        (self.method == "*" || self.method == method) && path_matches(&self.pattern, path)
+    }
+}
+
+fn path_matches(pattern: &str, path: &str) -> bool {
+    let mut want = pattern.split('/');
+    let mut got = path.trim_matches('/').split('/');
+    loop {
+        match (want.next(), got.next()) {
+            (Some("**"), _) => return true,
+            (Some(w), Some(g)) if w == "*" || w == g => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+/// Random transient failures for `dev` mode: each request independently gets
+/// one of the listed statuses with its probability (429 carries `Retry-After: 1`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultProfile {
+    entries: Vec<(u16, f64)>,
+}
+
+impl FaultProfile {
+    /// `"429:0.1,503:0.05"`; probabilities in [0, 1] adding up to at most 1.
+    pub fn parse(spec: &str) -> crate::Result<FaultProfile> {
+        let bad = |m: String| crate::Error::InvalidArgument(format!("fault profile {spec:?}: {m}"));
+        let mut entries = Vec::new();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (code, p) = part
+                .split_once(':')
+                .ok_or_else(|| bad(format!("{part:?} is not STATUS:PROBABILITY")))?;
+            let code: u16 = code
+                .trim()
+                .parse()
+                .ok()
+                .filter(|c| (400..=599).contains(c))
+                .ok_or_else(|| bad(format!("{code:?} is not an HTTP error status")))?;
+            let p: f64 = p
+                .trim()
+                .parse()
+                .ok()
+                .filter(|p: &f64| (0.0..=1.0).contains(p))
+                .ok_or_else(|| bad(format!("{p:?} is not a probability")))?;
+            entries.push((code, p));
+        }
+        if entries.iter().map(|(_, p)| p).sum::<f64>() > 1.0 + 1e-9 {
+            return Err(bad("probabilities add up to more than 1".to_string()));
+        }
+        Ok(FaultProfile { entries })
+    }
+
+    pub(super) fn pick(&self, roll: f64) -> Option<u16> {
+        let mut acc = 0.0;
+        for (code, p) in &self.entries {
+            acc += p;
+            if roll < acc {
+                return Some(*code);
+            }
+        }
+        None
+    }
+}
+
+/// A "hang until released" fault. Matching requests block until
+/// [`Hang::release`] (or until the fake is dropped), then are served normally.
+pub struct Hang {
+    pub(super) id: u64,
+    pub(super) gates: Arc<Gates>,
+}
+
+impl Hang {
+    /// Let every held and future matching request through.
+    pub fn release(&self) {
+        self.gates.release(self.id);
+    }
+
+    /// Requests that reached this gate so far (held or released).
+    pub fn hits(&self) -> usize {
+        self.gates.lock().get(&self.id).map_or(0, |g| g.hits)
+    }
+
+    /// Blocks until `n` requests reached the gate; false after `limit`.
+    pub fn wait_for_hits(&self, n: usize, limit: Duration) -> bool {
+        let guard = self.gates.lock();
+        let (guard, _) = self
+            .gates
+            .changed
+            .wait_timeout_while(guard, limit, |g| g.get(&self.id).map_or(0, |g| g.hits) < n)
+            .unwrap_or_else(|p| p.into_inner());
+        guard.get(&self.id).map_or(0, |g| g.hits) >= n
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Gate {
+    released: bool,
+    hits: usize,
+}
+
+#[derive(Default)]
+pub(super) struct Gates {
+    gates: Mutex<BTreeMap<u64, Gate>>,
+    changed: Condvar,
+}
+
+impl Gates {
+    pub(super) fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Gate>> {
+        self.gates.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn release(&self, id: u64) {
+        if let Some(g) = self.lock().get_mut(&id) {
+            g.released = true;
+        }
+        self.changed.notify_all();
+    }
+
+    pub(super) fn release_all(&self) {
+        for g in self.lock().values_mut() {
+            g.released = true;
+        }
+        self.changed.notify_all();
+    }
+
+    pub(super) fn pass(&self, id: u64) {
+        let mut gates = self.lock();
+        gates.entry(id).or_default().hits += 1;
+        self.changed.notify_all();
+        let _held = self
+            .changed
+            .wait_while(gates, |g| !g.get(&id).is_some_and(|g| g.released))
+            .unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_patterns() {
+        assert!(path_matches(
+            "nfs/spaces/*/filesystems",
+            "nfs/spaces/7/filesystems"
+        ));
+        assert!(!path_matches(
+            "nfs/spaces/*/filesystems",
+            "nfs/spaces/7/filesystems/1"
+        ));
+        assert!(path_matches("nfs/**", "nfs/spaces/7/filesystems/1"));
+        assert!(path_matches("**", "linode/instances/1"));
+        assert!(!path_matches("nfs/spaces", "nfs/spaces/7"));
+    }
+
+    #[test]
+    fn fault_profile_parsing() {
+        let p = FaultProfile::parse("429:0.1, 503:0.05").unwrap();
+        assert_eq!(p.pick(0.05), Some(429));
+        assert_eq!(p.pick(0.12), Some(503));
+        assert_eq!(p.pick(0.2), None);
+        for bad in ["429", "abc:0.1", "200:0.1", "503:1.5", "429:0.7,503:0.7"] {
+            assert!(FaultProfile::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(FaultProfile::parse("").unwrap().pick(0.0), None);
+    }
+}

@@ -1,0 +1,317 @@
+//! Fake Linode API (the contract's "Fake server checklist", §9): NFS spaces,
+//! access policies, filesystems, snapshots, clone, and instance
+//! configs/interfaces, served under `/v4beta/` and `/v4/`. Bearer token check,
+//! error envelopes, pagination, `X-Filter`, label/region validation and
+//! time-driven status machines; fault injection, a request log, inspection
+//! helpers, an event hook and optional JSON persistence for `dev` mode.
+//! It must model the real service, never shape answers to what a test wants.
+//!
+//! This file is the public handle, [`FakeLinode`]: start it, turn its knobs,
+//! program faults, inspect what it saw. The parts: `seed` (the scenario),
+//! `state` (records and status machines), `render` (their JSON), `server`
+//! (one request's pipeline), `routes` (the endpoint table), `handlers` (the
+//! mutating endpoints), `query` (`X-Filter` and pagination), `api_error` (the
+//! error envelope), `faults` (rules, profiles, hangs) and `persist` (the
+//! state file).
+
+mod api_error;
+mod faults;
+mod handlers;
+mod persist;
+mod query;
+mod render;
+mod routes;
+mod seed;
+mod server;
+mod state;
+
+pub use self::faults::{FaultProfile, FaultRule, Hang};
+pub use self::seed::{InstanceSeed, Seed, SpaceSeed, VpcAttachment};
+pub use self::server::RequestRecord;
+pub use self::state::{FakeEvent, Lifecycle, PolicyPut, SnapshotTimes};
+
+use self::faults::{FaultAction, Gate, Gates};
+use self::server::{lock, Shared};
+use self::state::{now_ms, now_secs, SpaceRec, State};
+use super::rate_limit::{Limiter, RateLimit};
+use super::HttpServer;
+use crate::linode::types::{Filesystem, FilesystemAccessPolicy, Snapshot};
+use serde_json::Value;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The fake Linode API server. Dropping it stops the server and releases
+/// every hung request.
+pub struct FakeLinode {
+    shared: Arc<Shared>,
+    http: HttpServer,
+}
+
+impl FakeLinode {
+    /// A fresh in-memory fake.
+    pub fn start(seed: Seed) -> crate::Result<FakeLinode> {
+        FakeLinode::launch(&seed, State::from_seed(&seed), None)
+    }
+
+    /// A fake whose state lives in `state_file`: loaded when the file exists
+    /// (the file wins over the seed, except for the token), otherwise built
+    /// from the seed; saved after every change.
+    pub fn start_persistent(seed: Seed, state_file: &Path) -> crate::Result<FakeLinode> {
+        let state = persist::load(&seed, state_file)?;
+        let fake = FakeLinode::launch(&seed, state, Some(state_file.to_path_buf()))?;
+        fake.shared.persist(&fake.state());
+        Ok(fake)
+    }
+
+    fn launch(seed: &Seed, state: State, state_file: Option<PathBuf>) -> crate::Result<FakeLinode> {
+        let shared = Arc::new(Shared {
+            token: seed.token.clone(),
+            state: Mutex::new(state),
+            state_file,
+            rules: Mutex::new(Vec::new()),
+            profile: Mutex::new(None),
+            rng: Mutex::new(now_ms() | 1),
+            log: Mutex::new(VecDeque::new()),
+            seq: AtomicU64::new(0),
+            observer: Mutex::new(None),
+            gates: Arc::new(Gates::default()),
+            next_gate: AtomicU64::new(0),
+            counts: Mutex::default(),
+            limiter: Mutex::new(None),
+            throttled: AtomicU64::new(0),
+        });
+        let handler = Arc::clone(&shared);
+        let http = HttpServer::start("fake-linode", Arc::new(move |r| handler.handle(r)))?;
+        Ok(FakeLinode { shared, http })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.shared.state)
+    }
+
+    /// Applies `f` to the state after advancing the clocks, saves, notifies.
+    fn mutate<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut events = Vec::new();
+        let out = {
+            let mut state = self.state();
+            state.advance(now_ms(), &mut events);
+            let out = f(&mut state);
+            self.shared.persist(&state);
+            out
+        };
+        self.shared.notify(&events);
+        out
+    }
+
+    /// Base URL WITHOUT the API version (`LINODE_URL`); `/v4beta/` and `/v4/` are served.
+    pub fn url(&self) -> String {
+        self.http.url()
+    }
+
+    /// The bearer token the fake accepts.
+    pub fn token(&self) -> String {
+        self.shared.token.clone()
+    }
+
+    /// Called (outside the fake's locks, before the triggering answer is
+    /// sent) for every [`FakeEvent`].
+    pub fn set_observer(&self, observer: Arc<dyn Fn(&FakeEvent) + Send + Sync>) {
+        *lock(&self.shared.observer) = Some(observer);
+    }
+
+    // --- knobs -------------------------------------------------------------
+
+    pub fn set_activation_delay(&self, delay: Duration) {
+        self.mutate(|s| s.activation_delay_ms = delay.as_millis() as u64);
+    }
+
+    pub fn set_deletion_delay(&self, delay: Duration) {
+        self.mutate(|s| s.deletion_delay_ms = delay.as_millis() as u64);
+    }
+
+    /// Force every list page to `size` items whatever the client asks (to
+    /// test multi-page aggregation); `None` restores the API's rules.
+    pub fn set_page_size(&self, size: Option<usize>) {
+        self.mutate(|s| s.page_size = size);
+    }
+
+    pub fn set_policy_put(&self, mode: PolicyPut) {
+        self.mutate(|s| s.policy_put = mode);
+    }
+
+    /// Status for a duplicate snapshot label (default 409).
+    pub fn set_snapshot_duplicate_status(&self, status: u16) {
+        self.mutate(|s| s.snapshot_duplicate_status = status);
+    }
+
+    /// Status for deleting a locked snapshot (default 409).
+    pub fn set_locked_delete_status(&self, status: u16) {
+        self.mutate(|s| s.locked_delete_status = status);
+    }
+
+    /// Serve `/interfaces` in the paginated envelope instead of `{"interfaces": [...]}`.
+    /// Whether filesystem lists can be filtered by `id` (the default); the
+    /// contract does not say, so the client must cope without.
+    pub fn set_filesystem_id_filter(&self, allowed: bool) {
+        self.mutate(|s| s.no_filesystem_id_filter = !allowed);
+    }
+
+    pub fn set_interfaces_paginated(&self, paginated: bool) {
+        self.mutate(|s| s.interfaces_paginated = paginated);
+    }
+
+    /// Filesystems (created or cloned) with this label follow `lifecycle`.
+    pub fn set_filesystem_lifecycle(&self, label: &str, lifecycle: Lifecycle) {
+        self.mutate(|s| s.filesystem_lifecycles.insert(label.to_string(), lifecycle));
+    }
+
+    pub fn set_snapshot_lifecycle(&self, label: &str, lifecycle: Lifecycle) {
+        self.mutate(|s| s.snapshot_lifecycles.insert(label.to_string(), lifecycle));
+    }
+
+    /// Access-policy PUTs on filesystem `fs_id` follow `lifecycle`.
+    pub fn set_policy_lifecycle(&self, fs_id: u64, lifecycle: Lifecycle) {
+        self.mutate(|s| s.policy_lifecycles.insert(fs_id, lifecycle));
+    }
+
+    /// Lock or unlock a snapshot (a locked one cannot be deleted).
+    pub fn set_snapshot_locked(&self, snapshot_id: u64, locked: bool) -> bool {
+        self.mutate(|s| {
+            s.snapshots
+                .get_mut(&snapshot_id)
+                .map(|snap| snap.locked = locked)
+                .is_some()
+        })
+    }
+
+    /// Which timestamps a snapshot shows from now on.
+    pub fn set_snapshot_times(&self, snapshot_id: u64, times: SnapshotTimes) -> bool {
+        self.mutate(|s| {
+            s.snapshots
+                .get_mut(&snapshot_id)
+                .map(|snap| snap.times = times)
+                .is_some()
+        })
+    }
+
+    pub fn add_space(&self, space: SpaceSeed) {
+        let created = now_secs();
+        self.mutate(|s| {
+            s.spaces
+                .insert(space.id, SpaceRec::from_seed(&space, created))
+        });
+    }
+
+    pub fn add_instance(&self, instance: InstanceSeed) {
+        self.mutate(|s| s.instances.insert(instance.id, instance));
+    }
+
+    // --- faults ------------------------------------------------------------
+
+    pub fn inject(&self, rule: FaultRule) {
+        lock(&self.shared.rules).push(rule);
+    }
+
+    /// Matching requests block until the returned [`Hang`] is released.
+    pub fn hang(&self, method: &str, pattern: &str) -> Hang {
+        let id = self.shared.next_gate.fetch_add(1, Ordering::SeqCst);
+        self.shared.gates.lock().insert(id, Gate::default());
+        self.inject(FaultRule::new(method, pattern, FaultAction::Hang(id)));
+        Hang {
+            id,
+            gates: Arc::clone(&self.shared.gates),
+        }
+    }
+
+    /// Remove every programmed rule (held requests stay held until released).
+    pub fn clear_faults(&self) {
+        lock(&self.shared.rules).clear();
+    }
+
+    /// Random failures on every request (`None` turns them off).
+    pub fn set_fault_profile(&self, profile: Option<FaultProfile>) {
+        *lock(&self.shared.profile) = profile;
+    }
+
+    // --- inspection ----------------------------------------------------------
+
+    /// The request log, oldest first (the newest 10 000 entries).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        lock(&self.shared.log)
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+
+    /// Requests seen for `method` (`*` = any) and a path pattern (see [`FaultRule`]).
+    pub fn calls(&self, method: &str, pattern: &str) -> usize {
+        let probe = FaultRule::new(method, pattern, FaultAction::Latency(Duration::ZERO));
+        lock(&self.shared.log)
+            .iter()
+            .filter(|(_, r)| probe.matches(&r.method, &r.path))
+            .count()
+    }
+
+    /// Forgets the request log and the counters.
+    pub fn clear_requests(&self) {
+        lock(&self.shared.log).clear();
+        lock(&self.shared.counts).clear();
+    }
+
+    /// Requests served, by `METHOD endpoint-template` (ids replaced by
+    /// `{id}`), every one counted, however long the fake has run.
+    pub fn request_counts(&self) -> BTreeMap<String, u64> {
+        lock(&self.shared.counts).clone()
+    }
+
+    /// Turns rate limiting on (`Some`) or off; a new limit starts a window.
+    pub fn set_rate_limit(&self, limit: Option<RateLimit>) {
+        *lock(&self.shared.limiter) = limit.map(|l| Limiter::new(l, now_ms()));
+    }
+
+    /// Requests refused with 429 by the rate limits.
+    pub fn throttled(&self) -> u64 {
+        self.shared.throttled.load(Ordering::SeqCst)
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(value: Value) -> T {
+        serde_json::from_value(value).expect("the fake renders the wire types it serves")
+    }
+
+    /// Every filesystem as `GET` would show it now.
+    pub fn filesystems(&self) -> Vec<Filesystem> {
+        self.mutate(|s| {
+            s.filesystems
+                .values()
+                .map(|f| FakeLinode::decode(s.fs_json(f)))
+                .collect()
+        })
+    }
+
+    pub fn snapshots(&self) -> Vec<Snapshot> {
+        self.mutate(|s| {
+            s.snapshots
+                .values()
+                .map(|x| FakeLinode::decode(s.snap_json(x)))
+                .collect()
+        })
+    }
+
+    pub fn filesystem_policy(&self, fs_id: u64) -> Option<FilesystemAccessPolicy> {
+        self.mutate(|s| {
+            s.filesystems
+                .get(&fs_id)
+                .map(|f| FakeLinode::decode(s.fs_policy_json(f)))
+        })
+    }
+}
+
+impl Drop for FakeLinode {
+    fn drop(&mut self) {
+        // Held requests must finish or the HTTP server cannot wind down.
+        self.shared.gates.release_all();
+    }
+}

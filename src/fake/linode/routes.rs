@@ -1,0 +1,228 @@
+//! Which endpoint a request names: the route table from method and path to
+//! a read of the state or a handler, and 405 vs 404 for the rest. It must
+//! not validate fields or change the state itself; the handlers do.
+
+use super::api_error::{ApiError, ApiResult};
+use super::handlers::{
+    clone_snapshot, create_filesystem, create_snapshot, delete_filesystem, delete_snapshot,
+    put_policy,
+};
+use super::query::{apply_filter, paginate};
+use super::state::{FakeEvent, State};
+use crate::fake::HttpRequest;
+use serde_json::{json, Value};
+
+/// The outcome of routing one request against the state.
+pub(super) struct Routed {
+    pub(super) result: ApiResult,
+    pub(super) mutated: bool,
+}
+
+fn ids<S: AsRef<str>>(segments: &[S]) -> Option<Vec<u64>> {
+    segments.iter().map(|s| s.as_ref().parse().ok()).collect()
+}
+
+pub(super) fn route(
+    state: &mut State,
+    req: &HttpRequest,
+    path: &str,
+    events: &mut Vec<FakeEvent>,
+) -> Routed {
+    let seg: Vec<&str> = path.split('/').collect();
+    let read = |result| Routed {
+        result,
+        mutated: false,
+    };
+    let method = req.method.as_str();
+    let body = || -> Result<serde_json::Map<String, Value>, ApiError> {
+        match serde_json::from_str::<Value>(&req.body) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err(ApiError::new(
+                400,
+                None,
+                "Request body must be a JSON object",
+            )),
+        }
+    };
+    let x_filter = req.header("X-Filter");
+    let forced = state.page_size;
+    match (method, seg.as_slice()) {
+        ("GET", ["nfs", "spaces"]) => {
+            let items = state.spaces.values().map(|s| state.space_json(s)).collect();
+            read(
+                apply_filter(items, x_filter, &["id", "label", "status", "tags"])
+                    .and_then(|i| paginate(i, req, forced)),
+            )
+        }
+        ("GET", ["nfs", "spaces", id]) => read(
+            ids(&[id])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| state.space(v[0]).map(|s| state.space_json(s))),
+        ),
+        ("GET", ["nfs", "spaces", id, "access-policy"]) => read(
+            ids(&[id])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| state.space(v[0]).cloned())
+                .and_then(|s| {
+                    if s.policy_missing {
+                        Err(ApiError::not_found())
+                    } else {
+                        Ok(state.space_policy_json(&s))
+                    }
+                }),
+        ),
+        ("GET", ["nfs", "spaces", sid, "filesystems"]) => read(
+            ids(&[sid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| state.space(v[0]).map(|s| s.id))
+                .and_then(|sid| {
+                    let items = state
+                        .filesystems
+                        .values()
+                        .filter(|f| f.space_id == sid)
+                        .map(|f| state.fs_json(f))
+                        .collect();
+                    let keys: &[&str] = if state.no_filesystem_id_filter {
+                        &["label", "region", "status", "tags"]
+                    } else {
+                        &["id", "label", "region", "status", "tags"]
+                    };
+                    apply_filter(items, x_filter, keys)
+                })
+                .and_then(|i| paginate(i, req, forced)),
+        ),
+        ("POST", ["nfs", "spaces", sid, "filesystems"]) => {
+            let result = ids(&[sid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| body().map(|b| (v[0], b)))
+                .and_then(|(sid, b)| create_filesystem(state, sid, &b));
+            Routed {
+                mutated: result.is_ok(),
+                result,
+            }
+        }
+        ("GET", ["nfs", "spaces", sid, "filesystems", fid]) => read(
+            ids(&[sid, fid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| state.filesystem(v[0], v[1]).map(|f| state.fs_json(f))),
+        ),
+        ("DELETE", ["nfs", "spaces", sid, "filesystems", fid]) => {
+            let result = ids(&[sid, fid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| delete_filesystem(state, v[0], v[1], events));
+            Routed {
+                mutated: result.is_ok(),
+                result,
+            }
+        }
+        ("GET", ["nfs", "spaces", sid, "filesystems", fid, "access-policy"]) => read(
+            ids(&[sid, fid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| {
+                    state
+                        .filesystem(v[0], v[1])
+                        .map(|f| state.fs_policy_json(f))
+                }),
+        ),
+        ("PUT", ["nfs", "spaces", sid, "filesystems", fid, "access-policy"]) => {
+            let result = ids(&[sid, fid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| body().map(|b| (v, b)))
+                .and_then(|(v, b)| put_policy(state, v[0], v[1], &b));
+            Routed {
+                mutated: result.is_ok(),
+                result,
+            }
+        }
+        ("GET", ["nfs", "spaces", sid, "filesystems", fid, "snapshots"]) => read(
+            ids(&[sid, fid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| state.filesystem(v[0], v[1]).map(|f| f.id))
+                .and_then(|fid| {
+                    let items = state
+                        .snapshots
+                        .values()
+                        .filter(|s| s.filesystem_id == fid)
+                        .map(|s| state.snap_json(s))
+                        .collect();
+                    apply_filter(items, x_filter, &["id", "label", "status"])
+                })
+                .and_then(|i| paginate(i, req, forced)),
+        ),
+        ("POST", ["nfs", "spaces", sid, "filesystems", fid, "snapshots"]) => {
+            let result = ids(&[sid, fid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| body().map(|b| (v, b)))
+                .and_then(|(v, b)| create_snapshot(state, v[0], v[1], &b, events));
+            Routed {
+                mutated: result.is_ok(),
+                result,
+            }
+        }
+        ("GET", ["nfs", "spaces", sid, "filesystems", fid, "snapshots", snap]) => read(
+            ids(&[sid, fid, snap])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| state.snapshot(v[0], v[1], v[2]).map(|s| state.snap_json(s))),
+        ),
+        ("DELETE", ["nfs", "spaces", sid, "filesystems", fid, "snapshots", snap]) => {
+            let result = ids(&[sid, fid, snap])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| delete_snapshot(state, v[0], v[1], v[2], events));
+            Routed {
+                mutated: result.is_ok(),
+                result,
+            }
+        }
+        ("POST", ["nfs", "spaces", sid, "filesystems", fid, "snapshots", snap, "clone"]) => {
+            let result = ids(&[sid, fid, snap])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| body().map(|b| (v, b)))
+                .and_then(|(v, b)| clone_snapshot(state, v[0], v[1], v[2], &b, events));
+            Routed {
+                mutated: result.is_ok(),
+                result,
+            }
+        }
+        ("GET", ["linode", "instances", id]) => read(
+            ids(&[id])
+                .and_then(|v| state.instances.get(&v[0]))
+                .map(|i| state.instance_json(i))
+                .ok_or_else(ApiError::not_found),
+        ),
+        ("GET", ["linode", "instances", id, "configs"]) => read(
+            ids(&[id])
+                .and_then(|v| state.instances.get(&v[0]))
+                .ok_or_else(ApiError::not_found)
+                .and_then(|i| paginate(state.configs_json(i), req, forced)),
+        ),
+        ("GET", ["linode", "instances", id, "interfaces"]) => read(
+            ids(&[id])
+                .and_then(|v| state.instances.get(&v[0]))
+                .ok_or_else(ApiError::not_found)
+                .and_then(|i| {
+                    let list = state.interfaces_json(i);
+                    if state.interfaces_paginated {
+                        paginate(list, req, forced)
+                    } else {
+                        Ok(json!({ "interfaces": list }))
+                    }
+                }),
+        ),
+        (_, ["nfs", ..]) | (_, ["linode", ..]) if known_path(&seg) => {
+            read(Err(ApiError::new(405, None, "Method Not Allowed")))
+        }
+        _ => read(Err(ApiError::not_found())),
+    }
+}
+
+/// Whether some method is served on this path shape (for 405 vs 404).
+fn known_path(seg: &[&str]) -> bool {
+    matches!(
+        seg,
+        ["nfs", "spaces"]
+            | ["nfs", "spaces", _]
+            | ["nfs", "spaces", _, "access-policy"]
+            | ["nfs", "spaces", _, "filesystems", ..]
+            | ["linode", "instances", _, ..]
+    )
+}

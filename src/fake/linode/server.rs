@@ -1,0 +1,270 @@
+//! One request's way through the fake: log and count it, check the token,
+//! apply rate limits and faults, route it under the state lock, save, then
+//! notify the observer. It must not know endpoints or wire shapes.
+
+use super::api_error::ApiError;
+use super::faults::{FaultAction, FaultProfile, FaultRule, Gates};
+use super::persist;
+use super::routes::route;
+use super::state::{now_ms, FakeEvent, State};
+use crate::fake::rate_limit::Limiter;
+use crate::fake::{HttpRequest, HttpResponse};
+use serde_json::Value;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The request log keeps the newest entries only, so a long `dev` run stays small.
+const REQUEST_LOG_CAP: usize = 10_000;
+
+type Observer = Arc<dyn Fn(&FakeEvent) + Send + Sync>;
+
+/// One request as the fake saw it (the token itself is never kept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    pub method: String,
+    /// Path after the API version, e.g. `nfs/spaces/7/filesystems`.
+    pub path: String,
+    /// API version segment, e.g. `v4beta`.
+    pub version: String,
+    pub query: String,
+    pub body: String,
+    pub authorized: bool,
+    pub user_agent: Option<String>,
+    pub content_type: Option<String>,
+    pub accept: Option<String>,
+    pub x_filter: Option<String>,
+    /// Status answered; `None` while the request is in flight.
+    pub status: Option<u16>,
+}
+
+impl RequestRecord {
+    /// Parsed JSON body (`Null` when empty or not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+pub(super) struct Shared {
+    pub(super) token: String,
+    pub(super) state: Mutex<State>,
+    pub(super) state_file: Option<PathBuf>,
+    pub(super) rules: Mutex<Vec<FaultRule>>,
+    pub(super) profile: Mutex<Option<FaultProfile>>,
+    pub(super) rng: Mutex<u64>,
+    pub(super) log: Mutex<VecDeque<(u64, RequestRecord)>>,
+    pub(super) seq: AtomicU64,
+    pub(super) observer: Mutex<Option<Observer>>,
+    pub(super) gates: Arc<Gates>,
+    pub(super) next_gate: AtomicU64,
+    /// Requests per `METHOD endpoint-template`, never capped or dropped.
+    pub(super) counts: Mutex<BTreeMap<String, u64>>,
+    pub(super) limiter: Mutex<Option<Limiter>>,
+    pub(super) throttled: AtomicU64,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `v4beta/nfs/spaces/7` → (`v4beta`, `nfs/spaces/7`).
+fn split_version(path: &str) -> Option<(&str, &str)> {
+    let rest = path.trim_start_matches('/');
+    let (version, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    matches!(version, "v4" | "v4beta").then_some((version, tail.trim_end_matches('/')))
+}
+
+impl Shared {
+    pub(super) fn handle(&self, req: HttpRequest) -> HttpResponse {
+        let Some((version, path)) = split_version(&req.path) else {
+            return ApiError::not_found().response();
+        };
+        let path = path.to_string();
+        let authorized = req.header("Authorization") == Some(&format!("Bearer {}", self.token));
+        let seq = self.seq.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut log = lock(&self.log);
+            if log.len() >= REQUEST_LOG_CAP {
+                log.pop_front();
+            }
+            let header = |n: &str| req.header(n).map(str::to_string);
+            log.push_back((
+                seq,
+                RequestRecord {
+                    method: req.method.clone(),
+                    path: path.clone(),
+                    version: version.to_string(),
+                    query: req.query.clone(),
+                    body: req.body.clone(),
+                    authorized,
+                    user_agent: header("User-Agent"),
+                    content_type: header("Content-Type"),
+                    accept: header("Accept"),
+                    x_filter: header("X-Filter"),
+                    status: None,
+                },
+            ));
+        }
+        *lock(&self.counts)
+            .entry(format!(
+                "{} {}",
+                req.method,
+                crate::linode::endpoint_template(&path)
+            ))
+            .or_default() += 1;
+        let response = self.limited(&req, &path, authorized);
+        if let Some((_, rec)) = lock(&self.log).iter_mut().find(|(s, _)| *s == seq) {
+            rec.status = Some(response.status);
+        }
+        response
+    }
+
+    /// [`Shared::respond`] under the rate limits, when they are on.
+    fn limited(&self, req: &HttpRequest, path: &str, authorized: bool) -> HttpResponse {
+        let verdict = lock(&self.limiter)
+            .as_mut()
+            .map(|l| l.admit(is_collection(&req.method, path), now_ms()));
+        let Some(verdict) = verdict else {
+            return self.respond(req, path, authorized);
+        };
+        let mut response = match verdict.retry_after {
+            Some(secs) => {
+                self.throttled.fetch_add(1, Ordering::SeqCst);
+                ApiError::new(429, None, "Too many requests")
+                    .response()
+                    .with_header("Retry-After", &secs.to_string())
+            }
+            None => self.respond(req, path, authorized),
+        };
+        for (k, v) in verdict.headers {
+            response = response.with_header(&k, &v);
+        }
+        response
+    }
+
+    fn respond(&self, req: &HttpRequest, path: &str, authorized: bool) -> HttpResponse {
+        if !authorized {
+            return ApiError::new(401, None, "Invalid Token").response();
+        }
+        let mut fail_after = None;
+        for action in self.triggered_faults(&req.method, path) {
+            match action {
+                FaultAction::Latency(d) => std::thread::sleep(d),
+                FaultAction::Hang(id) => self.gates.pass(id),
+                FaultAction::FailAfter { status } => fail_after = Some(status),
+                FaultAction::Status {
+                    status,
+                    reason,
+                    headers,
+                    html,
+                } => {
+                    let mut r = if html {
+                        HttpResponse {
+                            status,
+                            headers: vec![("Content-Type".into(), "text/html".into())],
+                            body: format!("<html><body><h1>{status} {reason}</h1></body></html>")
+                                .into_bytes(),
+                        }
+                    } else {
+                        ApiError::new(status, None, &reason).response()
+                    };
+                    for (k, v) in headers {
+                        r = r.with_header(&k, &v);
+                    }
+                    return r;
+                }
+            }
+        }
+        if let Some(code) = self.random_fault() {
+            let r = ApiError::new(code, None, "Injected failure").response();
+            return if code == 429 {
+                r.with_header("Retry-After", "1")
+            } else {
+                r
+            };
+        }
+        let mut events = Vec::new();
+        let routed = {
+            let mut state = lock(&self.state);
+            let advanced = state.advance(now_ms(), &mut events);
+            let routed = route(&mut state, req, path, &mut events);
+            if advanced || routed.mutated {
+                self.persist(&state);
+            }
+            routed
+        };
+        self.notify(&events);
+        if let Some(status) = fail_after {
+            return ApiError::new(status, None, "Internal Server Error").response();
+        }
+        match routed.result {
+            Ok(v) => HttpResponse::json(200, &v).with_header("Vary", "Authorization, X-Filter"),
+            Err(e) => e.response(),
+        }
+    }
+
+    /// Actions of the rules matching this request, consuming counted ones:
+    /// all delays/hangs, then at most one answer-changing rule.
+    fn triggered_faults(&self, method: &str, path: &str) -> Vec<FaultAction> {
+        let mut rules = lock(&self.rules);
+        let mut out = Vec::new();
+        let mut answered = false;
+        for rule in rules.iter_mut() {
+            if rule.remaining == Some(0) || !rule.matches(method, path) {
+                continue;
+            }
+            let answers = matches!(
+                rule.action,
+                FaultAction::Status { .. } | FaultAction::FailAfter { .. }
+            );
+            if answers && answered {
+                continue;
+            }
+            answered |= answers;
+            if let Some(n) = rule.remaining.as_mut() {
+                *n -= 1;
+            }
+            out.push(rule.action.clone());
+        }
+        rules.retain(|r| r.remaining != Some(0));
+        out
+    }
+
+    fn random_fault(&self) -> Option<u16> {
+        let profile = lock(&self.profile).clone()?;
+        let mut x = lock(&self.rng);
+        // xorshift64: plenty for "fail about this often".
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        profile.pick((*x >> 11) as f64 / (1u64 << 53) as f64)
+    }
+
+    pub(super) fn persist(&self, state: &State) {
+        if let Some(path) = &self.state_file {
+            persist::save(path, state);
+        }
+    }
+
+    pub(super) fn notify(&self, events: &[FakeEvent]) {
+        if events.is_empty() {
+            return;
+        }
+        let observer = lock(&self.observer).clone();
+        if let Some(observer) = observer {
+            for e in events {
+                observer(e);
+            }
+        }
+    }
+}
+
+/// A GET of a collection: Linode's paginated (scarce) request class.
+fn is_collection(method: &str, path: &str) -> bool {
+    method == "GET"
+        && matches!(
+            path.rsplit('/').next(),
+            Some("spaces" | "filesystems" | "snapshots" | "configs" | "interfaces" | "instances")
+        )
+}

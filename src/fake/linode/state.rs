@@ -1,0 +1,341 @@
+//! What the fake Linode holds: the records of spaces, filesystems, policies
+//! and snapshots, the knobs that shape them, and the time-driven status
+//! machines that move them ([`State::advance`]). It must not parse requests
+//! or render the wire format.
+
+use super::api_error::ApiError;
+use super::seed::{InstanceSeed, Seed, SpaceSeed};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// How a matching object moves through its status machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Lifecycle {
+    Normal,
+    /// Turns `error` instead of `active`.
+    StickInError,
+    /// Stays `creating` / `updating` forever.
+    NeverActive,
+    /// Filesystems only: `active` with `mount_target_ips` but a null
+    /// `mount_target_fqdn` (exercises the IPv6 mount source).
+    ActiveWithoutFqdn,
+    /// Filesystems only: `active` but no mount target at all.
+    ActiveWithoutMountTarget,
+}
+
+/// Which timestamps a snapshot shows. The contract lets `created` be null,
+/// and a client must still be able to date the snapshot (or skip it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SnapshotTimes {
+    #[default]
+    Both,
+    /// `created` is null; `updated` is shown.
+    NoCreated,
+    /// `created` and `updated` are both null.
+    Neither,
+}
+
+/// What a filesystem access-policy PUT does with omitted fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PolicyPut {
+    /// Omitted fields reset to defaults (the real API, per the driver).
+    FullReplace,
+    /// Omitted fields keep their value.
+    Merge,
+}
+
+/// Something dev mode mirrors on disk. Export paths look like `/<label>-<hex id>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FakeEvent {
+    FilesystemActive {
+        space_id: u64,
+        filesystem_id: u64,
+        export: String,
+        source_snapshot_id: Option<u64>,
+    },
+    SnapshotCreated {
+        space_id: u64,
+        filesystem_id: u64,
+        snapshot_id: u64,
+        source_export: String,
+    },
+    CloneCreated {
+        snapshot_id: u64,
+        space_id: u64,
+        filesystem_id: u64,
+        export: String,
+    },
+    FilesystemDeleted {
+        space_id: u64,
+        filesystem_id: u64,
+        export: String,
+    },
+    SnapshotDeleted {
+        snapshot_id: u64,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct SpaceRec {
+    pub(super) id: u64,
+    pub(super) label: String,
+    pub(super) mtls_mode: String,
+    pub(super) policy_missing: bool,
+    pub(super) tags: Vec<String>,
+    pub(super) max_capacity_bytes: i64,
+    pub(super) created: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum Phase {
+    Creating,
+    Active,
+    Error,
+    Deleting,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct PolicyRec {
+    pub(super) label: String,
+    pub(super) enabled: bool,
+    pub(super) linode_ids: Vec<u64>,
+    pub(super) squash_policy: String,
+    pub(super) protocols: Vec<String>,
+    /// `updating` until this time (ms), `None` once settled.
+    pub(super) updating_until: Option<u64>,
+    /// Settled outcome when `updating_until` is `None`.
+    pub(super) error: bool,
+    pub(super) created: i64,
+    pub(super) updated: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct FsRec {
+    pub(super) id: u64,
+    pub(super) space_id: u64,
+    pub(super) label: String,
+    pub(super) region: String,
+    pub(super) tags: Vec<String>,
+    pub(super) max_capacity_bytes: i64,
+    pub(super) source_snapshot_id: Option<u64>,
+    pub(super) phase: Phase,
+    /// Creating → settled, or Deleting → gone, at this time (ms).
+    pub(super) transition_at: u64,
+    /// Mount targets are shown (set on activation).
+    pub(super) mount_targets: bool,
+    /// A lifecycle hid the FQDN / the IPs.
+    pub(super) hide_fqdn: bool,
+    pub(super) hide_ips: bool,
+    pub(super) created: i64,
+    pub(super) updated: i64,
+    pub(super) policy: PolicyRec,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct SnapRec {
+    pub(super) id: u64,
+    pub(super) filesystem_id: u64,
+    pub(super) space_id: u64,
+    pub(super) label: String,
+    pub(super) phase: Phase,
+    pub(super) transition_at: u64,
+    pub(super) locked: bool,
+    pub(super) created: i64,
+    /// The last status change (seconds); `None` in state files that predate it.
+    #[serde(default)]
+    pub(super) updated: Option<i64>,
+    #[serde(default)]
+    pub(super) times: SnapshotTimes,
+}
+
+/// Everything that survives a restart when a state file is used.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct State {
+    pub(super) regions: Vec<String>,
+    pub(super) activation_delay_ms: u64,
+    pub(super) deletion_delay_ms: u64,
+    pub(super) default_squash_policy: String,
+    pub(super) unique_filesystem_labels: bool,
+    pub(super) page_size: Option<usize>,
+    pub(super) policy_put: PolicyPut,
+    pub(super) snapshot_duplicate_status: u16,
+    pub(super) locked_delete_status: u16,
+    pub(super) interfaces_paginated: bool,
+    /// An API revision that cannot filter filesystems by `id`.
+    #[serde(default)]
+    pub(super) no_filesystem_id_filter: bool,
+    pub(super) spaces: BTreeMap<u64, SpaceRec>,
+    pub(super) instances: BTreeMap<u64, InstanceSeed>,
+    pub(super) filesystems: BTreeMap<u64, FsRec>,
+    pub(super) snapshots: BTreeMap<u64, SnapRec>,
+    pub(super) next_filesystem_id: u64,
+    pub(super) next_snapshot_id: u64,
+    pub(super) filesystem_lifecycles: BTreeMap<String, Lifecycle>,
+    pub(super) snapshot_lifecycles: BTreeMap<String, Lifecycle>,
+    pub(super) policy_lifecycles: BTreeMap<u64, Lifecycle>,
+}
+
+pub(super) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+pub(super) fn now_secs() -> i64 {
+    (now_ms() / 1000) as i64
+}
+
+pub(super) fn export_path(label: &str, id: u64) -> String {
+    format!("/{label}-{id:x}")
+}
+
+impl State {
+    pub(super) fn from_seed(seed: &Seed) -> State {
+        let created = now_secs();
+        State {
+            regions: seed.regions.clone(),
+            activation_delay_ms: seed.activation_delay_ms,
+            deletion_delay_ms: seed.deletion_delay_ms,
+            default_squash_policy: seed.default_squash_policy.clone(),
+            unique_filesystem_labels: seed.unique_filesystem_labels,
+            page_size: None,
+            policy_put: PolicyPut::FullReplace,
+            snapshot_duplicate_status: 409,
+            locked_delete_status: 409,
+            interfaces_paginated: false,
+            no_filesystem_id_filter: false,
+            spaces: seed
+                .spaces
+                .iter()
+                .map(|s| (s.id, SpaceRec::from_seed(s, created)))
+                .collect(),
+            instances: seed.instances.iter().map(|i| (i.id, i.clone())).collect(),
+            filesystems: BTreeMap::new(),
+            snapshots: BTreeMap::new(),
+            next_filesystem_id: 101,
+            next_snapshot_id: 9001,
+            filesystem_lifecycles: BTreeMap::new(),
+            snapshot_lifecycles: BTreeMap::new(),
+            policy_lifecycles: BTreeMap::new(),
+        }
+    }
+
+    /// Moves every status machine to `now`; returns whether anything changed.
+    pub(super) fn advance(&mut self, now: u64, events: &mut Vec<FakeEvent>) -> bool {
+        let mut changed = false;
+        let mut gone = Vec::new();
+        for fs in self.filesystems.values_mut() {
+            if fs.phase == Phase::Creating && now >= fs.transition_at {
+                let lifecycle = self.filesystem_lifecycles.get(&fs.label).copied();
+                match lifecycle.unwrap_or(Lifecycle::Normal) {
+                    Lifecycle::NeverActive => {}
+                    Lifecycle::StickInError => {
+                        fs.phase = Phase::Error;
+                        changed = true;
+                    }
+                    lifecycle => {
+                        fs.phase = Phase::Active;
+                        fs.mount_targets = true;
+                        fs.hide_fqdn = matches!(
+                            lifecycle,
+                            Lifecycle::ActiveWithoutFqdn | Lifecycle::ActiveWithoutMountTarget
+                        );
+                        fs.hide_ips = lifecycle == Lifecycle::ActiveWithoutMountTarget;
+                        fs.updated = (now / 1000) as i64;
+                        events.push(FakeEvent::FilesystemActive {
+                            space_id: fs.space_id,
+                            filesystem_id: fs.id,
+                            export: export_path(&fs.label, fs.id),
+                            source_snapshot_id: fs.source_snapshot_id,
+                        });
+                        changed = true;
+                    }
+                }
+            } else if fs.phase == Phase::Deleting && now >= fs.transition_at {
+                gone.push(fs.id);
+            }
+            if let Some(until) = fs.policy.updating_until {
+                let lifecycle = self.policy_lifecycles.get(&fs.id).copied();
+                let lifecycle = lifecycle.unwrap_or(Lifecycle::Normal);
+                if now >= until && lifecycle != Lifecycle::NeverActive {
+                    fs.policy.updating_until = None;
+                    fs.policy.error = lifecycle == Lifecycle::StickInError;
+                    changed = true;
+                }
+            }
+        }
+        for id in gone {
+            self.filesystems.remove(&id);
+            self.snapshots.retain(|_, s| s.filesystem_id != id);
+            changed = true;
+        }
+        let mut gone_snaps = Vec::new();
+        for snap in self.snapshots.values_mut() {
+            if snap.phase == Phase::Creating && now >= snap.transition_at {
+                let lifecycle = self.snapshot_lifecycles.get(&snap.label).copied();
+                match lifecycle.unwrap_or(Lifecycle::Normal) {
+                    Lifecycle::NeverActive => {}
+                    Lifecycle::StickInError => {
+                        snap.phase = Phase::Error;
+                        snap.updated = Some((now / 1000) as i64);
+                        changed = true;
+                    }
+                    _ => {
+                        snap.phase = Phase::Active;
+                        snap.updated = Some((now / 1000) as i64);
+                        changed = true;
+                    }
+                }
+            } else if snap.phase == Phase::Deleting && now >= snap.transition_at {
+                gone_snaps.push(snap.id);
+            }
+        }
+        for id in gone_snaps {
+            self.snapshots.remove(&id);
+            changed = true;
+        }
+        changed
+    }
+
+    pub(super) fn space(&self, id: u64) -> Result<&SpaceRec, ApiError> {
+        self.spaces.get(&id).ok_or_else(ApiError::not_found)
+    }
+
+    /// A filesystem addressed under the wrong space is 404 too.
+    pub(super) fn filesystem(&self, space_id: u64, fs_id: u64) -> Result<&FsRec, ApiError> {
+        self.space(space_id)?;
+        self.filesystems
+            .get(&fs_id)
+            .filter(|f| f.space_id == space_id)
+            .ok_or_else(ApiError::not_found)
+    }
+
+    pub(super) fn snapshot(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        snap_id: u64,
+    ) -> Result<&SnapRec, ApiError> {
+        self.filesystem(space_id, fs_id)?;
+        self.snapshots
+            .get(&snap_id)
+            .filter(|s| s.filesystem_id == fs_id)
+            .ok_or_else(ApiError::not_found)
+    }
+}
+
+impl SpaceRec {
+    pub(super) fn from_seed(s: &SpaceSeed, created: i64) -> SpaceRec {
+        SpaceRec {
+            id: s.id,
+            label: s.label.clone(),
+            mtls_mode: s.mtls_mode.clone(),
+            policy_missing: s.policy_missing,
+            tags: s.tags.clone(),
+            max_capacity_bytes: s.max_capacity_bytes,
+            created,
+        }
+    }
+}
