@@ -75,6 +75,19 @@ pub struct DevConfig {
     pub state_dir: PathBuf,
     pub activation_delay: Duration,
     pub faults: String,
+    pub quirks: Vec<DevQuirk>,
+}
+
+/// A documented or suspected variant of the Linode API the dev fake can
+/// behave as, to try the driver against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DevQuirk {
+    /// Clones do not show `source_snapshot_id`.
+    NoSourceSnapshotId,
+    /// A snapshot cannot be deleted while a clone of it exists.
+    SnapshotsHeldByClones,
+    /// Filesystem lists cannot be filtered by `id`.
+    NoIdFilter,
 }
 
 #[derive(Debug, Clone)]
@@ -258,11 +271,31 @@ const SETTINGS: &[Setting] = &[
         help: "dev role: fault profile such as 429:0.1,503:0.05",
     },
     Setting {
+        var: "DEV_QUIRKS",
+        default: "",
+        help: "dev role: backend variants to emulate: no-source-snapshot-id, snapshots-held-by-clones, no-id-filter",
+    },
+    Setting {
         var: "RUST_LOG",
         default: "info",
         help: "log filter (env_logger syntax)",
     },
 ];
+
+fn parse_quirks(raw: &str) -> Result<Vec<DevQuirk>, String> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|q| !q.is_empty())
+        .map(|q| match q {
+            "no-source-snapshot-id" => Ok(DevQuirk::NoSourceSnapshotId),
+            "snapshots-held-by-clones" => Ok(DevQuirk::SnapshotsHeldByClones),
+            "no-id-filter" => Ok(DevQuirk::NoIdFilter),
+            other => Err(format!(
+                "unknown quirk \"{other}\" (want no-source-snapshot-id, snapshots-held-by-clones or no-id-filter)"
+            )),
+        })
+        .collect()
+}
 
 /// The `--help` text.
 pub fn help_text() -> String {
@@ -444,6 +477,8 @@ impl Config {
                 state_dir: absolute(&PathBuf::from(or_default("DEV_STATE_DIR")))?,
                 activation_delay: duration("DEV_ACTIVATION_DELAY")?,
                 faults: get("DEV_FAULTS").unwrap_or_default(),
+                quirks: parse_quirks(&get("DEV_QUIRKS").unwrap_or_default())
+                    .map_err(|e| ConfigError::new(format!("DEV_QUIRKS: {e}")))?,
             }),
             _ => None,
         };

@@ -32,19 +32,23 @@ fn snapshot_id(s: &Snapshot) -> SnapshotId {
     }
 }
 
-/// The copy of `source` for the clone labelled `clone_label`, once active:
-/// taken now, or found from an earlier attempt.
-pub(super) fn copy_of(
-    c: &Arc<Controller>,
-    source: VolumeId,
-    clone_label: &str,
-) -> Step<SnapshotId> {
+/// The source volume of a clone, NotFound when it does not exist.
+pub(super) fn source_volume(c: &Controller, source: VolumeId) -> Result<Filesystem, Error> {
     let missing = || Error::NotFound(format!("source volume {source} was not found"));
-    let fs = match c.cloud.get_filesystem(source.space, source.filesystem) {
-        Ok(fs) if fs.status == Status::Deleting => return Err(missing()),
-        Ok(fs) => fs,
-        Err(Error::NotFound(_)) => return Err(missing()),
-        Err(e) => return Err(e),
+    match c.cloud.get_filesystem(source.space, source.filesystem) {
+        Ok(fs) if fs.status == Status::Deleting => Err(missing()),
+        Ok(fs) => Ok(fs),
+        Err(Error::NotFound(_)) => Err(missing()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The copy of `fs` for the clone labelled `clone_label`, once active:
+/// taken now, or found from an earlier attempt.
+pub(super) fn copy_of(c: &Arc<Controller>, fs: &Filesystem, clone_label: &str) -> Step<SnapshotId> {
+    let source = VolumeId {
+        space: fs.space_id,
+        filesystem: fs.id,
     };
     let label = copy_label(clone_label);
     let find = || -> Result<Option<Snapshot>, Error> {
@@ -123,6 +127,30 @@ pub(super) fn release_copy(
         }
         Err(e) => Err(e),
     }
+}
+
+/// Deletes the copy of a clone that could not be made.
+pub(super) fn forget_copy(
+    c: &Controller,
+    source: VolumeId,
+    clone_label: &str,
+) -> Result<(), Error> {
+    let label = copy_label(clone_label);
+    let snaps = match c.cloud.list_snapshots(source.space, source.filesystem) {
+        Ok(snaps) => snaps,
+        Err(Error::NotFound(_)) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for copy in snaps.iter().filter(|s| is_copy(s, &label)) {
+        match c
+            .cloud
+            .delete_snapshot(copy.space_id, copy.filesystem_id, copy.id)
+        {
+            Ok(()) | Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// After the clone `fs` is deleted: its kept copy goes too.

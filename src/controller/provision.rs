@@ -7,7 +7,7 @@
 use super::inspect::volume_of;
 use super::params::{Mutable, Params};
 use super::{clone, tags, Controller};
-use crate::flow::{done, Step, Then};
+use crate::flow::{done, Flow, Step, Then};
 use crate::handles::{label_for, SnapshotId, VolumeId};
 use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, SquashPolicy, Status};
 use crate::proto::csi;
@@ -376,11 +376,38 @@ fn provision(
             })
         }
         Some((Source::Volume(vol), _)) => {
+            let source = clone::source_volume(c, vol)?;
+            // Sized before anything is made: a size the source cannot
+            // give must not leave a copy behind.
+            let size_gib = size_gib_for(want, source.max_capacity_bytes, &format!("volume {vol}"))?;
             let (c2, want2) = (c.clone(), want.clone());
-            clone::copy_of(c, vol, &want.label)
-                .then(move |snap| clone_into(&c2, &want2, snap, space_id, &region))
+            let cleanup = (c.clone(), want.label.clone());
+            clone::copy_of(c, &source, &want.label)
+                .then(move |snap| {
+                    let posted = post_clone(&c2, &want2, snap, space_id, &region, size_gib);
+                    wait_made(&c2, &want2, space_id, &region, posted)
+                })
+                .settle(move |made| match made {
+                    // A clone that cannot be made does not keep its copy;
+                    // a retry takes it again.
+                    Err(e) if !transient(&e) => {
+                        if let Err(again) = clone::forget_copy(&cleanup.0, vol, &cleanup.1) {
+                            log::warn!("after a failed clone: {again}");
+                        }
+                        Err(e)
+                    }
+                    made => made.map(Flow::Ready),
+                })
         }
     }
+}
+
+/// Failures a retry may get past; a copy is kept for it.
+fn transient(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Unavailable(_) | Error::DeadlineExceeded(_) | Error::Canceled(_) | Error::Aborted(_)
+    )
 }
 
 /// Clones `snap` into the new filesystem, sized to the request.
@@ -391,8 +418,24 @@ fn clone_into(
     space_id: u64,
     region: &str,
 ) -> Step<Filesystem> {
-    let size_gib = restore_size_gib(c, want, &snap)?;
-    let posted = c.cloud.clone_snapshot(
+    let source = c
+        .cloud
+        .get_filesystem(snap.space, snap.filesystem)
+        .map_err(|e| e.context(format!("source of snapshot {snap}")))?;
+    let size_gib = size_gib_for(want, source.max_capacity_bytes, &format!("snapshot {snap}"))?;
+    let posted = post_clone(c, want, snap, space_id, region, size_gib);
+    wait_made(c, want, space_id, region, posted)
+}
+
+fn post_clone(
+    c: &Controller,
+    want: &CreateRequest,
+    snap: SnapshotId,
+    space_id: u64,
+    region: &str,
+    size_gib: Option<u64>,
+) -> Result<Filesystem, Error> {
+    c.cloud.clone_snapshot(
         snap.space,
         snap.filesystem,
         snap.snapshot,
@@ -403,8 +446,7 @@ fn clone_into(
             size_gib,
             tags: want.tags_to_create(),
         },
-    );
-    wait_made(c, want, space_id, region, posted)
+    )
 }
 
 /// What a create or clone POST made, once active with a mount target. A
@@ -448,30 +490,27 @@ fn fits(want: &CreateRequest, capacity: i64) -> bool {
     !(too_small || too_big)
 }
 
-/// The size to ask of a clone. Unasked, a clone is as large as the
-/// snapshot's source filesystem; a range that size meets sends nothing. A
-/// range above it grows the clone to the smallest whole GiB (the API's
-/// unit) at or above `required`. A range below it, or one no whole GiB
-/// meets, is refused before anything is made: answering with another size
-/// breaks the CSI contract, and every retry would then see AlreadyExists.
-fn restore_size_gib(
-    c: &Controller,
+/// The size to ask of a clone of `what`, whose source holds `capacity`.
+/// Unasked, a clone is as large as its source; a range that size meets
+/// sends nothing. A range above it grows the clone to the smallest whole
+/// GiB (the API's unit) at or above `required`. A range below it, or one no
+/// whole GiB meets, is refused before anything is made: answering with
+/// another size breaks the CSI contract, and every retry would then see
+/// AlreadyExists.
+fn size_gib_for(
     want: &CreateRequest,
-    snap: &SnapshotId,
+    capacity: Option<i64>,
+    what: &str,
 ) -> Result<Option<u64>, Error> {
-    let source = c
-        .cloud
-        .get_filesystem(snap.space, snap.filesystem)
-        .map_err(|e| e.context(format!("source of snapshot {snap}")))?;
-    let Some(capacity) = source.max_capacity_bytes else {
+    let Some(capacity) = capacity else {
         return Ok(None);
     };
     if fits(want, capacity) {
         return Ok(None);
     }
-    let out_of_range = |what: String| {
+    let out_of_range = |why: String| {
         Err(Error::OutOfRange(format!(
-            "snapshot {snap} restores to {capacity} bytes; {what}"
+            "{what} restores to {capacity} bytes; {why}"
         )))
     };
     if want.required <= capacity {

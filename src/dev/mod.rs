@@ -8,7 +8,7 @@
 pub mod exports;
 
 use crate::client::DEV_SPACE_LABEL;
-use crate::config::{Config, LinodeConfig};
+use crate::config::{Config, DevQuirk, LinodeConfig};
 use crate::fake::{
     FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, InstanceSeed, Seed,
     SpaceSeed,
@@ -177,6 +177,13 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         let profile =
             FaultProfile::parse(&dev.faults).map_err(|e| format!("DEV_FAULTS: {}", e.message()))?;
         linode.set_fault_profile(Some(profile));
+    }
+    for quirk in &dev.quirks {
+        match quirk {
+            DevQuirk::NoSourceSnapshotId => linode.set_omit_source_snapshot_id(true),
+            DevQuirk::SnapshotsHeldByClones => linode.set_snapshots_held_by_clones(true),
+            DevQuirk::NoIdFilter => linode.set_filesystem_id_filter(false),
+        }
     }
     let observed = exports.clone();
     linode.set_observer(Arc::new(move |event| mirror(&observed, event)));

@@ -346,6 +346,10 @@ pub(super) fn create_snapshot(
     let source_export = export_path(&fs.label, fs.id);
     let mut errors = Vec::new();
     validate_label(b.get("label"), &mut errors);
+    let tags = match b.get("tags") {
+        None => Vec::new(),
+        tags => validate_tags(tags, &mut errors),
+    };
     if !errors.is_empty() {
         return Err(ApiError {
             status: 400,
@@ -380,6 +384,7 @@ pub(super) fn create_snapshot(
             created: (now / 1000) as i64,
             updated: Some((now / 1000) as i64),
             times: SnapshotTimes::Both,
+            tags,
         },
     );
     events.push(FakeEvent::SnapshotCreated {
@@ -406,6 +411,18 @@ pub(super) fn delete_snapshot(
             "Snapshot is locked and cannot be deleted",
         ));
     }
+    let held = state.snapshots_held_by_clones
+        && state
+            .filesystems
+            .values()
+            .any(|f| f.source_snapshot_id == Some(snap_id) && f.phase != Phase::Deleting);
+    if held {
+        return Err(ApiError::new(
+            409,
+            None,
+            "Snapshot has clones and cannot be deleted",
+        ));
+    }
     let delay = state.deletion_delay_ms;
     let snap = state
         .snapshots
@@ -420,6 +437,46 @@ pub(super) fn delete_snapshot(
         });
     }
     Ok(json!({}))
+}
+
+/// `PUT …/filesystems/{id}`: only `tags` and `label` may change; the
+/// capacity is not editable (linode-api.md §2.3).
+pub(super) fn update_filesystem(
+    state: &mut State,
+    space_id: u64,
+    fs_id: u64,
+    b: &serde_json::Map<String, Value>,
+) -> ApiResult {
+    state.filesystem(space_id, fs_id)?;
+    let mut errors = Vec::new();
+    if b.contains_key("max_capacity_bytes") || b.contains_key("max_file_count") {
+        errors.push((
+            Some("max_capacity_bytes".to_string()),
+            "This field is not editable".to_string(),
+        ));
+    }
+    let tags = b.get("tags").map(|t| validate_tags(Some(t), &mut errors));
+    if b.contains_key("label") {
+        validate_label(b.get("label"), &mut errors);
+    }
+    if !errors.is_empty() {
+        return Err(ApiError {
+            status: 400,
+            errors,
+        });
+    }
+    let fs = state
+        .filesystems
+        .get_mut(&fs_id)
+        .ok_or_else(ApiError::not_found)?;
+    if let Some(tags) = tags {
+        fs.tags = tags;
+    }
+    if let Some(label) = b.get("label").and_then(Value::as_str) {
+        fs.label = label.to_string();
+    }
+    fs.updated = now_secs();
+    Ok(state.fs_json(&state.filesystems[&fs_id]))
 }
 
 pub(super) fn clone_snapshot(

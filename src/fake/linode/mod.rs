@@ -152,13 +152,25 @@ impl FakeLinode {
         self.mutate(|s| s.locked_delete_status = status);
     }
 
-    /// Serve `/interfaces` in the paginated envelope instead of `{"interfaces": [...]}`.
     /// Whether filesystem lists can be filtered by `id` (the default); the
     /// contract does not say, so the client must cope without.
     pub fn set_filesystem_id_filter(&self, allowed: bool) {
         self.mutate(|s| s.no_filesystem_id_filter = !allowed);
     }
 
+    /// Leave the documented `source_snapshot_id` out of filesystems, as
+    /// Linode's own client says the API does today.
+    pub fn set_omit_source_snapshot_id(&self, omit: bool) {
+        self.mutate(|s| s.omit_source_snapshot_id = omit);
+    }
+
+    /// Refuse (409) to delete a snapshot while a clone made from it exists
+    /// and is not being deleted.
+    pub fn set_snapshots_held_by_clones(&self, held: bool) {
+        self.mutate(|s| s.snapshots_held_by_clones = held);
+    }
+
+    /// Serve `/interfaces` in the paginated envelope instead of `{"interfaces": [...]}`.
     pub fn set_interfaces_paginated(&self, paginated: bool) {
         self.mutate(|s| s.interfaces_paginated = paginated);
     }

@@ -17,9 +17,20 @@ impl State {
     pub(super) fn space_json(&self, s: &SpaceRec) -> Value {
         json!({
             "id": s.id, "label": s.label, "description": null, "status": "active",
-            "max_capacity_bytes": s.max_capacity_bytes, "used_capacity_bytes": 0,
+            "max_capacity_bytes": s.max_capacity_bytes,
+            "used_capacity_bytes": self.space_used_bytes(s.id),
             "created": ts(s.created), "updated": ts(s.created), "tags": s.tags
         })
+    }
+
+    /// Modelled, not documented: a Space's used capacity is what its live
+    /// filesystems were created to hold.
+    fn space_used_bytes(&self, space_id: u64) -> i64 {
+        self.filesystems
+            .values()
+            .filter(|f| f.space_id == space_id && f.phase != Phase::Deleting)
+            .map(|f| f.max_capacity_bytes)
+            .sum()
     }
 
     pub(super) fn space_policy_json(&self, s: &SpaceRec) -> Value {
@@ -63,7 +74,8 @@ impl State {
             "mount_target_ips": ips, "mount_target_fqdn": fqdn,
             "max_capacity_bytes": f.max_capacity_bytes, "max_file_count": DEFAULT_MAX_FILE_COUNT,
             "snapshot_usage_bytes": if f.mount_targets { json!(0) } else { Value::Null },
-            "ldap_config_id": null, "source_snapshot_id": f.source_snapshot_id,
+            "ldap_config_id": null,
+            "source_snapshot_id": if self.omit_source_snapshot_id { None } else { f.source_snapshot_id },
             "created": ts(f.created), "updated": ts(f.updated), "tags": f.tags, "stats": stats
         })
     }
@@ -113,7 +125,7 @@ impl State {
             "label": s.label, "status": status, "created": created, "updated": updated,
             "expiration": null,
             "locked": s.locked, "source": "manual", "policy_id": null,
-            "size_bytes": size, "aggregated_size_bytes": size, "tags": []
+            "size_bytes": size, "aggregated_size_bytes": size, "tags": s.tags
         })
     }
 

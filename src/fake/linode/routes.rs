@@ -5,7 +5,7 @@
 use super::api_error::{ApiError, ApiResult};
 use super::handlers::{
     clone_snapshot, create_filesystem, create_snapshot, delete_filesystem, delete_snapshot,
-    put_policy,
+    put_policy, update_filesystem,
 };
 use super::query::{apply_filter, paginate};
 use super::state::{FakeEvent, State};
@@ -106,6 +106,16 @@ pub(super) fn route(
                 .ok_or_else(ApiError::not_found)
                 .and_then(|v| state.filesystem(v[0], v[1]).map(|f| state.fs_json(f))),
         ),
+        ("PUT", ["nfs", "spaces", sid, "filesystems", fid]) => {
+            let result = ids(&[sid, fid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| body().map(|b| (v, b)))
+                .and_then(|(v, b)| update_filesystem(state, v[0], v[1], &b));
+            Routed {
+                mutated: result.is_ok(),
+                result,
+            }
+        }
         ("DELETE", ["nfs", "spaces", sid, "filesystems", fid]) => {
             let result = ids(&[sid, fid])
                 .ok_or_else(ApiError::not_found)

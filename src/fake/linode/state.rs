@@ -147,6 +147,8 @@ pub(super) struct SnapRec {
     pub(super) updated: Option<i64>,
     #[serde(default)]
     pub(super) times: SnapshotTimes,
+    #[serde(default)]
+    pub(super) tags: Vec<String>,
 }
 
 /// Everything that survives a restart when a state file is used.
@@ -165,6 +167,15 @@ pub(super) struct State {
     /// An API revision that cannot filter filesystems by `id`.
     #[serde(default)]
     pub(super) no_filesystem_id_filter: bool,
+    /// The API as Linode's own client describes it today: the documented
+    /// `source_snapshot_id` of a clone is not returned.
+    #[serde(default)]
+    pub(super) omit_source_snapshot_id: bool,
+    /// A snapshot cannot be deleted while a clone made from it exists (one
+    /// being deleted no longer counts); how the real backend behaves is
+    /// not documented.
+    #[serde(default)]
+    pub(super) snapshots_held_by_clones: bool,
     pub(super) spaces: BTreeMap<u64, SpaceRec>,
     pub(super) instances: BTreeMap<u64, InstanceSeed>,
     pub(super) filesystems: BTreeMap<u64, FsRec>,
@@ -206,6 +217,8 @@ impl State {
             locked_delete_status: 409,
             interfaces_paginated: false,
             no_filesystem_id_filter: false,
+            omit_source_snapshot_id: false,
+            snapshots_held_by_clones: false,
             spaces: seed
                 .spaces
                 .iter()
