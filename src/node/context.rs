@@ -112,7 +112,9 @@ fn check_mount_target(value: &str) -> Result<()> {
         return invalid("must be <host>:/<export path>; the host is empty");
     }
     let host_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_');
-    if host.len() > MAX_HOST_BYTES || !host.chars().all(host_char) {
+    // No DNS label starts with `-`, and a source that does would reach the
+    // mount helper as an option (`-ofoo:/x` is `-o foo:/x`), not a source.
+    if host.len() > MAX_HOST_BYTES || !host.chars().all(host_char) || host.starts_with('-') {
         return invalid("must be <host>:/<export path>; the host is not a DNS name or address");
     }
     check_export(export).or_else(|why| invalid(&why))
@@ -305,6 +307,8 @@ mod tests {
             "[2001:db8::1]/pvc-1",
             "fs 1.example.com:/pvc-1",
             "fs-1.example.com:/pvc\0",
+            "-ofs-1.example.com:/pvc-1", // an option to the mount helper
+            "-:/pvc-1",
         ] {
             let err = sources(&[(CTX_MOUNT_TARGET, bad)]).unwrap_err();
             assert!(
