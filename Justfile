@@ -63,6 +63,14 @@ dev:
 bench:
     bash .ci/bench
 
+# Run every fuzz target (or those named) for SECONDS each; needs nightly
+fuzz SECONDS="60" *TARGETS="":
+    bash .ci/fuzz {{SECONDS}} {{TARGETS}}
+
+# Merge what fuzzing found into fuzz/corpus and minimise it
+fuzz-cmin *TARGETS="":
+    bash .ci/fuzz cmin {{TARGETS}}
+
 # Everything CI runs
 ci:
     bash .ci/run

@@ -161,7 +161,7 @@ impl std::fmt::Debug for KubeClient {
 
 /// TLS and credentials resolved from a kubeconfig, before any connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Target {
+pub(crate) struct Target {
     server: String,
     ca_pem: Option<Vec<u8>>,
     insecure: bool,
@@ -250,12 +250,18 @@ fn bad_config(msg: String) -> crate::Error {
     crate::Error::InvalidArgument(format!("kubeconfig: {msg}"))
 }
 
+/// How a file a kubeconfig names is read: `std::fs::read`, except in the
+/// fuzz target (`crate::fuzzing`), whose arbitrary paths must not reach the
+/// host's files.
+pub(crate) type ReadFile<'a> = &'a dyn Fn(&Path) -> std::io::Result<Vec<u8>>;
+
 /// Inline `*-data` (base64) or a file (relative to the kubeconfig's folder).
 fn material(
     data: Option<&str>,
     file: Option<&str>,
     dir: &Path,
     what: &str,
+    read: ReadFile,
 ) -> crate::Result<Option<Vec<u8>>> {
     if let Some(data) = data {
         return base64_decode(data)
@@ -265,7 +271,7 @@ fn material(
     match file {
         Some(f) => {
             let path = dir.join(f);
-            std::fs::read(&path)
+            read(&path)
                 .map(Some)
                 .map_err(|e| bad_config(format!("{what} {}: {e}", path.display())))
         }
@@ -275,6 +281,15 @@ fn material(
 
 /// The current context's cluster and user, files read, data decoded.
 fn resolve_kubeconfig(yaml: &str, dir: &Path) -> crate::Result<Target> {
+    resolve_kubeconfig_with(yaml, dir, &|path| std::fs::read(path))
+}
+
+/// `resolve_kubeconfig` with the named files read by `read`.
+pub(crate) fn resolve_kubeconfig_with(
+    yaml: &str,
+    dir: &Path,
+    read: ReadFile,
+) -> crate::Result<Target> {
     let config: Kubeconfig =
         serde_yaml_ng::from_str(yaml).map_err(|e| bad_config(format!("cannot parse: {e}")))?;
     let context_name = config
@@ -325,18 +340,21 @@ fn resolve_kubeconfig(yaml: &str, dir: &Path) -> crate::Result<Target> {
         cluster.ca_file.as_deref(),
         dir,
         "certificate-authority",
+        read,
     )?;
     let cert = material(
         user.cert_data.as_deref(),
         user.cert_file.as_deref(),
         dir,
         "client-certificate",
+        read,
     )?;
     let key = material(
         user.key_data.as_deref(),
         user.key_file.as_deref(),
         dir,
         "client-key",
+        read,
     )?;
     let client_cert = match (cert, key) {
         (Some(c), Some(k)) => Some((c, k)),

@@ -15,6 +15,8 @@ pub mod dev;
 pub mod error;
 pub mod fake;
 pub mod flow;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod handles;
 pub mod identity;
 pub mod kube;

@@ -52,14 +52,14 @@ pub fn check_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Error> {
 
 /// What a new volume is made from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Source {
+pub(crate) enum Source {
     Snapshot(SnapshotId),
     /// PVC from PVC: copied through a snapshot of the volume (see `clone`).
     Volume(VolumeId),
 }
 
 /// What CreateVolume asked for, parsed.
-pub(super) struct CreateRequest {
+pub(crate) struct CreateRequest {
     pub label: String,
     pub required: i64,
     pub limit: i64,
@@ -116,7 +116,7 @@ fn parse_source(src: &csi::VolumeContentSource) -> Result<(Source, String), Erro
     ))
 }
 
-fn parse_create(
+pub(crate) fn parse_create(
     req: &csi::CreateVolumeRequest,
     default_capacity: i64,
 ) -> Result<CreateRequest, Error> {

@@ -218,7 +218,7 @@ fn settled(c: &Controller, vol: VolumeId, policy: FilesystemAccessPolicy) -> Ste
 
 /// The node id of a publish request: the node's Linode id. One that cannot
 /// be a Linode id names no node, which CSI reports as NotFound.
-fn linode_id(node_id: &str) -> Result<u64, Error> {
+pub(crate) fn linode_id(node_id: &str) -> Result<u64, Error> {
     node_id
         .parse::<u64>()
         .ok()

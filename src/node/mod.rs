@@ -10,6 +10,13 @@ mod publish;
 mod stage;
 mod stats;
 
+// Each request's validation, which its handler runs before any lock or
+// mount: reachable from `crate::fuzzing` so the fuzz targets run exactly it.
+pub(crate) use context::{MtlsMode, StageContext};
+pub(crate) use publish::{parse_unpublish, PublishRequest};
+pub(crate) use stage::{parse_unstage, StageRequest};
+pub(crate) use stats::parse_stats;
+
 use crate::capabilities;
 use crate::locks::OpLocks;
 use crate::mount::Mounter;

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 /// A validated NodePublishVolume request.
 #[derive(Debug)]
-struct PublishRequest {
+pub(crate) struct PublishRequest {
     staging: PathBuf,
     target: PathBuf,
     flags: Vec<String>,
@@ -25,7 +25,7 @@ struct PublishRequest {
 }
 
 impl PublishRequest {
-    fn parse(req: &csi::NodePublishVolumeRequest) -> Result<PublishRequest> {
+    pub(crate) fn parse(req: &csi::NodePublishVolumeRequest) -> Result<PublishRequest> {
         volume_id(&req.volume_id)?;
         let staging = absolute_path(&req.staging_target_path, "staging target path")?;
         let target = absolute_path(&req.target_path, "target path")?;
@@ -162,8 +162,7 @@ impl NodePlugin {
         &self,
         req: &csi::NodeUnpublishVolumeRequest,
     ) -> Result<csi::NodeUnpublishVolumeResponse> {
-        volume_id(&req.volume_id)?;
-        let target = absolute_path(&req.target_path, "target path")?;
+        let target = parse_unpublish(req)?;
         let _guard = self.targets.try_lock(&target.to_string_lossy())?;
         cleanup_mount_point(self.mounter.as_ref(), &target).map_err(|e| {
             Error::Internal(format!(
@@ -174,4 +173,10 @@ impl NodePlugin {
         })?;
         Ok(csi::NodeUnpublishVolumeResponse::new())
     }
+}
+
+/// A validated NodeUnpublishVolume request: its target path.
+pub(crate) fn parse_unpublish(req: &csi::NodeUnpublishVolumeRequest) -> Result<PathBuf> {
+    volume_id(&req.volume_id)?;
+    absolute_path(&req.target_path, "target path")
 }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 /// A validated NodeStageVolume request.
 #[derive(Debug)]
-struct StageRequest {
+pub(crate) struct StageRequest {
     volume_id: String,
     staging: PathBuf,
     sources: MountSources,
@@ -24,7 +24,7 @@ struct StageRequest {
 }
 
 impl StageRequest {
-    fn parse(req: &csi::NodeStageVolumeRequest) -> Result<StageRequest> {
+    pub(crate) fn parse(req: &csi::NodeStageVolumeRequest) -> Result<StageRequest> {
         let volume_id = volume_id(&req.volume_id)?;
         let staging = absolute_path(&req.staging_target_path, "staging target path")?;
         let mount = mount_capability(req.volume_capability.as_ref())?;
@@ -156,8 +156,7 @@ impl NodePlugin {
         &self,
         req: &csi::NodeUnstageVolumeRequest,
     ) -> Result<csi::NodeUnstageVolumeResponse> {
-        let volume_id = volume_id(&req.volume_id)?;
-        let staging = absolute_path(&req.staging_target_path, "staging target path")?;
+        let (volume_id, staging) = parse_unstage(req)?;
         let _guard = self.volumes.try_lock(&volume_id)?;
         cleanup_mount_point(self.mounter.as_ref(), &staging).map_err(|e| {
             e.context(format!(
@@ -167,4 +166,12 @@ impl NodePlugin {
         })?;
         Ok(csi::NodeUnstageVolumeResponse::new())
     }
+}
+
+/// A validated NodeUnstageVolume request: the volume id and staging path.
+pub(crate) fn parse_unstage(req: &csi::NodeUnstageVolumeRequest) -> Result<(String, PathBuf)> {
+    Ok((
+        volume_id(&req.volume_id)?,
+        absolute_path(&req.staging_target_path, "staging target path")?,
+    ))
 }

@@ -15,7 +15,7 @@ use crate::mount::{FsStats, Mounter, StatvfsError};
 use crate::proto::csi;
 use crate::proto::csi::volume_usage::Unit;
 use crate::{Error, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What a bounded `statvfs` of a mounted volume found.
 enum Probe {
@@ -29,21 +29,7 @@ impl NodePlugin {
         &self,
         req: &csi::NodeGetVolumeStatsRequest,
     ) -> Result<csi::NodeGetVolumeStatsResponse> {
-        volume_id(&req.volume_id)?;
-        let raw = required(&req.volume_path, "volume path is not set")?;
-        let path = well_formed_path(raw, "volume path")?;
-        // kubelet only ever sends absolute paths; a relative one cannot name
-        // a published volume, which CSI reports as NotFound (csi-sanity
-        // checks exactly that with `some/path`).
-        if !path.is_absolute() {
-            return Err(Error::NotFound(format!(
-                "volume path not found: {} is not absolute",
-                shown(raw)
-            )));
-        }
-        if !req.staging_target_path.is_empty() {
-            absolute_path(&req.staging_target_path, "staging target path")?;
-        }
+        let path = parse_stats(req)?;
         // statvfs of a directory nothing is mounted on would report the
         // node's own disk as the volume.
         let mounted = self
@@ -82,6 +68,26 @@ impl NodePlugin {
         resp.volume_condition = Some(condition).into();
         Ok(resp)
     }
+}
+
+/// A validated NodeGetVolumeStats request: the volume path.
+pub(crate) fn parse_stats(req: &csi::NodeGetVolumeStatsRequest) -> Result<PathBuf> {
+    volume_id(&req.volume_id)?;
+    let raw = required(&req.volume_path, "volume path is not set")?;
+    let path = well_formed_path(raw, "volume path")?;
+    // kubelet only ever sends absolute paths; a relative one cannot name
+    // a published volume, which CSI reports as NotFound (csi-sanity
+    // checks exactly that with `some/path`).
+    if !path.is_absolute() {
+        return Err(Error::NotFound(format!(
+            "volume path not found: {} is not absolute",
+            shown(raw)
+        )));
+    }
+    if !req.staging_target_path.is_empty() {
+        absolute_path(&req.staging_target_path, "staging target path")?;
+    }
+    Ok(path)
 }
 
 impl NodePlugin {

@@ -1,0 +1,94 @@
+//! Volume and snapshot handles, and the label a CSI name maps to.
+
+use super::{caller_mistake, text};
+use crate::handles::{label_for, SnapshotId, VolumeId, MAX_LABEL_BYTES};
+
+/// Any text as a volume and as a snapshot handle; and the handles of ids
+/// taken from the bytes, which must parse back to those ids.
+pub fn handles(data: &[u8]) {
+    if let Some(raw) = text(data) {
+        volume_handle(raw);
+        snapshot_handle(raw);
+    }
+    let mut ids = data
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
+    if let (Some(space), Some(filesystem), Some(snapshot)) = (ids.next(), ids.next(), ids.next()) {
+        if space > 0 && filesystem > 0 && snapshot > 0 {
+            let vol = VolumeId { space, filesystem };
+            assert_eq!(VolumeId::parse(&vol.to_string()), Ok(vol));
+            let snap = SnapshotId {
+                space,
+                filesystem,
+                snapshot,
+            };
+            assert_eq!(SnapshotId::parse(&snap.to_string()), Ok(snap));
+        }
+    }
+}
+
+/// A volume handle parses to positive ids whose handle is exactly `raw`
+/// (one volume, one handle), or is InvalidArgument.
+pub(super) fn volume_handle(raw: &str) -> Option<VolumeId> {
+    match VolumeId::parse(raw) {
+        Ok(id) => {
+            assert!(id.space > 0 && id.filesystem > 0, "{raw:?} → {id:?}");
+            assert_eq!(id.to_string(), raw, "a volume has exactly one handle");
+            Some(id)
+        }
+        Err(e) => {
+            caller_mistake("VolumeId::parse", &e, false);
+            None
+        }
+    }
+}
+
+/// As `volume_handle`; the volume part of a snapshot handle is its volume's.
+pub(super) fn snapshot_handle(raw: &str) -> Option<SnapshotId> {
+    match SnapshotId::parse(raw) {
+        Ok(id) => {
+            assert!(id.space > 0 && id.filesystem > 0 && id.snapshot > 0);
+            assert_eq!(id.to_string(), raw, "a snapshot has exactly one handle");
+            let volume = id.volume().to_string();
+            assert!(raw.starts_with(&format!("{volume}/")), "{raw:?}");
+            assert!(VolumeId::parse(raw).is_err(), "{raw:?} is both");
+            Some(id)
+        }
+        Err(e) => {
+            caller_mistake("SnapshotId::parse", &e, false);
+            None
+        }
+    }
+}
+
+/// Any text as a CSI name.
+pub fn labels(data: &[u8]) {
+    if let Some(name) = text(data) {
+        label(name);
+    }
+}
+
+/// The label of `name`: at most 63 bytes, valid UTF-8 (a cut inside a
+/// character would have panicked), no trailing `-`, the same every time,
+/// and nothing but the lowercased name cut and trimmed.
+pub(super) fn label(name: &str) -> String {
+    let label = label_for(name);
+    assert!(label.len() <= MAX_LABEL_BYTES, "{label:?}");
+    assert!(std::str::from_utf8(label.as_bytes()).is_ok());
+    assert!(!label.ends_with('-'), "{label:?}");
+    assert_eq!(label, label_for(name), "deterministic");
+    let lower = name.to_lowercase();
+    assert!(lower.starts_with(&label), "{label:?} of {lower:?}");
+    // The cut keeps every whole character of the first 63 bytes: at most
+    // three bytes of a four-byte character are lost before the trim.
+    let cut = if lower.len() <= MAX_LABEL_BYTES {
+        lower.len()
+    } else {
+        (MAX_LABEL_BYTES - 3..=MAX_LABEL_BYTES)
+            .rev()
+            .find(|end| lower.is_char_boundary(*end))
+            .expect("a character is at most four bytes")
+    };
+    assert_eq!(label, lower[..cut].trim_end_matches('-'), "{lower:?}");
+    label
+}

@@ -1,0 +1,88 @@
+//! StorageClass parameters and VolumeAttributesClass (mutable) parameters.
+
+use super::{caller_mistake, pairs, reordered, text};
+use crate::controller::{Mutable, Params, SpaceRef};
+use crate::linode::SquashPolicy;
+use std::collections::HashMap;
+
+/// `key=value` lines as StorageClass parameters.
+pub fn storage_class_params(data: &[u8]) {
+    if let Some(text) = text(data) {
+        params(&pairs(text).0);
+    }
+}
+
+/// `key=value` lines as mutable parameters.
+pub fn mutable_params(data: &[u8]) {
+    if let Some(text) = text(data) {
+        mutable(&pairs(text).0);
+    }
+}
+
+/// A class names one space (a positive id, or a label that is not blank),
+/// its tags and squash policy are well formed; or it is InvalidArgument.
+/// The map's order does not matter.
+pub(super) fn params(raw: &HashMap<String, String>) -> Option<Params> {
+    let parsed = Params::parse(raw);
+    assert_eq!(parsed, Params::parse(&reordered(raw)), "order-independent");
+    match parsed {
+        Ok(p) => {
+            match &p.space {
+                SpaceRef::Id(id) => assert!(*id > 0),
+                SpaceRef::Label(label) => {
+                    assert!(!label.is_empty() && label.trim() == label, "{label:?}")
+                }
+            }
+            tags(&p.tags);
+            if let Some(squash) = &p.squash {
+                squash_policy(squash);
+            }
+            Some(p)
+        }
+        Err(e) => {
+            caller_mistake("Params::parse", &e, false);
+            None
+        }
+    }
+}
+
+/// Only tags and the squash policy, well formed, and nothing asked for when
+/// nothing was given; or InvalidArgument, the same whatever the map's order
+/// (the first offending key in sorted order is the one named).
+pub(super) fn mutable(raw: &HashMap<String, String>) -> Option<Mutable> {
+    let parsed = Mutable::parse(raw);
+    assert_eq!(parsed, Mutable::parse(&reordered(raw)), "order-independent");
+    match parsed {
+        Ok(m) => {
+            assert_eq!(m.is_empty(), raw.is_empty(), "{raw:?} → {m:?}");
+            if let Some(t) = &m.tags {
+                tags(t);
+            }
+            if let Some(squash) = &m.squash {
+                squash_policy(squash);
+            }
+            Some(m)
+        }
+        Err(e) => {
+            caller_mistake("Mutable::parse", &e, false);
+            None
+        }
+    }
+}
+
+/// Tags as the backend gets them: none blank, none padded, no comma (it
+/// separated them), no repeat.
+pub(super) fn tags(tags: &[String]) {
+    for (i, tag) in tags.iter().enumerate() {
+        assert!(
+            !tag.is_empty() && tag.trim() == tag && !tag.contains(','),
+            "{tag:?}"
+        );
+        assert!(!tags[..i].contains(tag), "{tag:?} repeated");
+    }
+}
+
+/// Only the three policies the API knows are ever sent.
+fn squash_policy(squash: &SquashPolicy) {
+    assert!(!matches!(squash, SquashPolicy::Unknown(_)), "{squash:?}");
+}
