@@ -18,6 +18,7 @@ pub mod flow;
 pub mod handles;
 pub mod identity;
 pub mod kube;
+pub mod limits;
 pub mod linode;
 pub mod locks;
 pub mod metadata;

@@ -9,6 +9,7 @@ use super::params::{Mutable, Params};
 use super::{clone, tags, Controller};
 use crate::flow::{done, Flow, Step, Then};
 use crate::handles::{label_for, SnapshotId, VolumeId};
+use crate::limits;
 use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, SquashPolicy, Status};
 use crate::proto::csi;
 use crate::Error;
@@ -123,6 +124,10 @@ fn parse_create(
     if req.name.is_empty() {
         return Err(Error::InvalidArgument("volume name is required".into()));
     }
+    limits::string("volume name", &req.name)?;
+    limits::map("parameters", &req.parameters)?;
+    limits::map("mutable parameters", &req.mutable_parameters)?;
+    limits::map("secrets", &req.secrets)?;
     check_capabilities(&req.volume_capabilities)?;
     let (required, limit) = match req.capacity_range.as_ref() {
         Some(r) => (r.required_bytes, r.limit_bytes),

@@ -6,6 +6,7 @@
 
 use super::{tags, Controller};
 use crate::handles::{label_for, SnapshotId, VolumeId};
+use crate::limits;
 use crate::linode::{naive_to_unix, Snapshot, Status};
 use crate::proto::csi;
 use crate::Error;
@@ -86,6 +87,9 @@ pub fn create(
     if req.source_volume_id.is_empty() {
         return Err(Error::InvalidArgument("source volume ID is not set".into()));
     }
+    limits::string("snapshot name", &req.name)?;
+    limits::map("parameters", &req.parameters)?;
+    limits::map("secrets", &req.secrets)?;
     let source = VolumeId::parse(&req.source_volume_id).map_err(|_| {
         Error::NotFound(format!(
             "source volume {:?} not found",
