@@ -63,6 +63,10 @@ dev:
 bench:
     bash .ci/bench
 
+# The full fault campaign (thousands of sequences, faults, SIGKILL restarts); CHAOS_SEED replays one
+chaos:
+    bash .ci/chaos
+
 # Everything CI runs
 ci:
     bash .ci/run

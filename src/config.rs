@@ -75,7 +75,10 @@ pub struct DevConfig {
     pub state_dir: PathBuf,
     pub activation_delay: Duration,
     pub faults: String,
+    pub fault_seed: Option<u64>,
     pub quirks: Vec<DevQuirk>,
+    /// `LINODE_REQUEST_TIMEOUT` for the client of the fake.
+    pub request_timeout: Duration,
 }
 
 /// A documented or suspected variant of the Linode API the dev fake can
@@ -268,7 +271,12 @@ const SETTINGS: &[Setting] = &[
     Setting {
         var: "DEV_FAULTS",
         default: "",
-        help: "dev role: fault profile such as 429:0.1,503:0.05",
+        help: "dev role: random faults of the fake API, e.g. 429:0.1,503:0.05,lost:0.02,slow:0.01,drop:0.01 (lost: applied then 500; slow: held past LINODE_REQUEST_TIMEOUT, then applied; drop: applied, reply held past it)",
+    },
+    Setting {
+        var: "DEV_FAULT_SEED",
+        default: "",
+        help: "dev role: seed of which requests DEV_FAULTS hits, to replay a run (default: the clock)",
     },
     Setting {
         var: "DEV_QUIRKS",
@@ -477,8 +485,16 @@ impl Config {
                 state_dir: absolute(&PathBuf::from(or_default("DEV_STATE_DIR")))?,
                 activation_delay: duration("DEV_ACTIVATION_DELAY")?,
                 faults: get("DEV_FAULTS").unwrap_or_default(),
+                fault_seed: get("DEV_FAULT_SEED")
+                    .map(|s| {
+                        s.parse::<u64>().map_err(|_| {
+                            ConfigError::new(format!("DEV_FAULT_SEED: \"{s}\" is not a number"))
+                        })
+                    })
+                    .transpose()?,
                 quirks: parse_quirks(&get("DEV_QUIRKS").unwrap_or_default())
                     .map_err(|e| ConfigError::new(format!("DEV_QUIRKS: {e}")))?,
+                request_timeout,
             }),
             _ => None,
         };

@@ -92,6 +92,7 @@ fn capabilities_follow_the_access_policy_mode() {
         Rpc::CLONE_VOLUME,
         Rpc::MODIFY_VOLUME,
         Rpc::VOLUME_CONDITION,
+        Rpc::SINGLE_NODE_MULTI_WRITER,
     ]
     .into();
     assert_eq!(advertised(&space), common);
