@@ -975,6 +975,46 @@ fn examples_are_consistent_with_the_driver() {
             serde_json::json!(["ReadWriteMany"])
         );
     }
+
+    // VolumeAttributesClasses set only what ControllerModifyVolume accepts;
+    // any other key would leave the PVC's modification infeasible.
+    let attribute_classes: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "VolumeAttributesClass")
+        .collect();
+    assert!(!attribute_classes.is_empty(), "a VolumeAttributesClass");
+    for class in &attribute_classes {
+        assert_eq!(class["apiVersion"], "storage.k8s.io/v1");
+        assert_eq!(class["driverName"], DRIVER);
+        let params = class["parameters"].as_object().unwrap();
+        assert!(!params.is_empty(), "a class that changes nothing");
+        for (key, value) in params {
+            let short = key.strip_prefix(&format!("{DRIVER}/")).unwrap_or("");
+            assert!(
+                ["tags", "filesystem-root-squash"].contains(&short),
+                "{key} is not a mutable parameter"
+            );
+            if short == "filesystem-root-squash" {
+                assert!(["none", "root_squash", "all_squash"].contains(&value.as_str().unwrap()));
+            }
+        }
+    }
+    let attribute_class_names: BTreeSet<&str> = attribute_classes
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let with_attributes: Vec<&&Value> = pvcs
+        .iter()
+        .filter(|p| p["spec"]["volumeAttributesClassName"].is_string())
+        .collect();
+    assert!(
+        !with_attributes.is_empty(),
+        "a PVC that names a VolumeAttributesClass"
+    );
+    for pvc in with_attributes {
+        let name = pvc["spec"]["volumeAttributesClassName"].as_str().unwrap();
+        assert!(attribute_class_names.contains(name), "no class {name}");
+    }
     let snapshot = objects
         .iter()
         .find(|o| o["kind"] == "VolumeSnapshot")
@@ -1009,6 +1049,27 @@ fn examples_are_consistent_with_the_driver() {
     assert_eq!(
         restore["spec"]["dataSource"]["name"],
         snapshot["metadata"]["name"]
+    );
+    // A clone names a PVC of the core group in its own namespace, and asks
+    // for at least the source's size (a clone cannot be smaller).
+    let clone = pvcs
+        .iter()
+        .find(|p| p["spec"]["dataSource"]["kind"] == "PersistentVolumeClaim")
+        .expect("a clone PVC");
+    assert!(clone["spec"]["dataSource"].get("apiGroup").is_none());
+    let source = pvcs
+        .iter()
+        .find(|p| p["metadata"]["name"] == clone["spec"]["dataSource"]["name"])
+        .expect("the clone's source PVC exists");
+    let bytes = |p: &Value| {
+        let size = p["spec"]["resources"]["requests"]["storage"]
+            .as_str()
+            .unwrap();
+        linode_nfs_csi::config::parse_quantity(size).unwrap()
+    };
+    assert!(
+        bytes(clone) >= bytes(source),
+        "a clone smaller than its source"
     );
 
     let deployment = objects
