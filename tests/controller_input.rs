@@ -7,7 +7,7 @@ mod common;
 
 use common::controller::*;
 use grpcio::RpcStatusCode as Code;
-use linode_nfs_csi::fake::{FaultRule, InstanceSeed};
+use linode_nfs_csi::fake::FaultRule;
 use linode_nfs_csi::proto::csi;
 use std::collections::HashMap;
 
@@ -73,16 +73,7 @@ fn no_token_or_secret_reaches_a_trace_log_or_an_error() {
     let env = Setup::new()
         .node_mode()
         .env("RUST_LOG", "trace")
-        .seed(|s| {
-            s.with_instance(InstanceSeed {
-                id: 1001,
-                label: "node-1001".into(),
-                region: REGION.into(),
-                interface_generation: None,
-                ipv6: None,
-                vpcs: vec![],
-            })
-        })
+        .seed(|s| with_nodes(s, [1001]))
         .start();
     const SECRET: &str = "hunter2-secret-value";
     let secrets = || HashMap::from([("password".to_string(), SECRET.to_string())]);
