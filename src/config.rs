@@ -670,7 +670,8 @@ pub fn parse_endpoint(raw: &str) -> Result<Endpoint, String> {
 /// its last colon leaves a valid address, as `$(POD_IP):port` in a manifest
 /// gives on an IPv6 cluster.
 pub fn parse_listen_address(raw: &str) -> Result<ListenAddress, String> {
-    let invalid = || format!("invalid address {raw:?}: want ip:port or :port (e.g. 127.0.0.1:29662)");
+    let invalid =
+        || format!("invalid address {raw:?}: want ip:port or :port (e.g. 127.0.0.1:29662)");
     if let Ok(addr) = raw.parse::<std::net::SocketAddr>() {
         return Ok(ListenAddress {
             ip: Some(addr.ip()),
@@ -681,7 +682,11 @@ pub fn parse_listen_address(raw: &str) -> Result<ListenAddress, String> {
     let port = port.parse::<u16>().map_err(|_| invalid())?;
     let ip = match host {
         "" => None,
-        _ => Some(host.parse::<std::net::Ipv6Addr>().map_err(|_| invalid())?.into()),
+        _ => Some(
+            host.parse::<std::net::Ipv6Addr>()
+                .map_err(|_| invalid())?
+                .into(),
+        ),
     };
     Ok(ListenAddress { ip, port })
 }
@@ -850,18 +855,36 @@ mod tests {
         assert_eq!(ok("[::1]:29662"), "[::1]:29662");
         assert_eq!(ok("fd00::5:29662"), "[fd00::5]:29662");
         assert_eq!(ok("0.0.0.0:0"), "0.0.0.0:0");
-        for bad in ["29662", "localhost:29662", "1.2.3.4", ":", ":99999", "1.2.3.4:x", "[::1]"] {
-            assert!(parse_listen_address(bad).is_err(), "{bad:?} should be rejected");
+        for bad in [
+            "29662",
+            "localhost:29662",
+            "1.2.3.4",
+            ":",
+            ":99999",
+            "1.2.3.4:x",
+            "[::1]",
+        ] {
+            assert!(
+                parse_listen_address(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
         }
         let node = [("DRIVER_ROLE", "node"), ("NODE_NAME", "n")];
         assert_eq!(config(&[], &node).metrics_address, None);
         let on = config(&["--metrics-address", ":29662"], &node);
         assert_eq!(
             on.metrics_address,
-            Some(ListenAddress { ip: None, port: 29662 })
+            Some(ListenAddress {
+                ip: None,
+                port: 29662
+            })
         );
         let err = parse(&["--metrics-address=localhost:1"], &node).unwrap_err();
-        assert!(err.message.starts_with("METRICS_ADDRESS: "), "{}", err.message);
+        assert!(
+            err.message.starts_with("METRICS_ADDRESS: "),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

@@ -536,7 +536,11 @@ impl KubeClient {
             } else {
                 format!("/api/v1/nodes?{}", query.join("&"))
             };
-            let body = self.get("list_nodes", &path, &format!("list nodes {label_selector:?}"))?;
+            let body = self.get(
+                "list_nodes",
+                &path,
+                &format!("list nodes {label_selector:?}"),
+            )?;
             let list: NodeList = serde_json::from_str(&body)
                 .map_err(|e| crate::Error::Internal(format!("Kubernetes: bad NodeList: {e}")))?;
             nodes.extend(list.items.into_iter().map(Node::from));

@@ -45,7 +45,8 @@ pub fn serving_url() -> Option<&'static str> {
 
 /// Binds `address` and serves until the returned server is dropped.
 pub fn start(address: &ListenAddress) -> Result<MetricsServer, String> {
-    let listener = bind(address).map_err(|e| format!("METRICS_ADDRESS: cannot listen on {address}: {e}"))?;
+    let listener =
+        bind(address).map_err(|e| format!("METRICS_ADDRESS: cannot listen on {address}: {e}"))?;
     let http = HttpServer::serve("metrics", listener, LIMITS, Arc::new(handle))
         .map_err(|e| format!("METRICS_ADDRESS: {}", e.message()))?;
     let server = MetricsServer { http };

@@ -107,7 +107,10 @@ mod tests {
             .unwrap()
             .as_secs_f64();
         let start = value(start_time);
-        assert!(start <= now + 1.0 && start > now - 24.0 * 3600.0, "{start} vs {now}");
+        assert!(
+            start <= now + 1.0 && start > now - 24.0 * 3600.0,
+            "{start} vs {now}"
+        );
         assert!(value(cpu_seconds) >= 0.0);
     }
 }

@@ -30,7 +30,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// scrape into an invalid exposition.
 fn key(family: &str, names: &[&str], values: &[&str]) -> Option<Key> {
     if names.len() != values.len() {
-        debug_assert!(false, "{family}: {} label values for {names:?}", values.len());
+        debug_assert!(
+            false,
+            "{family}: {} label values for {names:?}",
+            values.len()
+        );
         return None;
     }
     Some(values.iter().map(|v| v.to_string()).collect())

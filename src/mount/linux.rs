@@ -179,10 +179,7 @@ impl Mounter for LinuxMounter {
             Ok(Some(Ok(()))) => Ok(()),
             Ok(Some(Err(e))) if not_mounted(&e) => Ok(()),
             Ok(Some(Err(e))) if e.raw_os_error() == Some(libc::EBUSY) => {
-                detach(
-                    Detached::Busy,
-                    "busy (stale NFS or a process still inside)",
-                )
+                detach(Detached::Busy, "busy (stale NFS or a process still inside)")
             }
             Ok(None) => detach(
                 Detached::Timeout,
