@@ -479,10 +479,11 @@ fn idle_rss_with(role: &str, metrics: bool, scrapes: usize) -> u64 {
 fn bench_idle_memory_with_metrics_on_and_off() {
     for role in ["controller", "node"] {
         println!(
-            "BENCH {role} role idle RSS: metrics off {} KiB, on {} KiB, on after 100 scrapes {} KiB (medians of 5)",
+            "BENCH {role} role idle RSS: metrics off {} KiB, on {} KiB, after 100 scrapes {} KiB, after 2000 scrapes {} KiB (medians of 5)",
             idle_rss_with(role, false, 0),
             idle_rss_with(role, true, 0),
             idle_rss_with(role, true, 100),
+            idle_rss_with(role, true, 2000),
         );
     }
 }

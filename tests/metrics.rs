@@ -877,3 +877,63 @@ fn the_parser_refuses_what_the_format_forbids() {
         assert!(refused, "accepted: {bad:?}");
     }
 }
+
+#[test]
+fn dev_mode_prints_the_metrics_url_and_serves_both_roles() {
+    let state = common::TempDir::new("dev-metrics");
+    let driver = Driver::builder()
+        .arg("dev")
+        .prefix(&["unshare", "--mount", "--propagation", "private"])
+        .env("DEV_STATE_DIR", state.join("state").display().to_string())
+        .env("METRICS_ADDRESS", "127.0.0.1:0")
+        .start();
+    let addr = metrics_addr(&driver);
+    wait_for("the banner", PATIENCE, || {
+        driver.stdout().contains("StorageClass:")
+    });
+    assert!(
+        driver
+            .stdout()
+            .contains(&format!("metrics:       http://{addr}/metrics\n")),
+        "{}",
+        driver.stdout()
+    );
+    let mut req = volume_req("pvc-dev-metrics", &[]);
+    req.parameters
+        .insert(P_SPACE_LABEL.to_string(), "dev-space".to_string());
+    driver
+        .controller()
+        .create_volume(&req)
+        .expect("CreateVolume in dev mode");
+    let m = settled(addr);
+    assert_eq!(m.series("csi_build_info")[0].0["role"], "dev");
+    assert_eq!(
+        m.get(
+            "csi_rpc_duration_seconds_count",
+            &[("method", "CreateVolume"), ("code", "OK")]
+        ),
+        1.0
+    );
+    assert!(
+        m.get(
+            "csi_linode_request_duration_seconds_count",
+            &[
+                ("method", "POST"),
+                ("endpoint", "nfs/spaces/{id}/filesystems"),
+                ("status_class", "2xx")
+            ]
+        ) == 1.0
+    );
+    // Both roles' rare events show at zero.
+    assert_eq!(
+        m.get(
+            "csi_node_mount_duration_seconds_count",
+            &[("outcome", "failed")]
+        ),
+        0.0
+    );
+    assert_eq!(
+        m.get("csi_linode_throttled_total", &[("class", "list")]),
+        0.0
+    );
+}
