@@ -238,7 +238,7 @@ impl Exposition {
                 "{what}: no _sum"
             );
         }
-        for ((name, labels), _) in self.samples.iter() {
+        for (name, labels) in self.samples.keys() {
             for suffix in ["_sum", "_count"] {
                 if let Some(family) = name.strip_suffix(suffix) {
                     if self.types.get(family).map(String::as_str) == Some("histogram") {
@@ -430,7 +430,7 @@ fn rpcs_linode_requests_retries_and_throttles_are_counted() {
         0.0
     );
     // No id, name or token reaches a label (the build's revision aside).
-    for ((name, labels), _) in &m.samples {
+    for (name, labels) in m.samples.keys() {
         if name == "csi_build_info" {
             continue;
         }
