@@ -6,7 +6,9 @@
 //! Secrets; every sidecar image is a release listed with its provenance in
 //! `kustomize/sidecar-images.md`, the controller RBAC covers what the upstream
 //! sidecars' own RBAC grants, and the leader-electing sidecars serve
-//! `/healthz/leader-election` to their liveness probes. Schema validation is
+//! `/healthz/leader-election` to their liveness probes; the plugin's metrics
+//! port is declared, bound where it can be scraped only when asked, and
+//! what the example ServiceMonitor selects. Schema validation is
 //! `kustomize/check.sh`.
 //!
 //! kubectl is required: without it these tests fail rather than skip, so a CI
@@ -353,7 +355,7 @@ fn grants(rules: &[Value]) -> BTreeMap<String, BTreeSet<String>> {
 #[test]
 fn every_expected_overlay_exists() {
     let names = overlay_names();
-    for expected in ["dev", "node-access", "snapshots"] {
+    for expected in ["dev", "metrics", "node-access", "snapshots"] {
         assert!(
             names.iter().any(|n| n == expected),
             "overlays/{expected} missing: {names:?}"
@@ -675,6 +677,11 @@ fn plugin_env_is_known_and_role_appropriate() {
             let plugin = container(get(objects, kind, name, variant), PLUGIN).unwrap();
             for e in plugin["env"].as_array().unwrap() {
                 let var = e["name"].as_str().unwrap();
+                // A downward-API value only there to be expanded into a
+                // variable the driver reads.
+                if is_expanded_helper(plugin, e) {
+                    continue;
+                }
                 assert!(
                     known_env().contains(var),
                     "{variant} {name}: unknown variable {var}"
@@ -694,6 +701,154 @@ fn plugin_env_is_known_and_role_appropriate() {
             "{variant}"
         );
     }
+}
+
+/// `e` comes from the downward API and a later variable of `c` expands
+/// it as `$(NAME)`, which Kubernetes only does for variables defined
+/// earlier in the list.
+fn is_expanded_helper(c: &Value, e: &Value) -> bool {
+    let name = e["name"].as_str().unwrap();
+    let vars = c["env"].as_array().unwrap();
+    let at = vars.iter().position(|v| v["name"] == name).unwrap();
+    e["valueFrom"].get("fieldRef").is_some()
+        && vars[at + 1..].iter().any(|v| {
+            v["value"]
+                .as_str()
+                .is_some_and(|s| s.contains(&format!("$({name})")))
+        })
+}
+
+/// `(host, port)` of the plugin's METRICS_ADDRESS.
+fn metrics_address(plugin: &Value) -> (String, u64) {
+    let raw = env_value(plugin, "METRICS_ADDRESS").expect("the plugin sets METRICS_ADDRESS");
+    let (host, port) = raw.rsplit_once(':').expect("host:port");
+    (host.to_string(), port.parse().expect("a port number"))
+}
+
+#[test]
+fn the_plugin_metrics_port_is_declared_and_annotated_where_scraped() {
+    assert!(
+        variants().iter().any(|(v, _)| v == "overlays/metrics"),
+        "the metrics overlay is a checked variant"
+    );
+    for (variant, objects) in variants() {
+        let annotated = variant.contains("metrics");
+        for (kind, name) in [("Deployment", CONTROLLER), ("DaemonSet", NODE)] {
+            let workload = get(objects, kind, name, variant);
+            let plugin = container(workload, PLUGIN).unwrap();
+            let (host, port) = metrics_address(plugin);
+            assert_eq!(port, 29662, "{variant} {name}");
+            assert_eq!(
+                port_number(plugin, &Value::from("metrics")),
+                port,
+                "{variant} {name}: a declared metrics port"
+            );
+            // No two containers of the pod listen on one port.
+            let mut ports = BTreeSet::new();
+            for c in containers(workload) {
+                for p in c["ports"].as_array().into_iter().flatten() {
+                    let n = p["containerPort"].as_u64().unwrap();
+                    assert!(ports.insert(n), "{variant} {name}: port {n} twice");
+                }
+            }
+            let host_network = pod_spec(workload)["hostNetwork"] == true;
+            match (host_network, annotated) {
+                // The pod IP: Prometheus reaches it, nothing else binds it.
+                (false, _) => assert_eq!(host, "", "{variant} {name}"),
+                // The host network: loopback unless scraping is asked for.
+                (true, false) => assert_eq!(host, "127.0.0.1", "{variant} {name}"),
+                (true, true) => {
+                    assert_eq!(host, "$(HOST_IP)", "{variant} {name}");
+                    let host_ip = env(plugin, "HOST_IP").expect("HOST_IP");
+                    assert_eq!(
+                        host_ip["valueFrom"]["fieldRef"]["fieldPath"], "status.hostIP",
+                        "{variant}"
+                    );
+                    assert!(is_expanded_helper(plugin, host_ip), "{variant}");
+                }
+            }
+            let notes = &workload["spec"]["template"]["metadata"]["annotations"];
+            if annotated {
+                assert_eq!(notes["prometheus.io/scrape"], "true", "{variant} {name}");
+                assert_eq!(
+                    notes["prometheus.io/port"],
+                    port.to_string(),
+                    "{variant} {name}"
+                );
+                assert_eq!(notes["prometheus.io/path"], "/metrics", "{variant} {name}");
+            } else {
+                assert!(
+                    notes.get("prometheus.io/scrape").is_none(),
+                    "{variant} {name}: scraping is opt-in"
+                );
+            }
+        }
+    }
+    // With the node image there is no DaemonSet to patch, and the
+    // controller is annotated all the same.
+    let objects = render_with_components(&[NODE_IMAGE, "metrics"]);
+    assert!(find(&objects, "DaemonSet", NODE).is_none());
+    let controller = get(&objects, "Deployment", CONTROLLER, "node-image+metrics");
+    assert_eq!(
+        controller["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"],
+        "true"
+    );
+}
+
+#[test]
+fn the_example_service_monitor_scrapes_the_plugin_metrics_ports() {
+    let objects = render(&kustomize_dir().join("examples/metrics"));
+    let installed = render(&kustomize_dir().join("overlays/metrics"));
+    let monitor = objects
+        .iter()
+        .find(|o| o["kind"] == "ServiceMonitor")
+        .expect("a ServiceMonitor");
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(monitor["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(
+        monitor["spec"]["namespaceSelector"]["matchNames"],
+        serde_json::json!([NAMESPACE])
+    );
+    let selector = monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    let endpoints = monitor["spec"]["endpoints"].as_array().unwrap();
+    let services: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "Service").collect();
+    let mut scraped = BTreeSet::new();
+    for service in &services {
+        assert_eq!(service["metadata"]["namespace"], NAMESPACE);
+        let labels = service["metadata"]["labels"].as_object().unwrap();
+        assert!(
+            selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+            "the ServiceMonitor selects {}",
+            service["metadata"]["name"]
+        );
+        let port = &service["spec"]["ports"][0];
+        assert!(endpoints.iter().any(|e| e["port"] == port["name"]));
+        assert!(endpoints.iter().all(|e| e["path"] == "/metrics"));
+        // The Service's pods and their named port are the plugin's.
+        let pods = service["spec"]["selector"].as_object().unwrap();
+        for (kind, name) in [("Deployment", CONTROLLER), ("DaemonSet", NODE)] {
+            let workload = get(&installed, kind, name, "metrics");
+            let labels = workload["spec"]["template"]["metadata"]["labels"]
+                .as_object()
+                .unwrap();
+            if pods.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+                let plugin = container(workload, PLUGIN).unwrap();
+                assert_eq!(
+                    port_number(plugin, &port["targetPort"]),
+                    metrics_address(plugin).1,
+                    "{name}"
+                );
+                scraped.insert(name);
+            }
+        }
+    }
+    assert_eq!(
+        scraped,
+        BTreeSet::from([CONTROLLER, NODE]),
+        "both the controller and the node pods are scraped"
+    );
 }
 
 #[test]

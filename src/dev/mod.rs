@@ -284,10 +284,15 @@ fn banner(config: &Config, state: &Path, storage_class: &Path) -> String {
         ),
         None => String::new(),
     };
+    let metrics = match crate::metrics::endpoint::serving_url() {
+        Some(url) => format!("metrics:       {url}\n"),
+        None => String::new(),
+    };
     format!(
         "\nlinode-nfs-csi dev mode is serving Identity + Controller + Node\n\
          socket:        {socket}\n\
          {registration}\
+         {metrics}\
          storage space: id {DEV_SPACE_ID}, label {DEV_SPACE_LABEL:?}, region {DEV_REGION}\n\
          node:          {DEV_NODE} (Linode id {DEV_LINODE_ID})\n\
          StorageClass:  {sc}\n\
