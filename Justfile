@@ -71,6 +71,10 @@ fuzz SECONDS="60" *TARGETS="":
 fuzz-cmin *TARGETS="":
     bash .ci/fuzz cmin {{TARGETS}}
 
+# The full fault campaign (thousands of sequences, faults, SIGKILL restarts); CHAOS_SEED replays one
+chaos:
+    bash .ci/chaos
+
 # Everything CI runs
 ci:
     bash .ci/run

@@ -39,6 +39,9 @@ pub fn controller(mode: AccessPolicyMode) -> Vec<csi::ControllerServiceCapabilit
         ControllerRpc::CLONE_VOLUME,
         ControllerRpc::MODIFY_VOLUME,
         ControllerRpc::VOLUME_CONDITION,
+        // The provisioner maps ReadWriteOncePod to SINGLE_NODE_SINGLE_WRITER
+        // only when the controller says it knows the two single-node modes.
+        ControllerRpc::SINGLE_NODE_MULTI_WRITER,
     ];
     if mode == AccessPolicyMode::Node {
         rpcs.push(ControllerRpc::PUBLISH_UNPUBLISH_VOLUME);

@@ -14,13 +14,26 @@ use std::sync::Arc;
 /// Space `dev` mode seeds.
 pub const DEV_SPACE_LABEL: &str = "dev-space";
 
+// The driver's parameter keys, as a StorageClass or VolumeAttributesClass
+// spells them; the driver validates every value.
+const SPACE_LABEL: &str = "linodenfs.csi.linode.com/space-label";
+const SPACE_ID: &str = "linodenfs.csi.linode.com/space-id";
+const TAGS: &str = "linodenfs.csi.linode.com/tags";
+const ROOT_SQUASH: &str = "linodenfs.csi.linode.com/filesystem-root-squash";
+
 const USAGE: &str = "\
 Usage: linode-nfs-csi client [--endpoint unix:///path/csi.sock] COMMAND ARGS
 Commands:
-  info                                    plugin name, version, capabilities
+  info                                    plugin name, version, every capability
   create-volume NAME [--size 1Gi] [--param k=v]... [--from-snapshot ID]
+                [--squash none|root_squash|all_squash] [--tags a,b]
+  clone NEW_NAME SOURCE_VOLUME_ID [--size 2Gi] [--param k=v]...
+                [--squash none|root_squash|all_squash] [--tags a,b]
   delete-volume VOLUME_ID
   get-volume VOLUME_ID
+  list-volumes [--max N] [--token NEXT_TOKEN]
+  capacity [--space-label LABEL | --space-id ID]   (no flag: every Space)
+  modify VOLUME_ID [--squash none|root_squash|all_squash] [--tags a,b]
   publish-controller VOLUME_ID NODE_ID    (node access-policy mode)
   unpublish-controller VOLUME_ID NODE_ID
   stage VOLUME_ID STAGING_PATH
@@ -30,8 +43,11 @@ Commands:
   stats VOLUME_ID PATH
   node-info
   snapshot NAME SOURCE_VOLUME_ID
+  get-snapshot SNAPSHOT_ID
   delete-snapshot SNAPSHOT_ID
   list-snapshots [--volume VOLUME_ID] [--snapshot SNAPSHOT_ID]
+--param sets StorageClass parameters (default: space-label=dev-space);
+--squash and --tags are the mutable parameters a VolumeAttributesClass sets.
 The endpoint defaults to $CSI_ENDPOINT, else unix://$PWD/dev/csi.sock.
 ";
 
@@ -109,6 +125,44 @@ fn rpc<T>(r: grpcio::Result<T>) -> Result<T, String> {
     })
 }
 
+/// `--squash` and `--tags` as the mutable parameters a VolumeAttributesClass
+/// would carry.
+fn take_mutable(args: &mut Vec<String>) -> Result<HashMap<String, String>, String> {
+    let mut mutable = HashMap::new();
+    if let Some(squash) = take_flag(args, "--squash")? {
+        mutable.insert(ROOT_SQUASH.to_string(), squash);
+    }
+    if let Some(tags) = take_flag(args, "--tags")? {
+        mutable.insert(TAGS.to_string(), tags);
+    }
+    Ok(mutable)
+}
+
+/// The CreateVolume request of `create-volume` and `clone`, less its name
+/// and source: an RWX PVC of the dev StorageClass unless `--param` says
+/// otherwise.
+fn create_request(args: &mut Vec<String>) -> Result<csi::CreateVolumeRequest, String> {
+    let size = take_flag(args, "--size")?;
+    let mut params = HashMap::new();
+    while let Some(p) = take_flag(args, "--param")? {
+        let (k, v) = p.split_once('=').ok_or("--param wants key=value")?;
+        params.insert(k.to_string(), v.to_string());
+    }
+    if params.is_empty() {
+        params.insert(SPACE_LABEL.into(), DEV_SPACE_LABEL.into());
+    }
+    let mut req = csi::CreateVolumeRequest::new();
+    req.parameters = params;
+    req.mutable_parameters = take_mutable(args)?;
+    req.volume_capabilities = vec![mount_capability(Mode::MULTI_NODE_MULTI_WRITER)];
+    if let Some(size) = size {
+        let mut range = csi::CapacityRange::new();
+        range.required_bytes = parse_quantity(&size)?;
+        req.capacity_range = Some(range).into();
+    }
+    Ok(req)
+}
+
 /// A mount capability with the most permissive mode, as an RWX PVC would use.
 fn mount_capability(mode: Mode) -> csi::VolumeCapability {
     let mut access = csi::volume_capability::AccessMode::new();
@@ -129,7 +183,34 @@ fn describe_volume(v: &csi::Volume) -> String {
     for (k, val) in ctx {
         out.push_str(&format!("context {k}: {val}\n"));
     }
+    if let Some(source) = v.content_source.as_ref() {
+        if source.has_snapshot() {
+            out.push_str(&format!(
+                "content_source: snapshot {}\n",
+                source.snapshot().snapshot_id
+            ));
+        } else if source.has_volume() {
+            out.push_str(&format!(
+                "content_source: volume {}\n",
+                source.volume().volume_id
+            ));
+        }
+    }
     out
+}
+
+fn describe_condition(c: &csi::VolumeCondition) -> String {
+    let health = if c.abnormal { "abnormal" } else { "normal" };
+    format!("{health} ({})", c.message)
+}
+
+/// "none" rather than nothing, so the field never looks cut off.
+fn node_ids(ids: &[String]) -> String {
+    if ids.is_empty() {
+        "none".into()
+    } else {
+        ids.join(",")
+    }
 }
 
 fn describe_snapshot(s: &csi::Snapshot) -> String {
@@ -151,37 +232,42 @@ impl Clients {
                     .filter(|c| c.has_service())
                     .map(|c| format!("{:?}", c.service().type_.enum_value_or_default()))
                     .collect();
+                // A controller-only or node-only endpoint serves one of the two.
+                let controller = match self
+                    .controller
+                    .controller_get_capabilities(&Default::default())
+                {
+                    Ok(resp) => resp
+                        .capabilities
+                        .iter()
+                        .filter(|c| c.has_rpc())
+                        .map(|c| format!("{:?}", c.rpc().type_.enum_value_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    Err(_) => "not served here".into(),
+                };
+                let node = match self.node.node_get_capabilities(&Default::default()) {
+                    Ok(resp) => resp
+                        .capabilities
+                        .iter()
+                        .filter(|c| c.has_rpc())
+                        .map(|c| format!("{:?}", c.rpc().type_.enum_value_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    Err(_) => "not served here".into(),
+                };
                 Ok(format!(
-                    "{} {}\nplugin services: {}\n",
+                    "{} {}\nplugin services: {}\ncontroller: {controller}\nnode: {node}\n",
                     info.name,
                     info.vendor_version,
                     services.join(", ")
                 ))
             }
             "create-volume" => {
-                let size = take_flag(&mut args, "--size")?;
                 let from = take_flag(&mut args, "--from-snapshot")?;
-                let mut params = HashMap::new();
-                while let Some(p) = take_flag(&mut args, "--param")? {
-                    let (k, v) = p.split_once('=').ok_or("--param wants key=value")?;
-                    params.insert(k.to_string(), v.to_string());
-                }
-                if params.is_empty() {
-                    params.insert(
-                        "linodenfs.csi.linode.com/space-label".into(),
-                        DEV_SPACE_LABEL.into(),
-                    );
-                }
+                let mut req = create_request(&mut args)?;
                 let [name] = positional(args, ["NAME"])?;
-                let mut req = csi::CreateVolumeRequest::new();
                 req.name = name;
-                req.parameters = params;
-                req.volume_capabilities = vec![mount_capability(Mode::MULTI_NODE_MULTI_WRITER)];
-                if let Some(size) = size {
-                    let mut range = csi::CapacityRange::new();
-                    range.required_bytes = parse_quantity(&size)?;
-                    req.capacity_range = Some(range).into();
-                }
                 if let Some(snap) = from {
                     let mut s = csi::volume_content_source::SnapshotSource::new();
                     s.snapshot_id = snap;
@@ -189,6 +275,18 @@ impl Clients {
                     src.set_snapshot(s);
                     req.volume_content_source = Some(src).into();
                 }
+                let resp = rpc(self.controller.create_volume(&req))?;
+                Ok(describe_volume(&resp.volume))
+            }
+            "clone" => {
+                let mut req = create_request(&mut args)?;
+                let [name, source] = positional(args, ["NEW_NAME", "SOURCE_VOLUME_ID"])?;
+                req.name = name;
+                let mut v = csi::volume_content_source::VolumeSource::new();
+                v.volume_id = source;
+                let mut src = csi::VolumeContentSource::new();
+                src.set_volume(v);
+                req.volume_content_source = Some(src).into();
                 let resp = rpc(self.controller.create_volume(&req))?;
                 Ok(describe_volume(&resp.volume))
             }
@@ -204,18 +302,68 @@ impl Clients {
                 let resp = rpc(self
                     .controller
                     .controller_get_volume(&self.get_volume_req(&id)))?;
-                let condition = &resp.status.volume_condition;
-                let health = if condition.abnormal {
-                    "abnormal"
-                } else {
-                    "normal"
-                };
                 Ok(format!(
-                    "{}published_node_ids: {}\ncondition: {health} ({})\n",
+                    "{}published_node_ids: {}\ncondition: {}\n",
                     describe_volume(&resp.volume),
-                    resp.status.published_node_ids.join(","),
-                    condition.message
+                    node_ids(&resp.status.published_node_ids),
+                    describe_condition(&resp.status.volume_condition)
                 ))
+            }
+            "list-volumes" => {
+                let mut req = csi::ListVolumesRequest::new();
+                if let Some(max) = take_flag(&mut args, "--max")? {
+                    req.max_entries = max
+                        .parse()
+                        .map_err(|_| format!("--max wants a number, not {max:?}"))?;
+                }
+                req.starting_token = take_flag(&mut args, "--token")?.unwrap_or_default();
+                positional(args, [])?;
+                let resp = rpc(self.controller.list_volumes(&req))?;
+                let mut out: String = resp
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        format!(
+                            "volume_id: {} capacity_bytes: {} published_node_ids: {} condition: {}\n",
+                            e.volume.volume_id,
+                            e.volume.capacity_bytes,
+                            node_ids(&e.status.published_node_ids),
+                            describe_condition(&e.status.volume_condition)
+                        )
+                    })
+                    .collect();
+                if !resp.next_token.is_empty() {
+                    out.push_str(&format!("next_token: {}\n", resp.next_token));
+                }
+                Ok(out)
+            }
+            "capacity" => {
+                let mut req = csi::GetCapacityRequest::new();
+                if let Some(label) = take_flag(&mut args, "--space-label")? {
+                    req.parameters.insert(SPACE_LABEL.into(), label);
+                }
+                if let Some(id) = take_flag(&mut args, "--space-id")? {
+                    req.parameters.insert(SPACE_ID.into(), id);
+                }
+                positional(args, [])?;
+                let resp = rpc(self.controller.get_capacity(&req))?;
+                let mut out = format!("available_capacity: {}\n", resp.available_capacity);
+                if let Some(max) = resp.maximum_volume_size.as_ref() {
+                    out.push_str(&format!("maximum_volume_size: {}\n", max.value));
+                }
+                if let Some(min) = resp.minimum_volume_size.as_ref() {
+                    out.push_str(&format!("minimum_volume_size: {}\n", min.value));
+                }
+                Ok(out)
+            }
+            "modify" => {
+                let mutable = take_mutable(&mut args)?;
+                let [id] = positional(args, ["VOLUME_ID"])?;
+                let mut req = csi::ControllerModifyVolumeRequest::new();
+                req.volume_id = id;
+                req.mutable_parameters = mutable;
+                rpc(self.controller.controller_modify_volume(&req))?;
+                Ok("modified\n".into())
             }
             "publish-controller" | "unpublish-controller" => {
                 let [id, node] = positional(args, ["VOLUME_ID", "NODE_ID"])?;
@@ -305,6 +453,13 @@ impl Clients {
                 req.name = name;
                 req.source_volume_id = source;
                 let resp = rpc(self.controller.create_snapshot(&req))?;
+                Ok(describe_snapshot(&resp.snapshot))
+            }
+            "get-snapshot" => {
+                let [id] = positional(args, ["SNAPSHOT_ID"])?;
+                let mut req = csi::GetSnapshotRequest::new();
+                req.snapshot_id = id;
+                let resp = rpc(self.controller.get_snapshot(&req))?;
                 Ok(describe_snapshot(&resp.snapshot))
             }
             "delete-snapshot" => {

@@ -24,6 +24,23 @@ pub enum Endpoint {
     Tcp(String),
 }
 
+/// Where an HTTP listener binds: an IP address and port, or only a port
+/// for every address (`:29662`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenAddress {
+    pub ip: Option<std::net::IpAddr>,
+    pub port: u16,
+}
+
+impl fmt::Display for ListenAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.ip {
+            None => write!(f, ":{}", self.port),
+            Some(ip) => write!(f, "{}", std::net::SocketAddr::new(ip, self.port)),
+        }
+    }
+}
+
 /// How nodes are admitted to a filesystem (see behaviour.md, access policy modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AccessPolicyMode {
@@ -75,7 +92,10 @@ pub struct DevConfig {
     pub state_dir: PathBuf,
     pub activation_delay: Duration,
     pub faults: String,
+    pub fault_seed: Option<u64>,
     pub quirks: Vec<DevQuirk>,
+    /// `LINODE_REQUEST_TIMEOUT` for the client of the fake.
+    pub request_timeout: Duration,
 }
 
 /// A documented or suspected variant of the Linode API the dev fake can
@@ -107,6 +127,8 @@ pub struct Config {
     pub nfs_mount_helper: PathBuf,
     pub nfs_mount_timeout: Duration,
     pub shutdown_grace: Duration,
+    /// `METRICS_ADDRESS`; `None`: no metrics endpoint.
+    pub metrics_address: Option<ListenAddress>,
     /// `RUST_LOG` (or `--rust-log`), in env_logger's filter syntax.
     pub log_filter: String,
     pub dev: Option<DevConfig>,
@@ -256,6 +278,11 @@ const SETTINGS: &[Setting] = &[
         help: "on SIGTERM, how long in-flight RPCs may finish",
     },
     Setting {
+        var: "METRICS_ADDRESS",
+        default: "",
+        help: "serve Prometheus /metrics and /healthz on ip:port, or :port for every address (empty: off)",
+    },
+    Setting {
         var: "DEV_STATE_DIR",
         default: "./dev",
         help: "dev role: directory holding the socket, fake state and exports",
@@ -268,7 +295,12 @@ const SETTINGS: &[Setting] = &[
     Setting {
         var: "DEV_FAULTS",
         default: "",
-        help: "dev role: fault profile such as 429:0.1,503:0.05",
+        help: "dev role: random faults of the fake API, e.g. 429:0.1,503:0.05,lost:0.02,slow:0.01,drop:0.01 (lost: applied then 500; slow: held past LINODE_REQUEST_TIMEOUT, then applied; drop: applied, reply held past it)",
+    },
+    Setting {
+        var: "DEV_FAULT_SEED",
+        default: "",
+        help: "dev role: seed of which requests DEV_FAULTS hits, to replay a run (default: the clock)",
     },
     Setting {
         var: "DEV_QUIRKS",
@@ -477,8 +509,16 @@ impl Config {
                 state_dir: absolute(&PathBuf::from(or_default("DEV_STATE_DIR")))?,
                 activation_delay: duration("DEV_ACTIVATION_DELAY")?,
                 faults: get("DEV_FAULTS").unwrap_or_default(),
+                fault_seed: get("DEV_FAULT_SEED")
+                    .map(|s| {
+                        s.parse::<u64>().map_err(|_| {
+                            ConfigError::new(format!("DEV_FAULT_SEED: \"{s}\" is not a number"))
+                        })
+                    })
+                    .transpose()?,
                 quirks: parse_quirks(&get("DEV_QUIRKS").unwrap_or_default())
                     .map_err(|e| ConfigError::new(format!("DEV_QUIRKS: {e}")))?,
+                request_timeout,
             }),
             _ => None,
         };
@@ -497,6 +537,10 @@ impl Config {
             nfs_mount_helper: PathBuf::from(or_default("NFS_MOUNT_HELPER")),
             nfs_mount_timeout: timeout("NFS_MOUNT_TIMEOUT")?,
             shutdown_grace: duration("SHUTDOWN_GRACE")?,
+            metrics_address: get("METRICS_ADDRESS")
+                .map(|raw| parse_listen_address(&raw))
+                .transpose()
+                .map_err(|e| ConfigError::new(format!("METRICS_ADDRESS: {e}")))?,
             log_filter: or_default("RUST_LOG"),
             dev,
             registration,
@@ -635,6 +679,32 @@ pub fn parse_endpoint(raw: &str) -> Result<Endpoint, String> {
     Err(format!(
         "invalid endpoint {raw:?}: scheme must be unix:// or tcp://"
     ))
+}
+
+/// `ip:port`, `[ipv6]:port` or `:port`. A name is refused rather than
+/// resolved. An IPv6 address without brackets is taken when the port after
+/// its last colon leaves a valid address, as `$(POD_IP):port` in a manifest
+/// gives on an IPv6 cluster.
+pub fn parse_listen_address(raw: &str) -> Result<ListenAddress, String> {
+    let invalid =
+        || format!("invalid address {raw:?}: want ip:port or :port (e.g. 127.0.0.1:29662)");
+    if let Ok(addr) = raw.parse::<std::net::SocketAddr>() {
+        return Ok(ListenAddress {
+            ip: Some(addr.ip()),
+            port: addr.port(),
+        });
+    }
+    let (host, port) = raw.rsplit_once(':').ok_or_else(invalid)?;
+    let port = port.parse::<u16>().map_err(|_| invalid())?;
+    let ip = match host {
+        "" => None,
+        _ => Some(
+            host.parse::<std::net::Ipv6Addr>()
+                .map_err(|_| invalid())?
+                .into(),
+        ),
+    };
+    Ok(ListenAddress { ip, port })
 }
 
 /// A size as bytes or with a binary suffix (`Ki`, `Mi`, `Gi`, `Ti`), as in Kubernetes quantities.
@@ -791,6 +861,46 @@ mod tests {
         ];
         assert_eq!(config(&[], &node).log_filter, "warn");
         assert_eq!(config(&["--rust-log=debug"], &node).log_filter, "debug");
+    }
+
+    #[test]
+    fn metrics_addresses() {
+        let ok = |raw: &str| parse_listen_address(raw).unwrap().to_string();
+        assert_eq!(ok("127.0.0.1:29662"), "127.0.0.1:29662");
+        assert_eq!(ok(":29662"), ":29662");
+        assert_eq!(ok("[::1]:29662"), "[::1]:29662");
+        assert_eq!(ok("fd00::5:29662"), "[fd00::5]:29662");
+        assert_eq!(ok("0.0.0.0:0"), "0.0.0.0:0");
+        for bad in [
+            "29662",
+            "localhost:29662",
+            "1.2.3.4",
+            ":",
+            ":99999",
+            "1.2.3.4:x",
+            "[::1]",
+        ] {
+            assert!(
+                parse_listen_address(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
+        }
+        let node = [("DRIVER_ROLE", "node"), ("NODE_NAME", "n")];
+        assert_eq!(config(&[], &node).metrics_address, None);
+        let on = config(&["--metrics-address", ":29662"], &node);
+        assert_eq!(
+            on.metrics_address,
+            Some(ListenAddress {
+                ip: None,
+                port: 29662
+            })
+        );
+        let err = parse(&["--metrics-address=localhost:1"], &node).unwrap_err();
+        assert!(
+            err.message.starts_with("METRICS_ADDRESS: "),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

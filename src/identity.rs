@@ -12,9 +12,14 @@ use std::sync::Arc;
 
 pub const DRIVER_NAME: &str = "linodenfs.csi.linode.com";
 
+/// The git revision the binary was built from; empty when unknown.
+pub fn revision() -> &'static str {
+    env!("GIT_REVISION")
+}
+
 /// Crate version plus the git revision it was built from, when known.
 pub fn version() -> String {
-    let rev = env!("GIT_REVISION");
+    let rev = revision();
     if rev.is_empty() {
         env!("CARGO_PKG_VERSION").to_string()
     } else {

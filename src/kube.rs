@@ -2,7 +2,8 @@
 //! selector. Connection settings come from a kubeconfig file or the in-cluster
 //! service account (whose projected token rotates, so it is re-read
 //! periodically). Unsupported auth (exec plugins, auth-provider, basic) fails
-//! at construction. It must never log or return a bearer token.
+//! at construction. Each request's duration and outcome is a metric. It
+//! must never log or return a bearer token.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -523,6 +524,7 @@ impl KubeClient {
 
     pub fn get_node(&self, name: &str) -> crate::Result<Node> {
         let body = self.get(
+            "get_node",
             &format!("/api/v1/nodes/{}", percent_encode(name)),
             &format!("get node {name:?}"),
         )?;
@@ -552,7 +554,11 @@ impl KubeClient {
             } else {
                 format!("/api/v1/nodes?{}", query.join("&"))
             };
-            let body = self.get(&path, &format!("list nodes {label_selector:?}"))?;
+            let body = self.get(
+                "list_nodes",
+                &path,
+                &format!("list nodes {label_selector:?}"),
+            )?;
             let list: NodeList = serde_json::from_str(&body)
                 .map_err(|e| crate::Error::Internal(format!("Kubernetes: bad NodeList: {e}")))?;
             nodes.extend(list.items.into_iter().map(Node::from));
@@ -569,7 +575,8 @@ impl KubeClient {
         Ok(nodes)
     }
 
-    fn get(&self, path: &str, what: &str) -> crate::Result<String> {
+    /// `request` names the request in the metrics.
+    fn get(&self, request: &'static str, path: &str, what: &str) -> crate::Result<String> {
         let mut req = self
             .agent
             .get(format!("{}{path}", self.server))
@@ -581,9 +588,17 @@ impl KubeClient {
         // (rolling control plane, network blip): the caller retries later.
         let unreachable =
             |e: ureq::Error| crate::Error::Unavailable(format!("Kubernetes: {what}: {e}"));
-        let mut response = req.call().map_err(unreachable)?;
-        let status = response.status().as_u16();
-        let body = response.body_mut().read_to_string().map_err(unreachable)?;
+        let started = Instant::now();
+        let answered = req.call().and_then(|mut response| {
+            let status = response.status().as_u16();
+            response
+                .body_mut()
+                .read_to_string()
+                .map(|body| (status, body))
+        });
+        let status = answered.as_ref().ok().map(|(status, _)| *status);
+        crate::metrics::kube_request(request, status, started.elapsed());
+        let (status, body) = answered.map_err(unreachable)?;
         if (200..300).contains(&status) {
             return Ok(body);
         }

@@ -18,11 +18,14 @@ pub mod flow;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handles;
+pub mod http_server;
 pub mod identity;
 pub mod kube;
+pub mod limits;
 pub mod linode;
 pub mod locks;
 pub mod metadata;
+pub mod metrics;
 pub mod mount;
 pub mod node;
 pub mod proto;

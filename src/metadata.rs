@@ -1,7 +1,8 @@
 //! Client of the Linode metadata service (node identity without an API token):
 //! `PUT /v1/token`, then `GET /v1/instance`. Short timeouts; "cannot reach it"
 //! is reported as `Unavailable`, the node's signal to fall back to the
-//! Kubernetes Node object. It must not cache: the caller decides that.
+//! Kubernetes Node object. Each request's duration and outcome is a metric.
+//! It must not cache: the caller decides that.
 
 use serde::Deserialize;
 use std::time::Duration;
@@ -50,21 +51,20 @@ impl MetadataClient {
     /// 401/403 → PermissionDenied; anything else unexpected → Internal.
     pub fn instance(&self) -> crate::Result<Instance> {
         let token = self.token()?;
-        let body = self.call(
+        let body = self.call("instance", "read instance metadata", || {
             self.agent
                 .get(format!("{}/v1/instance", self.base_url))
                 .header("Metadata-Token", &token)
                 .header("Accept", "application/json")
-                .call(),
-            "read instance metadata",
-        )?;
+                .call()
+        })?;
         serde_json::from_str(&body).map_err(|e| {
             crate::Error::Internal(format!("metadata service: bad instance document: {e}"))
         })
     }
 
     fn token(&self) -> crate::Result<String> {
-        let body = self.call(
+        let body = self.call("token", "get metadata token", || {
             self.agent
                 .put(format!("{}/v1/token", self.base_url))
                 .header(
@@ -72,9 +72,8 @@ impl MetadataClient {
                     TOKEN_EXPIRY_SECONDS.to_string(),
                 )
                 .header("Accept", "application/json")
-                .send_empty(),
-            "get metadata token",
-        )?;
+                .send_empty()
+        })?;
         // `["<token>"]` for JSON; tolerate the text/plain form too.
         let token = match serde_json::from_str::<Vec<String>>(&body) {
             Ok(list) => list.into_iter().next().unwrap_or_default(),
@@ -88,10 +87,13 @@ impl MetadataClient {
         Ok(token)
     }
 
+    /// Sends one request (`request` names it in the metrics) and maps the
+    /// answer.
     fn call(
         &self,
-        sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+        request: &'static str,
         what: &str,
+        send: impl FnOnce() -> Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> crate::Result<String> {
         let unavailable = |e: ureq::Error| {
             crate::Error::Unavailable(format!(
@@ -99,9 +101,17 @@ impl MetadataClient {
                 self.base_url
             ))
         };
-        let mut response = sent.map_err(unavailable)?;
-        let status = response.status().as_u16();
-        let body = response.body_mut().read_to_string().map_err(unavailable)?;
+        let started = std::time::Instant::now();
+        let answered = send().and_then(|mut response| {
+            let status = response.status().as_u16();
+            response
+                .body_mut()
+                .read_to_string()
+                .map(|body| (status, body))
+        });
+        let status = answered.as_ref().ok().map(|(status, _)| *status);
+        crate::metrics::metadata_request(request, status, started.elapsed());
+        let (status, body) = answered.map_err(unavailable)?;
         let message = || format!("metadata service: {what}: HTTP {status}");
         match status {
             200..=299 => Ok(body),

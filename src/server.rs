@@ -1,12 +1,12 @@
 //! The gRPC server's life: endpoint binding (stale unix socket removal),
 //! per-role service registration, readiness (Probe, systemd, kubelet
-//! registration started only once the CSI endpoint serves), and the
-//! SIGTERM/SIGINT drain. It owns no RPC logic.
+//! registration started only once the CSI endpoint serves), the metrics
+//! endpoint, and the SIGTERM/SIGINT drain. It owns no RPC logic.
 
 use crate::config::{Config, Endpoint, Role};
 use crate::rpc::Rpc;
 use crate::systemd_notify::Notifier;
-use crate::{identity, registration, roles, socket_file};
+use crate::{identity, metrics, registration, roles, socket_file};
 use grpcio::{EnvBuilder, ServerBuilder, ServerCredentials};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -48,6 +48,14 @@ impl StopSignals {
 
 /// Serves until a stop signal, then drains and cleans up.
 pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
+    metrics::init(config.role);
+    // Before the role, so the dev banner can show where it listens; it
+    // serves until the drain is over.
+    let metrics = config
+        .metrics_address
+        .as_ref()
+        .map(metrics::endpoint::start)
+        .transpose()?;
     let rpc = Rpc::new(config.worker_threads);
     let ready = Arc::new(AtomicBool::new(false));
     let notifier = Notifier::new(config.notify_socket.clone());
@@ -142,6 +150,7 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
         }
     }
     drop(role.resources);
+    drop(metrics);
     log::info!("stopped");
     Ok(())
 }

@@ -51,6 +51,7 @@ pub fn controller_service(
             wait: WaitPolicy::new(linode.wait_timeout),
             default_capacity_bytes: config.default_capacity_bytes,
             space_cache_ttl: config.space_cache_ttl,
+            request_timeout: linode.request_timeout,
         },
         rpc.clone(),
     ))

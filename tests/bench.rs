@@ -323,3 +323,167 @@ fn bench_publish_unpublish_cycle() {
         ms(*cycles.last().unwrap())
     );
 }
+
+/// `GET /metrics` over a fresh connection; the body's length.
+fn scrape_metrics(addr: std::net::SocketAddr) -> usize {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    assert!(out.starts_with(b"HTTP/1.1 200 "));
+    out.len()
+}
+
+/// Where the driver announced its metrics endpoint.
+fn announced_metrics(d: &Driver) -> std::net::SocketAddr {
+    let mut addr = None;
+    wait_for("the metrics endpoint", Duration::from_secs(30), || {
+        addr = d.logs().lines().find_map(|l| {
+            l.split("serving metrics on http://")
+                .nth(1)?
+                .strip_suffix("/metrics")?
+                .parse()
+                .ok()
+        });
+        addr.is_some()
+    });
+    addr.unwrap()
+}
+
+/// Sequential Probes for `run`, each timed.
+fn probe_latencies(d: &Driver, run: Duration) -> Vec<Duration> {
+    let identity = d.identity();
+    let mut lat = Vec::new();
+    let end = Instant::now() + run;
+    while Instant::now() < end {
+        let t = Instant::now();
+        identity.probe(&csi::ProbeRequest::new()).unwrap();
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    lat
+}
+
+#[test]
+#[ignore = "benchmark: bash .ci/bench"]
+fn bench_probe_latency_while_metrics_are_scraped() {
+    // The controller role: the richest exposition (Linode families).
+    // At info, so the endpoint's address is logged; Probe logs at debug.
+    let envs = [("METRICS_ADDRESS", "127.0.0.1:0"), ("RUST_LOG", "info")];
+    let (_linode, _kube, d) = controller(Duration::ZERO, &envs);
+    let addr = announced_metrics(&d);
+    let create = d.controller();
+    create
+        .create_volume(&create_request("pvc-bench-metrics"))
+        .unwrap();
+    let bytes = scrape_metrics(addr);
+    println!("BENCH controller exposition after one CreateVolume: {bytes} bytes");
+    let mut scrape_ms = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        scrape_metrics(addr);
+        scrape_ms.push(t.elapsed());
+    }
+    scrape_ms.sort();
+    println!(
+        "BENCH one scrape (connect, render, read): p50 {:.2} ms, p99 {:.2} ms (200 scrapes)",
+        ms(percentile(&scrape_ms, 0.5)),
+        ms(percentile(&scrape_ms, 0.99))
+    );
+
+    let report = |what: &str, lat: &[Duration], scrapes: usize| {
+        println!(
+            "BENCH Probe {what}: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({} Probes, {scrapes} scrapes)",
+            ms(percentile(lat, 0.5)),
+            ms(percentile(lat, 0.99)),
+            ms(*lat.last().unwrap()),
+            lat.len()
+        );
+    };
+    let run = Duration::from_secs(10);
+    probe_latencies(&d, Duration::from_secs(1));
+    for round in 0..2 {
+        report(
+            &format!("without scraping (round {})", round + 1),
+            &probe_latencies(&d, run),
+            0,
+        );
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let scraper = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    scrape_metrics(addr);
+                    n += 1;
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                n
+            })
+        };
+        let lat = probe_latencies(&d, run);
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let n = scraper.join().unwrap();
+        report(
+            &format!("scraped every second (round {})", round + 1),
+            &lat,
+            n,
+        );
+    }
+    // The worst case: a scraper in a tight loop.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scraper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                scrape_metrics(addr);
+                n += 1;
+            }
+            n
+        })
+    };
+    let lat = probe_latencies(&d, run);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let n = scraper.join().unwrap();
+    report("scraped back to back", &lat, n);
+}
+
+/// Median idle RSS of a role over 5 starts, `scrapes` scrapes after ready.
+fn idle_rss_with(role: &str, metrics: bool, scrapes: usize) -> u64 {
+    let mut rss = Vec::new();
+    for _ in 0..5 {
+        let mut b = Driver::role(role).env("RUST_LOG", "info");
+        if metrics {
+            b = b.env("METRICS_ADDRESS", "127.0.0.1:0");
+        }
+        let mut d = b.spawn();
+        d.wait_ready();
+        if metrics {
+            let addr = announced_metrics(&d);
+            for _ in 0..scrapes {
+                scrape_metrics(addr);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        rss.push(rss_kib(d.pid()));
+    }
+    rss.sort();
+    rss[rss.len() / 2]
+}
+
+#[test]
+#[ignore = "benchmark: bash .ci/bench"]
+fn bench_idle_memory_with_metrics_on_and_off() {
+    for role in ["controller", "node"] {
+        println!(
+            "BENCH {role} role idle RSS: metrics off {} KiB, on {} KiB, after 100 scrapes {} KiB, after 2000 scrapes {} KiB (medians of 5)",
+            idle_rss_with(role, false, 0),
+            idle_rss_with(role, true, 0),
+            idle_rss_with(role, true, 100),
+            idle_rss_with(role, true, 2000),
+        );
+    }
+}

@@ -7,7 +7,7 @@ mod common;
 
 use common::controller::*;
 use grpcio::RpcStatusCode as Code;
-use linode_nfs_csi::fake::{InstanceSeed, SpaceSeed};
+use linode_nfs_csi::fake::SpaceSeed;
 use linode_nfs_csi::linode::{Cloud, LinodeCloud, LinodeSettings, NewFilesystem};
 use linode_nfs_csi::proto::csi;
 use std::collections::BTreeSet;
@@ -101,16 +101,7 @@ fn only_this_drivers_filesystems_are_listed_in_stable_pages() {
 fn node_mode_lists_the_nodes_a_volume_is_published_to() {
     let env = Setup::new()
         .node_mode()
-        .seed(|s| {
-            s.with_instance(InstanceSeed {
-                id: 1001,
-                label: "node-1001".into(),
-                region: REGION.into(),
-                interface_generation: None,
-                ipv6: None,
-                vpcs: vec![],
-            })
-        })
+        .seed(|s| with_nodes(s, [1001]))
         .start();
     let v = env.create_ok("published");
     let mut publish = csi::ControllerPublishVolumeRequest::new();

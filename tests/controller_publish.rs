@@ -6,7 +6,7 @@ mod common;
 
 use common::controller::*;
 use grpcio::RpcStatusCode as Code;
-use linode_nfs_csi::fake::{InstanceSeed, Lifecycle, Seed};
+use linode_nfs_csi::fake::Lifecycle;
 use linode_nfs_csi::linode::Status;
 use linode_nfs_csi::proto::csi;
 use std::collections::{BTreeSet, HashSet};
@@ -16,21 +16,11 @@ use csi::controller_service_capability::rpc::Type as Rpc;
 
 const NODES: std::ops::RangeInclusive<u64> = 1001..=1010;
 
-fn with_instances(seed: Seed) -> Seed {
-    NODES.fold(seed, |s, id| {
-        s.with_instance(InstanceSeed {
-            id,
-            label: format!("node-{id}"),
-            region: REGION.into(),
-            interface_generation: None,
-            ipv6: Some(format!("2001:db8:1::{id:x}/128")),
-            vpcs: vec![],
-        })
-    })
-}
-
 fn node_env() -> Env {
-    Setup::new().node_mode().seed(with_instances).start()
+    Setup::new()
+        .node_mode()
+        .seed(|s| with_nodes(s, NODES))
+        .start()
 }
 
 fn publish_req(volume_id: &str, node_id: &str) -> csi::ControllerPublishVolumeRequest {
@@ -92,6 +82,7 @@ fn capabilities_follow_the_access_policy_mode() {
         Rpc::CLONE_VOLUME,
         Rpc::MODIFY_VOLUME,
         Rpc::VOLUME_CONDITION,
+        Rpc::SINGLE_NODE_MULTI_WRITER,
     ]
     .into();
     assert_eq!(advertised(&space), common);
@@ -103,7 +94,7 @@ fn capabilities_follow_the_access_policy_mode() {
 
 #[test]
 fn space_mode_has_no_publish() {
-    let env = Setup::new().seed(with_instances).start();
+    let env = Setup::new().seed(|s| with_nodes(s, NODES)).start();
     let v = env.create_ok("space-vol");
     let before = env.linode.requests().len();
     assert_eq!(
@@ -330,7 +321,7 @@ fn unpublish_removes_only_its_node_and_keeps_the_policy_enabled() {
 fn unpublishing_an_absent_node_does_not_wait_on_a_stuck_policy() {
     let env = Setup::new()
         .node_mode()
-        .seed(with_instances)
+        .seed(|s| with_nodes(s, NODES))
         .wait_timeout("1s")
         .start();
     let v = env.create_ok("stuck");

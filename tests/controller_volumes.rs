@@ -586,7 +586,8 @@ fn transient_failures_on_each_create_step() {
 
 #[test]
 fn a_failed_post_is_never_repeated_blindly() {
-    let env = Setup::new().start();
+    // A short request timeout: a create in doubt is held back for three.
+    let env = Setup::new().env("LINODE_REQUEST_TIMEOUT", "1s").start();
     for status in [503, 429, 500] {
         let name = format!("post-{status}");
         let posts = env.linode.calls("POST", FS_LIST);
@@ -608,7 +609,21 @@ fn a_failed_post_is_never_repeated_blindly() {
             env.live_filesystems().is_empty()
                 || env.live_filesystems().iter().all(|f| f.label != name)
         );
-        env.create_ok(&name);
+        if status == 500 {
+            // A 500 may hide a create that happened: until that could
+            // still land, a retry that finds nothing does not POST again.
+            assert_eq!(
+                err_code(env.create(&volume_req(&name, &by_id()))),
+                Code::UNAVAILABLE
+            );
+            assert_eq!(env.linode.calls("POST", FS_LIST), posts + 1);
+            wait_for("the doubt to pass", Duration::from_secs(30), || {
+                env.create(&volume_req(&name, &by_id())).is_ok()
+            });
+        } else {
+            // A refusal is known not to have happened: retried at once.
+            env.create_ok(&name);
+        }
         env.filesystem(&name);
         assert_eq!(env.linode.calls("POST", FS_LIST), posts + 2);
     }
@@ -1337,4 +1352,108 @@ fn the_space_is_cached_refreshed_after_its_ttl_and_forgotten_on_a_404() {
     );
     env.create_ok("after-404");
     assert_eq!(space_reads().0, before + 1);
+}
+
+/// A create the backend applies after the client gave up on it (the POST
+/// outlived LINODE_REQUEST_TIMEOUT): retries do not POST a second time while
+/// it may still land, and adopt it once it has.
+#[test]
+fn a_create_that_lands_after_its_timeout_is_made_once() {
+    let env = Setup::new().env("LINODE_REQUEST_TIMEOUT", "1s").start();
+    env.create_ok("warm");
+    env.linode
+        .inject(FaultRule::latency("POST", FS_LIST, Duration::from_millis(1800)).times(1));
+    let req = volume_req("late", &by_id());
+    assert_eq!(
+        err_code(env.create(&req)),
+        Code::UNAVAILABLE,
+        "the POST timed out"
+    );
+    let mut codes = Vec::new();
+    wait_for(
+        "the late create to be adopted",
+        Duration::from_secs(30),
+        || match env.create(&req) {
+            Ok(_) => true,
+            Err(e) => {
+                codes.push(code_of(&e));
+                false
+            }
+        },
+    );
+    assert!(codes.iter().all(|c| *c == Code::UNAVAILABLE), "{codes:?}");
+    assert_eq!(
+        env.linode.calls("POST", FS_LIST),
+        2,
+        "the warm create and the late one"
+    );
+    assert_eq!(
+        env.live_filesystems()
+            .iter()
+            .filter(|f| f.label == "late")
+            .count(),
+        1
+    );
+}
+
+/// Two of our filesystems with one label are a create made twice across a
+/// restart: the first made is the volume, the other is deleted, and
+/// deleting the volume takes any twin along.
+#[test]
+fn twins_of_a_volume_are_swept() {
+    use linode_nfs_csi::linode::{Cloud, LinodeCloud, LinodeSettings, NewFilesystem};
+    let env = Setup::new().start();
+    let mut settings = LinodeSettings::new(env.linode.token());
+    settings.base_url = env.linode.url();
+    let cloud = LinodeCloud::new(settings).unwrap();
+    let twin = |label: &str| {
+        cloud
+            .create_filesystem(
+                SPACE,
+                &NewFilesystem {
+                    label: label.into(),
+                    region: REGION.into(),
+                    max_capacity_bytes: 10 << 30,
+                    tags: vec!["csi.linodenfs.csi.linode.com".into()],
+                },
+            )
+            .unwrap()
+    };
+    let first = twin("doubled");
+    let second = twin("doubled");
+    let v = env.create_ok("doubled");
+    assert_eq!(
+        v.volume_id,
+        format!("{SPACE}/{}", first.id),
+        "the first made"
+    );
+    let live: Vec<u64> = env.live_filesystems().iter().map(|f| f.id).collect();
+    assert!(!live.contains(&second.id), "the twin was deleted: {live:?}");
+
+    let again = twin("doubled");
+    env.delete(&v.volume_id).unwrap();
+    let live: Vec<u64> = env.live_filesystems().iter().map(|f| f.id).collect();
+    assert!(
+        !live.contains(&again.id),
+        "the late twin went with the volume: {live:?}"
+    );
+
+    // Someone else's filesystem with the label is no twin: refused.
+    let v = env.create_ok("shared-label");
+    cloud
+        .create_filesystem(
+            SPACE,
+            &NewFilesystem {
+                label: "shared-label".into(),
+                region: REGION.into(),
+                max_capacity_bytes: 10 << 30,
+                tags: vec![],
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        err_code(env.create(&volume_req("shared-label", &by_id()))),
+        Code::FAILED_PRECONDITION
+    );
+    env.delete(&v.volume_id).unwrap();
 }

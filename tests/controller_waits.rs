@@ -9,7 +9,7 @@ mod common;
 use common::controller::*;
 use common::wait_for;
 use grpcio::{CallOption, RpcStatusCode as Code};
-use linode_nfs_csi::fake::{InstanceSeed, Lifecycle, Seed};
+use linode_nfs_csi::fake::Lifecycle;
 use linode_nfs_csi::proto::csi;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -30,6 +30,34 @@ fn release(env: &Env, label: &str) {
         .set_filesystem_lifecycle(label, Lifecycle::Normal);
 }
 
+/// Starts `n` creates named `prefix-0…` whose filesystems never become
+/// active, and waits until each has made its filesystem and is waiting.
+fn held_creates(
+    env: &Env,
+    prefix: &str,
+    n: usize,
+) -> (
+    Vec<String>,
+    Vec<grpcio::ClientUnaryReceiver<csi::CreateVolumeResponse>>,
+) {
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
+    for name in &names {
+        held(env, name);
+    }
+    let calls = names
+        .iter()
+        .map(|name| {
+            env.client
+                .create_volume_async_opt(&volume_req(name, &by_id()), patient())
+                .unwrap()
+        })
+        .collect();
+    wait_for("the creates to have posted", PATIENCE, || {
+        posted(env, &format!("{prefix}-")) == n
+    });
+    (names, calls)
+}
+
 fn posted(env: &Env, prefix: &str) -> usize {
     env.linode
         .filesystems()
@@ -42,23 +70,9 @@ fn posted(env: &Env, prefix: &str) -> usize {
 fn two_hundred_creates_wait_at_once_on_two_workers() {
     let env = Setup::new().env("WORKER_THREADS", "2").start();
     env.create_ok("warm-caches");
-    let names: Vec<String> = (0..200).map(|i| format!("held-{i}")).collect();
-    for name in &names {
-        held(&env, name);
-    }
-    let calls: Vec<_> = names
-        .iter()
-        .map(|name| {
-            env.client
-                .create_volume_async_opt(&volume_req(name, &by_id()), patient())
-                .unwrap()
-        })
-        .collect();
     // Every create made its filesystem and is now waiting for it: 200 calls
     // in flight at once on two workers.
-    wait_for("200 creates to have posted", PATIENCE, || {
-        posted(&env, "held-") == 200
-    });
+    let (names, calls) = held_creates(&env, "held", 200);
     assert_eq!(env.linode.calls("POST", FS_LIST), 201);
 
     let identity = linode_nfs_csi::proto::csi_grpc::IdentityClient::new(env.driver.channel());
@@ -193,21 +207,7 @@ fn retry_until_unlocked_ok(env: &Env, req: &csi::CreateVolumeRequest) -> csi::Vo
 #[test]
 fn sigterm_answers_every_waiting_create_and_a_restart_adopts() {
     let mut env = Setup::new().env("SHUTDOWN_GRACE", "2s").start();
-    let names: Vec<String> = (0..5).map(|i| format!("draining-{i}")).collect();
-    for name in &names {
-        held(&env, name);
-    }
-    let calls: Vec<_> = names
-        .iter()
-        .map(|name| {
-            env.client
-                .create_volume_async_opt(&volume_req(name, &by_id()), patient())
-                .unwrap()
-        })
-        .collect();
-    wait_for("5 creates to post", PATIENCE, || {
-        posted(&env, "draining-") == 5
-    });
+    let (names, calls) = held_creates(&env, "draining", 5);
 
     env.driver.signal(libc::SIGTERM);
     for call in calls {
@@ -229,25 +229,12 @@ fn sigterm_answers_every_waiting_create_and_a_restart_adopts() {
 
 const NODES: std::ops::RangeInclusive<u64> = 2001..=2020;
 
-fn twenty_instances(seed: Seed) -> Seed {
-    NODES.fold(seed, |s, id| {
-        s.with_instance(InstanceSeed {
-            id,
-            label: format!("node-{id}"),
-            region: REGION.into(),
-            interface_generation: None,
-            ipv6: None,
-            vpcs: vec![],
-        })
-    })
-}
-
 #[test]
 fn twenty_nodes_publishing_three_volumes_at_once_leave_every_acl_exact() {
     let env = Setup::new()
         .node_mode()
         .env("WORKER_THREADS", "2")
-        .seed(twenty_instances)
+        .seed(|s| with_nodes(s, NODES))
         .start();
     let volumes: Vec<String> = (0..3)
         .map(|i| env.create_ok(&format!("shared-{i}")).volume_id)

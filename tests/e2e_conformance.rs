@@ -283,6 +283,23 @@ fn capabilities_are_consistent(node: bool) {
                     c.delete_volume_opt(&delete_req(&clone.volume_id), call()),
                 );
             }
+            // Volumes of both single-node modes can be made.
+            ControllerRpc::SINGLE_NODE_MULTI_WRITER => {
+                for (name, mode) in [
+                    ("pvc-caps-snsw", Mode::SINGLE_NODE_SINGLE_WRITER),
+                    ("pvc-caps-snmw", Mode::SINGLE_NODE_MULTI_WRITER),
+                ] {
+                    let mut req = create_req(name, GIB);
+                    req.volume_capabilities = vec![capability(mode)];
+                    let made = ok("CreateVolume", c.create_volume_opt(&req, call()))
+                        .volume
+                        .unwrap();
+                    ok(
+                        "DeleteVolume",
+                        c.delete_volume_opt(&delete_req(&made.volume_id), call()),
+                    );
+                }
+            }
             ControllerRpc::MODIFY_VOLUME => {
                 let mut req = csi::ControllerModifyVolumeRequest::new();
                 req.volume_id = volume.volume_id.clone();

@@ -6,8 +6,12 @@
 //! Secrets; every sidecar image is a release listed with its provenance in
 //! `kustomize/sidecar-images.md`, the controller RBAC covers what the upstream
 //! sidecars' own RBAC grants, and the leader-electing sidecars serve
-//! `/healthz/leader-election` to their liveness probes. Schema validation is
-//! `kustomize/check.sh`.
+//! `/healthz/leader-election` to their liveness probes; the plugin's metrics
+//! port is declared, bound where it can be scraped only when asked, and
+//! what the example ServiceMonitor selects. The sidecars deployed follow
+//! what the real controller advertises (ControllerGetCapabilities of the
+//! binary, against the fakes), and the ports and the attacher's re-sync
+//! interval agree with the docs. Schema validation is `kustomize/check.sh`.
 //!
 //! kubectl is required: without it these tests fail rather than skip, so a CI
 //! machine that lost it cannot pass silently.
@@ -21,6 +25,12 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 use serde_json::Value;
 
+mod common;
+
+use common::controller::Setup;
+use csi::controller_service_capability::rpc::Type as Rpc;
+use linode_nfs_csi::proto::csi;
+
 const DRIVER: &str = "linodenfs.csi.linode.com";
 const CONTROLLER: &str = "csi-linode-nfs-controller";
 const NODE: &str = "csi-linode-nfs-node";
@@ -31,6 +41,17 @@ const KUBELET_DIR: &str = "/var/lib/kubelet";
 /// The component (and overlay) for nodes that run the plugin from the node
 /// image: no node DaemonSet, so it is checked apart from [`variants`].
 const NODE_IMAGE: &str = "node-image";
+/// The controller sidecars that leader-elect, by image repository.
+const LEADER_ELECTING: &[&str] = &[
+    "csi-provisioner",
+    "csi-resizer",
+    "csi-attacher",
+    "csi-snapshotter",
+];
+
+fn leader_elects(c: &Value) -> bool {
+    LEADER_ELECTING.iter().any(|repo| is_sidecar(c, repo))
+}
 
 /// Every variable the binary reads, from its own `--help` table: anything
 /// else in a plugin container's env is a typo the driver would ignore.
@@ -353,7 +374,7 @@ fn grants(rules: &[Value]) -> BTreeMap<String, BTreeSet<String>> {
 #[test]
 fn every_expected_overlay_exists() {
     let names = overlay_names();
-    for expected in ["dev", "node-access", "snapshots"] {
+    for expected in ["dev", "metrics", "node-access", "snapshots"] {
         assert!(
             names.iter().any(|n| n == expected),
             "overlays/{expected} missing: {names:?}"
@@ -675,6 +696,11 @@ fn plugin_env_is_known_and_role_appropriate() {
             let plugin = container(get(objects, kind, name, variant), PLUGIN).unwrap();
             for e in plugin["env"].as_array().unwrap() {
                 let var = e["name"].as_str().unwrap();
+                // A downward-API value only there to be expanded into a
+                // variable the driver reads.
+                if is_expanded_helper(plugin, e) {
+                    continue;
+                }
                 assert!(
                     known_env().contains(var),
                     "{variant} {name}: unknown variable {var}"
@@ -694,6 +720,154 @@ fn plugin_env_is_known_and_role_appropriate() {
             "{variant}"
         );
     }
+}
+
+/// `e` comes from the downward API and a later variable of `c` expands
+/// it as `$(NAME)`, which Kubernetes only does for variables defined
+/// earlier in the list.
+fn is_expanded_helper(c: &Value, e: &Value) -> bool {
+    let name = e["name"].as_str().unwrap();
+    let vars = c["env"].as_array().unwrap();
+    let at = vars.iter().position(|v| v["name"] == name).unwrap();
+    e["valueFrom"].get("fieldRef").is_some()
+        && vars[at + 1..].iter().any(|v| {
+            v["value"]
+                .as_str()
+                .is_some_and(|s| s.contains(&format!("$({name})")))
+        })
+}
+
+/// `(host, port)` of the plugin's METRICS_ADDRESS.
+fn metrics_address(plugin: &Value) -> (String, u64) {
+    let raw = env_value(plugin, "METRICS_ADDRESS").expect("the plugin sets METRICS_ADDRESS");
+    let (host, port) = raw.rsplit_once(':').expect("host:port");
+    (host.to_string(), port.parse().expect("a port number"))
+}
+
+#[test]
+fn the_plugin_metrics_port_is_declared_and_annotated_where_scraped() {
+    assert!(
+        variants().iter().any(|(v, _)| v == "overlays/metrics"),
+        "the metrics overlay is a checked variant"
+    );
+    for (variant, objects) in variants() {
+        let annotated = variant.contains("metrics");
+        for (kind, name) in [("Deployment", CONTROLLER), ("DaemonSet", NODE)] {
+            let workload = get(objects, kind, name, variant);
+            let plugin = container(workload, PLUGIN).unwrap();
+            let (host, port) = metrics_address(plugin);
+            assert_eq!(port, 29662, "{variant} {name}");
+            assert_eq!(
+                port_number(plugin, &Value::from("metrics")),
+                port,
+                "{variant} {name}: a declared metrics port"
+            );
+            // No two containers of the pod listen on one port.
+            let mut ports = BTreeSet::new();
+            for c in containers(workload) {
+                for p in c["ports"].as_array().into_iter().flatten() {
+                    let n = p["containerPort"].as_u64().unwrap();
+                    assert!(ports.insert(n), "{variant} {name}: port {n} twice");
+                }
+            }
+            let host_network = pod_spec(workload)["hostNetwork"] == true;
+            match (host_network, annotated) {
+                // The pod IP: Prometheus reaches it, nothing else binds it.
+                (false, _) => assert_eq!(host, "", "{variant} {name}"),
+                // The host network: loopback unless scraping is asked for.
+                (true, false) => assert_eq!(host, "127.0.0.1", "{variant} {name}"),
+                (true, true) => {
+                    assert_eq!(host, "$(HOST_IP)", "{variant} {name}");
+                    let host_ip = env(plugin, "HOST_IP").expect("HOST_IP");
+                    assert_eq!(
+                        host_ip["valueFrom"]["fieldRef"]["fieldPath"], "status.hostIP",
+                        "{variant}"
+                    );
+                    assert!(is_expanded_helper(plugin, host_ip), "{variant}");
+                }
+            }
+            let notes = &workload["spec"]["template"]["metadata"]["annotations"];
+            if annotated {
+                assert_eq!(notes["prometheus.io/scrape"], "true", "{variant} {name}");
+                assert_eq!(
+                    notes["prometheus.io/port"],
+                    port.to_string(),
+                    "{variant} {name}"
+                );
+                assert_eq!(notes["prometheus.io/path"], "/metrics", "{variant} {name}");
+            } else {
+                assert!(
+                    notes.get("prometheus.io/scrape").is_none(),
+                    "{variant} {name}: scraping is opt-in"
+                );
+            }
+        }
+    }
+    // With the node image there is no DaemonSet to patch, and the
+    // controller is annotated all the same.
+    let objects = render_with_components(&[NODE_IMAGE, "metrics"]);
+    assert!(find(&objects, "DaemonSet", NODE).is_none());
+    let controller = get(&objects, "Deployment", CONTROLLER, "node-image+metrics");
+    assert_eq!(
+        controller["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"],
+        "true"
+    );
+}
+
+#[test]
+fn the_example_service_monitor_scrapes_the_plugin_metrics_ports() {
+    let objects = render(&kustomize_dir().join("examples/metrics"));
+    let installed = render(&kustomize_dir().join("overlays/metrics"));
+    let monitor = objects
+        .iter()
+        .find(|o| o["kind"] == "ServiceMonitor")
+        .expect("a ServiceMonitor");
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(monitor["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(
+        monitor["spec"]["namespaceSelector"]["matchNames"],
+        serde_json::json!([NAMESPACE])
+    );
+    let selector = monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    let endpoints = monitor["spec"]["endpoints"].as_array().unwrap();
+    let services: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "Service").collect();
+    let mut scraped = BTreeSet::new();
+    for service in &services {
+        assert_eq!(service["metadata"]["namespace"], NAMESPACE);
+        let labels = service["metadata"]["labels"].as_object().unwrap();
+        assert!(
+            selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+            "the ServiceMonitor selects {}",
+            service["metadata"]["name"]
+        );
+        let port = &service["spec"]["ports"][0];
+        assert!(endpoints.iter().any(|e| e["port"] == port["name"]));
+        assert!(endpoints.iter().all(|e| e["path"] == "/metrics"));
+        // The Service's pods and their named port are the plugin's.
+        let pods = service["spec"]["selector"].as_object().unwrap();
+        for (kind, name) in [("Deployment", CONTROLLER), ("DaemonSet", NODE)] {
+            let workload = get(&installed, kind, name, "metrics");
+            let labels = workload["spec"]["template"]["metadata"]["labels"]
+                .as_object()
+                .unwrap();
+            if pods.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+                let plugin = container(workload, PLUGIN).unwrap();
+                assert_eq!(
+                    port_number(plugin, &port["targetPort"]),
+                    metrics_address(plugin).1,
+                    "{name}"
+                );
+                scraped.insert(name);
+            }
+        }
+    }
+    assert_eq!(
+        scraped,
+        BTreeSet::from([CONTROLLER, NODE]),
+        "both the controller and the node pods are scraped"
+    );
 }
 
 #[test]
@@ -777,10 +951,7 @@ fn sidecar_arguments_and_images() {
             );
         }
         for c in containers(controller) {
-            let leader_elects = is_sidecar(c, "csi-provisioner")
-                || is_sidecar(c, "csi-attacher")
-                || is_sidecar(c, "csi-snapshotter");
-            if leader_elects {
+            if leader_elects(c) {
                 assert!(
                     args(c).iter().any(|x| x == "--leader-election"),
                     "{variant}: {}",
@@ -975,6 +1146,46 @@ fn examples_are_consistent_with_the_driver() {
             serde_json::json!(["ReadWriteMany"])
         );
     }
+
+    // VolumeAttributesClasses set only what ControllerModifyVolume accepts;
+    // any other key would leave the PVC's modification infeasible.
+    let attribute_classes: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "VolumeAttributesClass")
+        .collect();
+    assert!(!attribute_classes.is_empty(), "a VolumeAttributesClass");
+    for class in &attribute_classes {
+        assert_eq!(class["apiVersion"], "storage.k8s.io/v1");
+        assert_eq!(class["driverName"], DRIVER);
+        let params = class["parameters"].as_object().unwrap();
+        assert!(!params.is_empty(), "a class that changes nothing");
+        for (key, value) in params {
+            let short = key.strip_prefix(&format!("{DRIVER}/")).unwrap_or("");
+            assert!(
+                ["tags", "filesystem-root-squash"].contains(&short),
+                "{key} is not a mutable parameter"
+            );
+            if short == "filesystem-root-squash" {
+                assert!(["none", "root_squash", "all_squash"].contains(&value.as_str().unwrap()));
+            }
+        }
+    }
+    let attribute_class_names: BTreeSet<&str> = attribute_classes
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let with_attributes: Vec<&&Value> = pvcs
+        .iter()
+        .filter(|p| p["spec"]["volumeAttributesClassName"].is_string())
+        .collect();
+    assert!(
+        !with_attributes.is_empty(),
+        "a PVC that names a VolumeAttributesClass"
+    );
+    for pvc in with_attributes {
+        let name = pvc["spec"]["volumeAttributesClassName"].as_str().unwrap();
+        assert!(attribute_class_names.contains(name), "no class {name}");
+    }
     let snapshot = objects
         .iter()
         .find(|o| o["kind"] == "VolumeSnapshot")
@@ -1009,6 +1220,27 @@ fn examples_are_consistent_with_the_driver() {
     assert_eq!(
         restore["spec"]["dataSource"]["name"],
         snapshot["metadata"]["name"]
+    );
+    // A clone names a PVC of the core group in its own namespace, and asks
+    // for at least the source's size (a clone cannot be smaller).
+    let clone = pvcs
+        .iter()
+        .find(|p| p["spec"]["dataSource"]["kind"] == "PersistentVolumeClaim")
+        .expect("a clone PVC");
+    assert!(clone["spec"]["dataSource"].get("apiGroup").is_none());
+    let source = pvcs
+        .iter()
+        .find(|p| p["metadata"]["name"] == clone["spec"]["dataSource"]["name"])
+        .expect("the clone's source PVC exists");
+    let bytes = |p: &Value| {
+        let size = p["spec"]["resources"]["requests"]["storage"]
+            .as_str()
+            .unwrap();
+        linode_nfs_csi::config::parse_quantity(size).unwrap()
+    };
+    assert!(
+        bytes(clone) >= bytes(source),
+        "a clone smaller than its source"
     );
 
     let deployment = objects
@@ -1267,11 +1499,7 @@ fn leader_electing_sidecars_serve_metrics_and_leader_election_health() {
                 }
             }
 
-            for c in containers(workload).iter().filter(|c| {
-                is_sidecar(c, "csi-provisioner")
-                    || is_sidecar(c, "csi-attacher")
-                    || is_sidecar(c, "csi-snapshotter")
-            }) {
+            for c in containers(workload).iter().filter(|c| leader_elects(c)) {
                 let name = c["name"].as_str().unwrap();
                 let (host, port) = http_endpoint(c)
                     .unwrap_or_else(|| panic!("{variant}: {name} has no --http-endpoint"));
@@ -1323,7 +1551,9 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
     // From each sidecar's deploy/kubernetes/rbac.yaml at the pinned release
     // (external-snapshotter: deploy/kubernetes/csi-snapshotter/
     // rbac-csi-snapshotter.yaml), less what the driver never uses: Secrets,
-    // CSIStorageCapacity, ReferenceGrants and group snapshots.
+    // CSIStorageCapacity, ReferenceGrants, group snapshots, and the pods
+    // only csi-resizer's resize controller reads (it does not run without
+    // EXPAND_VOLUME).
     const PROVISIONER: &[(&str, &[&str])] = &[
         (
             "/persistentvolumes",
@@ -1350,6 +1580,16 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
         (
             "snapshot.storage.k8s.io/volumesnapshotcontents",
             &["get", "list"],
+        ),
+    ];
+    const RESIZER: &[(&str, &[&str])] = &[
+        ("/persistentvolumes", &["get", "list", "watch", "patch"]),
+        ("/persistentvolumeclaims", &["get", "list", "watch"]),
+        ("/persistentvolumeclaims/status", &["patch"]),
+        ("/events", &["list", "watch", "create", "update", "patch"]),
+        (
+            "storage.k8s.io/volumeattributesclasses",
+            &["get", "list", "watch"],
         ),
     ];
     const ATTACHER: &[(&str, &[&str])] = &[
@@ -1393,6 +1633,19 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
         if runs("csi-attacher") {
             needed.extend(ATTACHER);
         }
+        if runs("csi-resizer") {
+            needed.extend(RESIZER);
+        }
+        // PVC status is the resizer's to write; nothing needs pods.
+        assert_eq!(
+            granted.contains_key("/persistentvolumeclaims/status"),
+            runs("csi-resizer"),
+            "{variant}: PVC status RBAC iff csi-resizer runs"
+        );
+        assert!(
+            !granted.contains_key("/pods"),
+            "{variant}: pods are only read by the resize controller, which does not run"
+        );
         for (resource, want) in needed {
             let have = granted.get(resource).cloned().unwrap_or_default();
             let missing: Vec<_> = verbs(want).difference(&have).cloned().collect();
@@ -1483,4 +1736,224 @@ fn the_daemonset_plugin_leaves_registration_to_its_registrar() {
             );
         }
     }
+}
+
+/// ControllerGetCapabilities of the real controller in access-policy `mode`.
+fn advertised(mode: &str) -> BTreeSet<i32> {
+    let env = Setup::new().env("NFS_ACCESS_POLICY_MODE", mode).start();
+    env.client
+        .controller_get_capabilities(&csi::ControllerGetCapabilitiesRequest::new())
+        .expect("ControllerGetCapabilities")
+        .capabilities
+        .iter()
+        .map(|c| c.rpc().type_.value())
+        .collect()
+}
+
+#[test]
+fn controller_sidecars_follow_the_advertised_capabilities() {
+    let modes: BTreeMap<&str, BTreeSet<i32>> = ["space", "node"]
+        .into_iter()
+        .map(|mode| (mode, advertised(mode)))
+        .collect();
+    let has = |mode: &str, rpc: Rpc| modes[mode].contains(&(rpc as i32));
+    for mode in ["space", "node"] {
+        // What the rest of this test relies on: csi-resizer has work in
+        // every mode, and never a resize to do.
+        assert!(has(mode, Rpc::MODIFY_VOLUME), "{mode}: MODIFY_VOLUME");
+        assert!(!has(mode, Rpc::EXPAND_VOLUME), "{mode}: EXPAND_VOLUME");
+    }
+
+    let mut renders: Vec<(String, Vec<Value>)> = variants().to_vec();
+    renders.push((
+        "overlays/node-image".to_string(),
+        render(&kustomize_dir().join("overlays").join(NODE_IMAGE)),
+    ));
+    for (variant, objects) in &renders {
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        let mode = env_value(
+            container(controller, PLUGIN).unwrap(),
+            "NFS_ACCESS_POLICY_MODE",
+        )
+        .unwrap_or_else(|| "space".into());
+        let runs = |repo: &str| containers(controller).iter().any(|c| is_sidecar(c, repo));
+        // Without the resizer a VolumeAttributesClass change on a bound PVC
+        // stays pending for ever; with it and neither capability, the
+        // resizer exits ("does not support resize nor modify").
+        assert_eq!(
+            runs("csi-resizer"),
+            has(&mode, Rpc::MODIFY_VOLUME) || has(&mode, Rpc::EXPAND_VOLUME),
+            "{variant}: csi-resizer vs MODIFY_VOLUME/EXPAND_VOLUME in {mode} mode"
+        );
+        assert_eq!(
+            runs("csi-attacher"),
+            has(&mode, Rpc::PUBLISH_UNPUBLISH_VOLUME),
+            "{variant}: csi-attacher vs PUBLISH_UNPUBLISH_VOLUME in {mode} mode"
+        );
+        if runs("csi-snapshotter") {
+            assert!(
+                has(&mode, Rpc::CREATE_DELETE_SNAPSHOT),
+                "{variant}: csi-snapshotter without CREATE_DELETE_SNAPSHOT"
+            );
+        }
+    }
+
+    // Without EXPAND_VOLUME no class may let a PVC grow: the API server
+    // refuses a larger request only while allowVolumeExpansion is unset or
+    // false; with it true the request is accepted and never carried out.
+    let examples = render(&kustomize_dir().join("examples"));
+    let classes: Vec<&Value> = examples
+        .iter()
+        .chain(renders.iter().flat_map(|(_, objects)| objects))
+        .filter(|o| o["kind"] == "StorageClass")
+        .collect();
+    assert!(!classes.is_empty(), "the examples have StorageClasses");
+    for class in classes {
+        assert!(
+            matches!(
+                class.get("allowVolumeExpansion"),
+                None | Some(Value::Bool(false))
+            ),
+            "StorageClass {}: allowVolumeExpansion {} without EXPAND_VOLUME",
+            class["metadata"]["name"],
+            class["allowVolumeExpansion"]
+        );
+    }
+}
+
+#[test]
+fn the_resizer_only_modifies_and_sends_the_class_parameters_alone() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        let sidecar = |repo: &str| {
+            containers(controller)
+                .iter()
+                .find(|c| is_sidecar(c, repo))
+                .unwrap_or_else(|| panic!("{variant}: no {repo}"))
+        };
+        let resizer = sidecar("csi-resizer");
+        // A squash change waits for the policy like a create waits for the
+        // filesystem: the same bound as the provisioner's.
+        assert_eq!(
+            flag(resizer, "timeout"),
+            flag(sidecar("csi-provisioner"), "timeout"),
+            "{variant}: resizer --timeout"
+        );
+        // --extra-modify-metadata adds csi.storage.k8s.io/pv/name and pvc/*
+        // to the mutable parameters, and the driver refuses unknown mutable
+        // keys (InvalidArgument): every modification would fail.
+        assert!(
+            !args(resizer)
+                .iter()
+                .any(|a| a == "--extra-modify-metadata" || a == "--extra-modify-metadata=true"),
+            "{variant}: csi-resizer --extra-modify-metadata"
+        );
+        // VolumeAttributesClass is GA and on by default in the pinned
+        // resizer; switching it off leaves only a resize controller, which
+        // has nothing to do here.
+        if let Some(gates) = flag(resizer, "feature-gates") {
+            assert!(
+                !gates.contains("VolumeAttributesClass=false"),
+                "{variant}: csi-resizer --feature-gates={gates}"
+            );
+        }
+        if let Some(gates) = flag(sidecar("csi-provisioner"), "feature-gates") {
+            assert!(
+                !gates.contains("VolumeAttributesClass=false"),
+                "{variant}: csi-provisioner --feature-gates={gates}"
+            );
+        }
+    }
+}
+
+/// Rows of the ports table in docs/installation.md: (pod, container,
+/// address), the container without its parenthesised note.
+fn documented_ports() -> BTreeSet<(String, String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/installation.md");
+    let text = std::fs::read_to_string(path).expect("docs/installation.md");
+    let table = text
+        .split("\n## Ports\n")
+        .nth(1)
+        .expect("docs/installation.md has a Ports section");
+    table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+            let first_word = |cell: &str| cell.split_whitespace().next().unwrap_or("").to_string();
+            (
+                first_word(cells[0]),
+                first_word(cells[1]),
+                cells[2].trim_matches('`').to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_listener_is_in_the_documented_ports_table() {
+    let documented = documented_ports();
+    assert!(!documented.is_empty(), "no rows in the ports table");
+    for (variant, objects) in variants() {
+        for (kind, name, pod) in [
+            ("Deployment", CONTROLLER, "controller"),
+            ("DaemonSet", NODE, "node"),
+        ] {
+            let workload = get(objects, kind, name, variant);
+            for c in containers(workload) {
+                let Some(endpoint) = flag(c, "http-endpoint") else {
+                    continue;
+                };
+                let row = (
+                    pod.to_string(),
+                    c["name"].as_str().unwrap().to_string(),
+                    endpoint.clone(),
+                );
+                assert!(
+                    documented.contains(&row),
+                    "{variant}: {name}/{} listens on {endpoint}, which docs/installation.md#ports \
+                     does not list: {documented:?}",
+                    c["name"]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_attacher_re_sync_interval_is_the_documented_one() {
+    let docs = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/access-policy-modes.md"),
+    )
+    .unwrap();
+    let mut seen = 0;
+    for (variant, objects) in variants() {
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        let Some(attacher) = containers(controller)
+            .iter()
+            .find(|c| is_sidecar(c, "csi-attacher"))
+        else {
+            continue;
+        };
+        seen += 1;
+        let interval = flag(attacher, "reconcile-sync").unwrap_or_else(|| {
+            panic!("{variant}: csi-attacher keeps upstream's 1m --reconcile-sync")
+        });
+        // Every pass lists every volume's access policy: more often than
+        // every few minutes spends the token's budget on re-reads.
+        let minutes: u64 = interval
+            .strip_suffix('m')
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("{variant}: --reconcile-sync={interval} is not in minutes"));
+        assert!(minutes >= 5, "{variant}: --reconcile-sync={interval}");
+        let documented = format!("--reconcile-sync={interval}");
+        assert!(
+            docs.contains(&documented),
+            "{variant}: docs/access-policy-modes.md does not name {documented}"
+        );
+    }
+    assert!(seen > 0, "no variant runs csi-attacher");
 }

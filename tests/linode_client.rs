@@ -741,7 +741,9 @@ fn active_filesystems_can_lack_a_mount_target() {
 #[test]
 fn random_fault_profile_drives_retries() {
     let (fake, cloud) = setup();
-    fake.set_fault_profile(Some(FaultProfile::parse("503:1.0").unwrap()));
+    fake.set_fault_profile(Some(
+        FaultProfile::parse("503:1.0", Duration::from_secs(1)).unwrap(),
+    ));
     assert!(matches!(
         cloud.get_space(7).unwrap_err(),
         Error::Unavailable(_)

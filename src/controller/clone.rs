@@ -9,7 +9,7 @@
 use super::{tags, Controller};
 use crate::flow::{done, Step};
 use crate::handles::{label_for, SnapshotId, VolumeId};
-use crate::linode::{Filesystem, Snapshot, Status};
+use crate::linode::{outcome_unknown, Filesystem, Snapshot, Status};
 use crate::Error;
 use std::sync::Arc;
 
@@ -64,22 +64,38 @@ pub(super) fn copy_of(c: &Arc<Controller>, fs: &Filesystem, clone_label: &str) -
         }
         Ok(snaps.into_iter().find(|s| is_copy(s, &label)))
     };
+    let doubt = format!("snapshot {source}/{label}");
     let copy = match find()? {
-        Some(copy) => copy,
-        None => match c.cloud.create_snapshot(
-            fs.space_id,
-            fs.id,
-            &label,
-            &[tags::CLONE_SNAPSHOT.to_string()],
-        ) {
-            Ok(copy) => copy,
-            // A duplicate label (409) or a create whose reply was lost:
-            // look again before giving up.
-            Err(
-                e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
-            ) => find()?.ok_or(e)?,
-            Err(e) => return Err(e),
-        },
+        Some(copy) => {
+            c.in_doubt.clear(&doubt);
+            copy
+        }
+        None => {
+            c.in_doubt
+                .check(&doubt, &format!("NFS snapshot \"{label}\""))?;
+            match c.cloud.create_snapshot(
+                fs.space_id,
+                fs.id,
+                &label,
+                &[tags::CLONE_SNAPSHOT.to_string()],
+            ) {
+                Ok(copy) => copy,
+                // A duplicate label (409) or a create whose reply was lost:
+                // look again before giving up.
+                Err(
+                    e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
+                ) => match find()? {
+                    Some(copy) => copy,
+                    None => {
+                        if outcome_unknown(&e) {
+                            c.in_doubt.record(&doubt);
+                        }
+                        return Err(e);
+                    }
+                },
+                Err(e) => return Err(e),
+            }
+        }
     };
     c.poller.snapshot(copy, |copy| done(snapshot_id(&copy)))
 }

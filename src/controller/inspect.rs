@@ -7,6 +7,7 @@ use super::params::{Mutable, Params, SpaceRef};
 use super::provision::capability_problem;
 use super::{tags, Controller};
 use crate::handles::{self, VolumeId};
+use crate::limits;
 use crate::linode::{Filesystem, MtlsMode, Status};
 use crate::proto::csi;
 use crate::Error;
@@ -70,6 +71,10 @@ pub fn validate_capabilities(
             "volume capabilities are required".into(),
         ));
     }
+    limits::map("volume context", &req.volume_context)?;
+    limits::map("parameters", &req.parameters)?;
+    limits::map("mutable parameters", &req.mutable_parameters)?;
+    limits::map("secrets", &req.secrets)?;
     let id =
         VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
     let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;

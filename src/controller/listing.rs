@@ -10,6 +10,7 @@ use super::provision::capability_problem;
 use super::{tags, Controller};
 use crate::config::AccessPolicyMode;
 use crate::handles::VolumeId;
+use crate::limits;
 use crate::linode::{Filesystem, Space, Status};
 use crate::proto::csi;
 use crate::Error;
@@ -99,6 +100,7 @@ pub fn get_capacity(
     c: &Arc<Controller>,
     req: csi::GetCapacityRequest,
 ) -> Result<csi::GetCapacityResponse, Error> {
+    limits::map("parameters", &req.parameters)?;
     let mut resp = csi::GetCapacityResponse::new();
     if req
         .volume_capabilities

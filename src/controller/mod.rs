@@ -8,6 +8,7 @@
 
 mod clone;
 mod cluster;
+mod in_doubt;
 mod inspect;
 mod listing;
 mod modify;
@@ -48,6 +49,8 @@ pub struct ControllerDeps {
     pub default_capacity_bytes: i64,
     /// How long a Space and its mTLS mode are reused (`SPACE_CACHE_TTL`).
     pub space_cache_ttl: Duration,
+    /// `LINODE_REQUEST_TIMEOUT`: how long a create may be in doubt.
+    pub request_timeout: Duration,
 }
 
 /// Shared state of every controller RPC.
@@ -60,6 +63,7 @@ pub struct Controller {
     poller: Poller,
     default_capacity_bytes: i64,
     acl: publish::AclQueue,
+    in_doubt: in_doubt::InDoubt,
     /// Runs access-policy batches, which answer no single call.
     rpc: Rpc,
 }
@@ -99,6 +103,7 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
         mode: deps.mode,
         default_capacity_bytes: deps.default_capacity_bytes,
         acl: publish::AclQueue::default(),
+        in_doubt: in_doubt::InDoubt::new(deps.request_timeout),
         rpc: rpc.clone(),
     });
     let r = Registrar {

@@ -8,6 +8,7 @@ use super::params::Mutable;
 use super::{tags, Controller};
 use crate::flow::{done, Step, Then};
 use crate::handles::VolumeId;
+use crate::limits;
 use crate::proto::csi;
 use crate::Error;
 use std::collections::BTreeSet;
@@ -22,6 +23,8 @@ pub fn modify(
     if req.volume_id.is_empty() {
         return Err(Error::InvalidArgument("volume ID is not set".into()));
     }
+    limits::map("mutable parameters", &req.mutable_parameters)?;
+    limits::map("secrets", &req.secrets)?;
     let mutable = Mutable::parse(&req.mutable_parameters)?;
     if mutable.is_empty() {
         return Err(Error::InvalidArgument(

@@ -9,7 +9,10 @@ use super::params::{Mutable, Params};
 use super::{clone, tags, Controller};
 use crate::flow::{done, Flow, Step, Then};
 use crate::handles::{label_for, SnapshotId, VolumeId};
-use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, SquashPolicy, Status};
+use crate::limits;
+use crate::linode::{
+    outcome_unknown, CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, SquashPolicy, Status,
+};
 use crate::proto::csi;
 use crate::Error;
 use csi::volume_capability::access_mode::Mode;
@@ -123,6 +126,10 @@ pub(crate) fn parse_create(
     if req.name.is_empty() {
         return Err(Error::InvalidArgument("volume name is required".into()));
     }
+    limits::string("volume name", &req.name)?;
+    limits::map("parameters", &req.parameters)?;
+    limits::map("mutable parameters", &req.mutable_parameters)?;
+    limits::map("secrets", &req.secrets)?;
     check_capabilities(&req.volume_capabilities)?;
     let (required, limit) = match req.capacity_range.as_ref() {
         Some(r) => (r.required_bytes, r.limit_bytes),
@@ -176,6 +183,13 @@ pub fn create_volume(
     let existing = c
         .spaces
         .checked(space.id, find_by_label(c, space.id, &want.label, &region))?;
+    let doubt = filesystem_key(space.id, &want.label);
+    match &existing {
+        Some(_) => c.in_doubt.clear(&doubt),
+        None => c
+            .in_doubt
+            .check(&doubt, &format!("NFS filesystem \"{}\"", want.label))?,
+    }
     let adopting = existing.is_some();
     let made = match existing {
         Some(existing) => adopt(c, &want, region, existing),
@@ -250,8 +264,16 @@ fn capacity_to_request(default: i64, required: i64, limit: i64) -> i64 {
     }
 }
 
+/// What a create's outcome is tracked under (see `in_doubt`).
+fn filesystem_key(space_id: u64, label: &str) -> String {
+    format!("filesystem {space_id}/{label}")
+}
+
 /// The one live filesystem carrying `label` in `region`; one on its way out
-/// (`deleting`) is not a match: it will never serve this volume.
+/// (`deleting`) is not a match: it will never serve this volume. Several of
+/// ours with one label are the late landing of a create whose outcome was
+/// unknown across a restart: the first made is the volume (it is the only
+/// one a caller can have been given), the rest are deleted.
 pub(super) fn find_by_label(
     c: &Controller,
     space_id: u64,
@@ -264,12 +286,38 @@ pub(super) fn find_by_label(
         .into_iter()
         .filter(|fs| fs.status != Status::Deleting)
         .collect();
+    found.sort_by_key(|fs| fs.id);
     match found.len() {
         0 => Ok(None),
         1 => Ok(Some(found.remove(0))),
+        _ if found
+            .iter()
+            .all(|fs| fs.tags.iter().any(|t| t == tags::MANAGED)) =>
+        {
+            let first = found.remove(0);
+            for duplicate in found {
+                delete_duplicate(c, &first, &duplicate);
+            }
+            Ok(Some(first))
+        }
         _ => Err(Error::FailedPrecondition(format!(
             "multiple NFS filesystems match label \"{label}\" in space {space_id}"
         ))),
+    }
+}
+
+/// Deletes a filesystem of ours made a second time for the volume `kept`
+/// (by a create whose reply was lost); no caller ever had its id.
+fn delete_duplicate(c: &Controller, kept: &Filesystem, duplicate: &Filesystem) {
+    log::warn!(
+        "deleting NFS filesystem {}: a duplicate of {} (\"{}\") left by a create whose outcome was unknown",
+        duplicate.id,
+        kept.id,
+        kept.label
+    );
+    match c.cloud.delete_filesystem(duplicate.space_id, duplicate.id) {
+        Ok(()) | Err(Error::NotFound(_)) => {}
+        Err(e) => log::warn!("deleting duplicate NFS filesystem {}: {e}", duplicate.id),
     }
 }
 
@@ -472,7 +520,12 @@ fn wait_made(
                     );
                     fs
                 }
-                _ => return Err(e),
+                _ => {
+                    if outcome_unknown(&e) {
+                        c.in_doubt.record(&filesystem_key(space_id, &want.label));
+                    }
+                    return Err(e);
+                }
             }
         }
         Err(e) => return c.spaces.checked(space_id, Err(e)),
@@ -573,5 +626,17 @@ pub fn delete_volume(
         Err(e) => return Err(e),
     }
     clone::delete_kept_copy(c, &fs)?;
+    // A create of this volume whose reply was lost before a restart may
+    // have made a second filesystem: it goes with the volume.
+    if fs.tags.iter().any(|t| t == tags::MANAGED) {
+        let twins = c.cloud.find_filesystems(id.space, &fs.label, &fs.region)?;
+        for twin in twins
+            .iter()
+            .filter(|t| t.id != fs.id && t.status != Status::Deleting)
+            .filter(|t| t.tags.iter().any(|tag| tag == tags::MANAGED))
+        {
+            delete_duplicate(c, &fs, twin);
+        }
+    }
     Ok(csi::DeleteVolumeResponse::new())
 }

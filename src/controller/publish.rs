@@ -11,6 +11,7 @@ use super::provision::check_capabilities;
 use super::Controller;
 use crate::flow::{done, Flow, Handoff, Step, Then};
 use crate::handles::VolumeId;
+use crate::limits;
 use crate::linode::{FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, SquashPolicy};
 use crate::proto::csi;
 use crate::Error;
@@ -244,6 +245,8 @@ pub fn publish(
         ));
     };
     check_capabilities(std::slice::from_ref(cap))?;
+    limits::map("volume context", &req.volume_context)?;
+    limits::map("secrets", &req.secrets)?;
     let vol = VolumeId::parse(&req.volume_id)
         .map_err(|_| Error::NotFound(format!("volume {:?} not found", req.volume_id)))?;
     let node = linode_id(&req.node_id)?;

@@ -6,7 +6,8 @@
 
 use super::{tags, Controller};
 use crate::handles::{label_for, SnapshotId, VolumeId};
-use crate::linode::{naive_to_unix, Snapshot, Status};
+use crate::limits;
+use crate::linode::{naive_to_unix, outcome_unknown, Snapshot, Status};
 use crate::proto::csi;
 use crate::Error;
 use protobuf::well_known_types::timestamp::Timestamp;
@@ -86,6 +87,9 @@ pub fn create(
     if req.source_volume_id.is_empty() {
         return Err(Error::InvalidArgument("source volume ID is not set".into()));
     }
+    limits::string("snapshot name", &req.name)?;
+    limits::map("parameters", &req.parameters)?;
+    limits::map("secrets", &req.secrets)?;
     let source = VolumeId::parse(&req.source_volume_id).map_err(|_| {
         Error::NotFound(format!(
             "source volume {:?} not found",
@@ -100,14 +104,20 @@ pub fn create(
         .list_snapshots(source.space, source.filesystem)?
         .into_iter()
         .find(mine);
+    let doubt = format!("snapshot {source}/{label}");
     let snapshot = match existing {
-        Some(s) => s,
+        Some(s) => {
+            c.in_doubt.clear(&doubt);
+            s
+        }
         None => {
             if taken_elsewhere(c, source, &label)?.is_some() {
                 return Err(Error::AlreadyExists(format!(
                     "NFS snapshot \"{label}\" already exists with a different source volume"
                 )));
             }
+            c.in_doubt
+                .check(&doubt, &format!("NFS snapshot \"{label}\""))?;
             match c
                 .cloud
                 .create_snapshot(source.space, source.filesystem, &label, &[])
@@ -117,12 +127,22 @@ pub fn create(
                 // look again before giving up.
                 Err(
                     e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
-                ) => c
-                    .cloud
-                    .list_snapshots(source.space, source.filesystem)?
-                    .into_iter()
-                    .find(mine)
-                    .ok_or(e)?,
+                ) => {
+                    let found = c
+                        .cloud
+                        .list_snapshots(source.space, source.filesystem)?
+                        .into_iter()
+                        .find(mine);
+                    match found {
+                        Some(s) => s,
+                        None => {
+                            if outcome_unknown(&e) {
+                                c.in_doubt.record(&doubt);
+                            }
+                            return Err(e);
+                        }
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }

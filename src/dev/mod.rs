@@ -174,9 +174,14 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         FakeLinode::start_persistent(seed(dev.activation_delay), &state.join("linode.json"))
             .map_err(|e| fail("fake Linode API", e))?;
     if !dev.faults.is_empty() {
-        let profile =
-            FaultProfile::parse(&dev.faults).map_err(|e| format!("DEV_FAULTS: {}", e.message()))?;
+        // `slow` and `drop` hold a request past the client's timeout.
+        let hold = dev.request_timeout + Duration::from_secs(1);
+        let profile = FaultProfile::parse(&dev.faults, hold)
+            .map_err(|e| format!("DEV_FAULTS: {}", e.message()))?;
         linode.set_fault_profile(Some(profile));
+        if let Some(seed) = dev.fault_seed {
+            linode.set_fault_seed(seed);
+        }
     }
     for quirk in &dev.quirks {
         match quirk {
@@ -205,7 +210,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         api_version: "v4beta".to_string(),
         token: linode.token(),
         ca_file: None,
-        request_timeout: Duration::from_secs(10),
+        request_timeout: dev.request_timeout,
         wait_timeout: config.wait_timeout,
     };
     let controller = wiring::controller_service(config, &linode_config, kube_client()?, rpc)?;
@@ -279,10 +284,15 @@ fn banner(config: &Config, state: &Path, storage_class: &Path) -> String {
         ),
         None => String::new(),
     };
+    let metrics = match crate::metrics::endpoint::serving_url() {
+        Some(url) => format!("metrics:       {url}\n"),
+        None => String::new(),
+    };
     format!(
         "\nlinode-nfs-csi dev mode is serving Identity + Controller + Node\n\
          socket:        {socket}\n\
          {registration}\
+         {metrics}\
          storage space: id {DEV_SPACE_ID}, label {DEV_SPACE_LABEL:?}, region {DEV_REGION}\n\
          node:          {DEV_NODE} (Linode id {DEV_LINODE_ID})\n\
          StorageClass:  {sc}\n\

@@ -2,10 +2,10 @@
 //! Kubernetes API and the Linode metadata service — as real HTTP/1.1 servers
 //! on 127.0.0.1 (OS-chosen port), so the real clients run over TCP. Ordinary
 //! crate code: tests and the `dev` mode both use it. Each server runs on its
-//! own threads and shuts down on drop. The HTTP wire format lives in `http`;
-//! this module only gathers the fakes' public face.
+//! own threads and shuts down on drop. The HTTP wire format lives in
+//! [`crate::http_server`], shared with the metrics endpoint; this module only
+//! gathers the fakes' public face.
 
-pub mod http;
 pub mod kube;
 pub mod linode;
 pub mod metadata;
@@ -13,14 +13,14 @@ pub mod rate_limit;
 
 pub use self::kube::{FakeKube, FakeNode};
 pub use self::linode::{
-    FakeEvent, FakeLinode, FaultProfile, FaultRule, Hang, InstanceSeed, Lifecycle, PolicyPut,
-    RequestRecord, Seed, SnapshotTimes, SpaceSeed, VpcAttachment,
+    FakeEvent, FakeLinode, FaultProfile, FaultRule, Hang, Injected, InstanceSeed, Lifecycle,
+    PolicyPut, RequestRecord, Seed, SnapshotTimes, SpaceSeed, VpcAttachment,
 };
 pub use self::metadata::FakeMetadata;
 pub use self::rate_limit::RateLimit;
 
-pub(crate) use self::http::percent_decode;
-pub use self::http::{Handler, HttpRequest, HttpResponse, HttpServer};
+pub(crate) use crate::http_server::percent_decode;
+pub use crate::http_server::{Handler, HttpRequest, HttpResponse, HttpServer};
 
 /// A URL on which nothing listens: connections are refused at once.
 pub fn unreachable_url() -> String {

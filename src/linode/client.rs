@@ -1,6 +1,7 @@
 //! `LinodeCloud`: the `Cloud` trait spoken over HTTPS with one ureq agent —
 //! URL joining, auth headers, pagination, `X-Filter`, bounded retries, rate
-//! limit pacing (see `pacer`) and the decoding of error envelopes. It must
+//! limit pacing (see `pacer`), the decoding of error envelopes, and the
+//! request metrics (durations, retries, throttles, budget). It must
 //! never put the token anywhere but the `Authorization` header, and never
 //! retry a POST.
 
@@ -392,10 +393,17 @@ impl LinodeCloud {
         loop {
             self.pacer.wait_turn(class);
             let started = Instant::now();
-            let reply = self
-                .once(method, &url, filter, body)
-                .map_err(|e| self.scrub(e))?;
+            let sent = self.once(method, &url, filter, body);
+            let status = sent.as_ref().ok().map(|r| r.status);
+            crate::metrics::linode_request(method.as_str(), path, status, started.elapsed());
+            let reply = sent.map_err(|e| self.scrub(e))?;
             self.pacer.observe(class, &reply.budget);
+            crate::metrics::linode_budget(
+                class.label(),
+                reply.status == 429,
+                reply.budget.limit,
+                reply.budget.remaining,
+            );
             log::debug!(
                 "Linode {} {} -> {} in {:?}",
                 method.as_str(),
@@ -424,6 +432,7 @@ impl LinodeCloud {
                     }
                 );
                 std::thread::sleep(wait);
+                crate::metrics::linode_retry(method.as_str(), path);
                 attempt += 1;
                 continue;
             }

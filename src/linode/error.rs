@@ -83,6 +83,21 @@ impl From<Error> for crate::Error {
     }
 }
 
+/// Whether a failed request may still have been applied. A 429 (rate
+/// limited) or 503 (not ready, maintenance) is the API refusing the request
+/// before doing anything; a timeout, another 5xx or a broken connection
+/// leaves the outcome unknown. Reads the status back from the message the
+/// `From` above wrote, so the HTTP knowledge stays in this file.
+pub fn outcome_unknown(e: &crate::Error) -> bool {
+    let refused = ["[429]", "[503]"].iter().any(|s| e.message().contains(s));
+    matches!(
+        e,
+        crate::Error::Unavailable(_)
+            | crate::Error::Internal(_)
+            | crate::Error::DeadlineExceeded(_)
+    ) && !refused
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +132,21 @@ mod tests {
             let got = crate::Error::from(status(code));
             assert_eq!(got, want(format!("[{code}] x")), "status {code}");
         }
+    }
+
+    #[test]
+    fn only_refusals_are_known_not_to_have_happened() {
+        let from = |e: Error| crate::Error::from(e).context("create filesystem \"x\"");
+        for code in [429, 503] {
+            assert!(!outcome_unknown(&from(status(code))), "{code}");
+        }
+        for code in [500, 502, 504] {
+            assert!(outcome_unknown(&from(status(code))), "{code}");
+        }
+        assert!(outcome_unknown(&from(Error::Timeout("10s".into()))));
+        assert!(outcome_unknown(&from(Error::Transport("reset".into()))));
+        assert!(!outcome_unknown(&from(status(400))));
+        assert!(!outcome_unknown(&from(status(404))));
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub mod types;
 
 pub use client::{LinodeCloud, LinodeSettings, RetryPolicy};
 pub use endpoint::endpoint_template;
-pub use error::Error;
+pub use error::{outcome_unknown, Error};
 pub use pacer::{RateLimitState, RequestClass};
 pub use poller::{PendingWaits, Poller, WaitPolicy};
 pub use types::{

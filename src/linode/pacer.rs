@@ -26,6 +26,16 @@ pub enum RequestClass {
     Other,
 }
 
+impl RequestClass {
+    /// The class as the metrics name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            RequestClass::List => "list",
+            RequestClass::Other => "other",
+        }
+    }
+}
+
 /// The budget of one class as last seen, for operators.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RateLimitState {

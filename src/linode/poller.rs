@@ -7,7 +7,8 @@
 //! first polls, growing to a cap); a refresh answers every watch of its
 //! group. Transient failures (429, 5xx, timeouts) keep the watches waiting:
 //! the client's pacer slows every request after a 429, this thread's polls
-//! included. It knows nothing about CSI, and never runs a waiter's work:
+//! included. Its pending waits and how long each took to become active are
+//! metrics. It knows nothing about CSI, and never runs a waiter's work:
 //! firing a watch only hands the rest to the waiter's driver.
 
 use super::types::{Filesystem, FilesystemAccessPolicy, Readiness, Snapshot, Status};
@@ -89,6 +90,8 @@ struct Watch<T> {
 /// What the poller can watch: how its watches are grouped, and how one
 /// group is refreshed in as few requests as the API allows.
 trait Target: Clone + Send + 'static {
+    /// The kind as the metrics name it.
+    const KIND: &'static str;
     /// Keys sharing a group are refreshed together.
     fn group(key: Key) -> Key;
     fn status(&self) -> &Status;
@@ -98,6 +101,8 @@ trait Target: Clone + Send + 'static {
 }
 
 impl Target for Filesystem {
+    const KIND: &'static str = "filesystem";
+
     fn group((space, _, _): Key) -> Key {
         (space, 0, 0)
     }
@@ -152,6 +157,8 @@ impl Target for Filesystem {
 }
 
 impl Target for Snapshot {
+    const KIND: &'static str = "snapshot";
+
     fn group((space, fs, _): Key) -> Key {
         (space, fs, 0)
     }
@@ -198,6 +205,8 @@ impl Target for Snapshot {
 }
 
 impl Target for FilesystemAccessPolicy {
+    const KIND: &'static str = "access_policy";
+
     fn group(key: Key) -> Key {
         key
     }
@@ -242,6 +251,19 @@ impl Poller {
             changed: Condvar::new(),
         });
         let polled = Arc::downgrade(&shared);
+        // Weak, so the metrics never keep a dropped poller's thread alive.
+        let watched = Arc::downgrade(&shared);
+        crate::metrics::watch_pending_waits(move || {
+            let waits = Poller {
+                shared: watched.upgrade()?,
+            }
+            .pending();
+            Some(vec![
+                (Filesystem::KIND, waits.filesystems),
+                (Snapshot::KIND, waits.snapshots),
+                (FilesystemAccessPolicy::KIND, waits.policies),
+            ])
+        });
         std::thread::Builder::new()
             .name("linode-poller".into())
             .spawn(move || run(polled))
@@ -441,7 +463,10 @@ fn settle<V: Target>(watches: &mut Vec<Watch<V>>, fetched: Fetched<V>, policy: &
             };
             match outcome {
                 Some(outcome) => {
-                    progress |= outcome.is_ok();
+                    if outcome.is_ok() {
+                        progress = true;
+                        crate::metrics::wait_ended_active(V::KIND, now.duration_since(w.since));
+                    }
                     w.slot.fire(outcome);
                     false
                 }

@@ -1,8 +1,10 @@
 //! `LinuxMounter`: the only code in the driver that calls `mount(2)`,
 //! `umount2(2)` and `statvfs(3)`, reads `/proc/self/mountinfo`, or spawns the
-//! NFS mount helper. It knows nothing about CSI requests.
+//! NFS mount helper; it records the helper's runs and the lazy detaches in
+//! the metrics. It knows nothing about CSI requests.
 
 use super::{FsStats, MountTable, Mounter, NfsMountError, StatvfsError};
+use crate::metrics::{self, Detached, MountOutcome};
 use crate::{Error, Result};
 use std::ffi::{CString, OsStr};
 use std::io::{self, Read};
@@ -11,7 +13,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const MOUNTINFO: &str = "/proc/self/mountinfo";
 
@@ -104,13 +106,21 @@ impl Mounter for LinuxMounter {
             // Its own group, so a timeout kills mount.nfs4 too, not just
             // the `mount` that forked it.
             .process_group(0);
-        match run_bounded(cmd, self.timeout)
-            .map_err(|e| Error::Internal(format!("{shown}: cannot run: {e}")))?
-        {
+        let started = Instant::now();
+        let run = run_bounded(cmd, self.timeout);
+        let outcome = match &run {
+            Ok(Run::Exited(status, _)) if status.success() => MountOutcome::Ok,
+            Ok(Run::Exited(_, stderr)) if unresolved(stderr) => MountOutcome::UnresolvedHost,
+            Ok(Run::Exited(..)) => MountOutcome::Failed,
+            Ok(Run::TimedOut(_)) => MountOutcome::TimedOut,
+            Err(_) => MountOutcome::NotRun,
+        };
+        metrics::mount_helper(outcome, started.elapsed());
+        match run.map_err(|e| Error::Internal(format!("{shown}: cannot run: {e}")))? {
             Run::Exited(status, _) if status.success() => Ok(()),
             Run::Exited(status, stderr) => Err(NfsMountError {
                 error: Error::Internal(format!("{shown} failed ({status}){}", detail(&stderr))),
-                unresolved_host: String::from_utf8_lossy(&stderr).contains(UNRESOLVED_HOST),
+                unresolved_host: unresolved(&stderr),
             }),
             Run::TimedOut(stderr) => {
                 // The mount syscall may have completed just before the kill;
@@ -153,8 +163,9 @@ impl Mounter for LinuxMounter {
     }
 
     fn unmount(&self, target: &Path) -> Result<()> {
-        let detach = |why: &str| {
+        let detach = |reason: Detached, why: &str| {
             log::warn!("{}: {why}; detaching it lazily", target.display());
+            metrics::unmount_detached(reason);
             match sys_umount(target, libc::MNT_DETACH) {
                 Err(e) if !not_mounted(&e) => Err(Error::Internal(format!(
                     "lazy unmount {}: {e}",
@@ -168,11 +179,14 @@ impl Mounter for LinuxMounter {
             Ok(Some(Ok(()))) => Ok(()),
             Ok(Some(Err(e))) if not_mounted(&e) => Ok(()),
             Ok(Some(Err(e))) if e.raw_os_error() == Some(libc::EBUSY) => {
-                detach("busy (stale NFS or a process still inside)")
+                detach(Detached::Busy, "busy (stale NFS or a process still inside)")
             }
-            Ok(None) => detach(&format!(
-                "unmount did not return within {UNMOUNT_PATIENCE:?} (NFS server unreachable?)"
-            )),
+            Ok(None) => detach(
+                Detached::Timeout,
+                &format!(
+                    "unmount did not return within {UNMOUNT_PATIENCE:?} (NFS server unreachable?)"
+                ),
+            ),
             Ok(Some(Err(e))) | Err(e) => Err(Error::Internal(format!(
                 "unmount {}: {e}",
                 target.display()
@@ -295,6 +309,10 @@ fn run_bounded(mut cmd: Command, timeout: Duration) -> io::Result<Run> {
     }
 }
 
+fn unresolved(stderr: &[u8]) -> bool {
+    String::from_utf8_lossy(stderr).contains(UNRESOLVED_HOST)
+}
+
 fn detail(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
     let text = text.trim();
@@ -381,7 +399,6 @@ fn statvfs_raw(path: &Path) -> io::Result<libc::statvfs> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
 
     fn flags(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()

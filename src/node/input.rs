@@ -8,9 +8,8 @@
 use crate::{Error, Result};
 use std::path::{Component, Path, PathBuf};
 
-/// CSI's general limit for a string field (spec, "Size Limits"). Handles
-/// this driver issues are at most 41 bytes.
-pub const MAX_VOLUME_ID_BYTES: usize = 128;
+pub use crate::limits::shown;
+use crate::limits::MAX_STRING_BYTES as MAX_VOLUME_ID_BYTES;
 
 /// The kernel refuses a path of `PATH_MAX` bytes or more, its NUL included.
 const PATH_MAX: usize = libc::PATH_MAX as usize;
@@ -20,9 +19,6 @@ const NAME_MAX: usize = libc::NAME_MAX as usize;
 
 /// CSI's limit for the whole `mount_flags` field.
 pub const MAX_MOUNT_FLAGS_BYTES: usize = 4096;
-
-/// Longest value echoed whole in a message.
-const SHOWN_BYTES: usize = 96;
 
 /// `value`, or InvalidArgument with `message` when it is empty.
 pub fn required<'a>(value: &'a str, message: &str) -> Result<&'a str> {
@@ -110,19 +106,6 @@ pub fn check_mount_flags(flags: &[String]) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// `value` quoted, cut to its first few dozen bytes (on a character
-/// boundary) with its length when it is long.
-pub fn shown(value: &str) -> String {
-    if value.len() <= SHOWN_BYTES {
-        return format!("{value:?}");
-    }
-    let mut end = SHOWN_BYTES;
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{:?}… ({} bytes)", &value[..end], value.len())
 }
 
 #[cfg(test)]

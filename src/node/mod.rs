@@ -25,7 +25,7 @@ use crate::rpc::Rpc;
 use crate::{Error, Result};
 use grpcio::{RpcContext, UnarySink};
 use identity::NodeIdentity;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -57,8 +57,9 @@ struct NodePlugin {
     /// never wait on each other.
     targets: OpLocks,
     identity: NodeIdentity,
-    /// Paths whose `statvfs` is running (see `stats`).
-    stats_pending: Arc<Mutex<HashSet<PathBuf>>>,
+    /// Paths whose `statvfs` is running (see `stats`), each marked once it
+    /// outlived its bound.
+    stats_pending: Arc<Mutex<HashMap<PathBuf, bool>>>,
     stats_timeout: Duration,
 }
 
@@ -67,12 +68,24 @@ const STATS_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl NodePlugin {
     fn new(deps: NodeDeps) -> NodePlugin {
+        let stats_pending: Arc<Mutex<HashMap<PathBuf, bool>>> = Arc::default();
+        let watched = Arc::downgrade(&stats_pending);
+        crate::metrics::watch_stuck_statvfs(move || {
+            let pending = watched.upgrade()?;
+            let stuck = pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .filter(|stuck| **stuck)
+                .count();
+            Some(stuck)
+        });
         NodePlugin {
             mounter: deps.mounter,
             volumes: OpLocks::new(),
             targets: OpLocks::new(),
             identity: NodeIdentity::new(deps.node_name, deps.metadata, deps.kube),
-            stats_pending: Arc::default(),
+            stats_pending,
             stats_timeout: STATS_TIMEOUT,
         }
     }

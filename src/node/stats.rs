@@ -5,7 +5,7 @@
 //! NFS mount whose server is gone `statvfs` never returns, so it runs on a
 //! thread of its own with a bound, and a path whose last `statvfs` is still
 //! stuck is not asked again: a dead server costs one thread, never the
-//! worker pool. A mount that is stale, failing or hung is an abnormal
+//! worker pool (the stuck ones are the `csi_node_statvfs_stuck` gauge). A mount that is stale, failing or hung is an abnormal
 //! condition, not an error: kubelet turns the condition into a pod event,
 //! while an error only reaches its log.
 
@@ -95,13 +95,13 @@ impl NodePlugin {
         let not_answering = "the NFS server is not answering";
         {
             let mut pending = self.stats_pending.lock().unwrap_or_else(|p| p.into_inner());
-            if pending.contains(path) {
+            if pending.contains_key(path) {
                 return Ok(Probe::Abnormal(format!(
                     "an earlier statvfs of {} has not returned: {not_answering}",
                     path.display()
                 )));
             }
-            pending.insert(path.to_path_buf());
+            pending.insert(path.to_path_buf(), false);
         }
         let (tx, rx) = std::sync::mpsc::channel();
         let (mounter, pending, owned) = (
@@ -129,6 +129,15 @@ impl NodePlugin {
                 Error::Internal(format!("failed to get stats: spawn statvfs thread: {e}"))
             })?;
         let Ok(result) = rx.recv_timeout(self.stats_timeout) else {
+            // Still running (unless it ended just now, which removed it).
+            if let Some(stuck) = self
+                .stats_pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_mut(path)
+            {
+                *stuck = true;
+            }
             return Ok(Probe::Abnormal(format!(
                 "statvfs of {} did not return within {:?}: {not_answering}",
                 path.display(),

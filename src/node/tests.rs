@@ -458,6 +458,16 @@ fn a_hung_statvfs_is_bounded_reported_abnormal_and_not_piled_up() {
     let r = stats_request(&f.path("staging"));
     let (abnormal, message) = condition(&f.plugin.stats(&r).unwrap());
     assert!(abnormal && message.contains("did not return"), "{message}");
+    let stuck = |f: &Fixture| {
+        f.plugin
+            .stats_pending
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|s| **s)
+            .count()
+    };
+    assert_eq!(stuck(&f), 1, "counted as stuck past its bound");
     // The stuck call is not repeated while it is still stuck.
     let (abnormal, message) = condition(&f.plugin.stats(&r).unwrap());
     assert!(
@@ -481,6 +491,7 @@ fn a_hung_statvfs_is_bounded_reported_abnormal_and_not_piled_up() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+    assert_eq!(stuck(&f), 0);
     let resp = f.plugin.stats(&r).unwrap();
     assert!(!condition(&resp).0, "{resp:?}");
     assert_eq!(

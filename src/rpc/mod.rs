@@ -1,7 +1,8 @@
 //! How every RPC is run and answered: a bounded worker pool for anything that
 //! makes HTTP calls or syscalls, inline answers for cheap RPCs, parked flows
 //! for work that waits (they hold no worker, see [`crate::flow`]), and the
-//! single reply helper in [`reply`].
+//! single reply helper in [`reply`]. The metrics' in-flight and parked
+//! gauges read this pool and registry at scrape time.
 //!
 //! grpcio runs handlers on completion-queue threads, and every call of one
 //! connection lands on the same queue; kubelet and each sidecar use one
@@ -79,10 +80,13 @@ impl Rpc {
                 .spawn(move || pool.run())
                 .expect("spawn RPC worker thread");
         }
-        Rpc {
-            pool,
-            parked: Registry::start(),
-        }
+        let parked = Registry::start();
+        let (watched_pool, watched_parked) = (Arc::downgrade(&pool), Arc::downgrade(&parked));
+        crate::metrics::watch_rpcs_in_flight(move || {
+            watched_pool.upgrade().map(|p| p.lock().in_flight)
+        });
+        crate::metrics::watch_rpcs_parked(move || watched_parked.upgrade().map(|r| r.count()));
+        Rpc { pool, parked }
     }
 
     /// Runs `work` on the worker pool and answers through the reply helper.

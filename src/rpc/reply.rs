@@ -1,6 +1,7 @@
 //! The single reply helper: every RPC's answer goes through [`Reply::send`],
-//! which logs method, duration and code, logs bodies at debug with every
-//! `csi_secret` field redacted, and completes the gRPC sink. It may be called
+//! which logs method, duration and code, records them in
+//! `csi_rpc_duration_seconds`, logs bodies at debug with every `csi_secret`
+//! field redacted, and completes the gRPC sink. It may be called
 //! from any thread; it chooses no gRPC codes itself (`crate::error` does).
 
 use crate::proto::csi::exts;
@@ -46,7 +47,13 @@ impl<Resp: MessageFull> Reply<Resp> {
     /// Logs the outcome and starts sending it; the future finishes the send.
     pub(crate) fn send(self, result: crate::Result<Resp>) -> Sending {
         let method = self.method;
-        let ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let elapsed = self.started.elapsed();
+        let ms = elapsed.as_secs_f64() * 1000.0;
+        let code = match &result {
+            Ok(_) => grpcio::RpcStatusCode::OK,
+            Err(err) => err.code(),
+        };
+        crate::metrics::rpc_answered(method, code, elapsed);
         let status = match result {
             Ok(resp) => {
                 log::log!(level_for(method), "{method} OK in {ms:.1}ms");

@@ -5,7 +5,8 @@
 
 use super::{write_kubeconfig, Driver};
 use linode_nfs_csi::fake::{
-    FakeKube, FakeLinode, FakeNode, HttpRequest, HttpResponse, HttpServer, Seed, SpaceSeed,
+    FakeKube, FakeLinode, FakeNode, HttpRequest, HttpResponse, HttpServer, InstanceSeed, Seed,
+    SpaceSeed,
 };
 use linode_nfs_csi::linode::{Filesystem, Status};
 use linode_nfs_csi::proto::{csi, csi_grpc};
@@ -31,6 +32,21 @@ pub const FS_POLICY: &str = "nfs/spaces/*/filesystems/*/access-policy";
 /// A workload node in `region` (the label Kubernetes sets today).
 pub fn worker(name: &str, region: &str) -> FakeNode {
     FakeNode::new(name).label("topology.kubernetes.io/region", region)
+}
+
+/// Node Linodes `ids` (`node-<id>` in the default region) added to `seed`,
+/// for node-mode publishes.
+pub fn with_nodes(seed: Seed, ids: impl IntoIterator<Item = u64>) -> Seed {
+    ids.into_iter().fold(seed, |s, id| {
+        s.with_instance(InstanceSeed {
+            id,
+            label: format!("node-{id}"),
+            region: REGION.into(),
+            interface_generation: None,
+            ipv6: Some(format!("2001:db8:1::{id:x}/128")),
+            vpcs: vec![],
+        })
+    })
 }
 
 /// How to start one test's world.

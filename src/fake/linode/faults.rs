@@ -152,47 +152,91 @@ fn path_matches(pattern: &str, path: &str) -> bool {
 /// one of the listed statuses with its probability (429 carries `Retry-After: 1`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FaultProfile {
-    entries: Vec<(u16, f64)>,
+    entries: Vec<(Injected, f64)>,
+    /// How long `slow` and `drop` hold a request: past the client's timeout.
+    hold: Duration,
+}
+
+/// What a random fault does to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Injected {
+    /// Answered with this error status; nothing happens.
+    Status(u16),
+    /// Applied, then answered 500: the caller cannot tell it happened.
+    Lost,
+    /// Held past the client's timeout, then applied: a slow backend whose
+    /// change lands after the caller gave up.
+    Slow,
+    /// Applied, then its reply held past the client's timeout: the answer
+    /// never reaches the caller.
+    Drop,
+}
+
+impl std::fmt::Display for Injected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Injected::Status(code) => write!(f, "{code}"),
+            Injected::Lost => f.write_str("lost"),
+            Injected::Slow => f.write_str("slow"),
+            Injected::Drop => f.write_str("drop"),
+        }
+    }
 }
 
 impl FaultProfile {
-    /// `"429:0.1,503:0.05"`; probabilities in [0, 1] adding up to at most 1.
-    pub fn parse(spec: &str) -> crate::Result<FaultProfile> {
+    /// `"429:0.1,503:0.05,lost:0.02,slow:0.01,drop:0.01"`: an HTTP error
+    /// status or `lost`/`slow`/`drop`, each with a probability in [0, 1],
+    /// adding up to at most 1. `hold` is how long `slow` and `drop` keep a
+    /// request: longer than the client's request timeout.
+    pub fn parse(spec: &str, hold: Duration) -> crate::Result<FaultProfile> {
         let bad = |m: String| crate::Error::InvalidArgument(format!("fault profile {spec:?}: {m}"));
         let mut entries = Vec::new();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (code, p) = part
+            let (kind, p) = part
                 .split_once(':')
-                .ok_or_else(|| bad(format!("{part:?} is not STATUS:PROBABILITY")))?;
-            let code: u16 = code
-                .trim()
-                .parse()
-                .ok()
-                .filter(|c| (400..=599).contains(c))
-                .ok_or_else(|| bad(format!("{code:?} is not an HTTP error status")))?;
+                .ok_or_else(|| bad(format!("{part:?} is not KIND:PROBABILITY")))?;
+            let kind = match kind.trim() {
+                "lost" => Injected::Lost,
+                "slow" => Injected::Slow,
+                "drop" => Injected::Drop,
+                code => code
+                    .parse()
+                    .ok()
+                    .filter(|c| (400..=599).contains(c))
+                    .map(Injected::Status)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "{code:?} is not an HTTP error status, lost, slow or drop"
+                        ))
+                    })?,
+            };
             let p: f64 = p
                 .trim()
                 .parse()
                 .ok()
                 .filter(|p: &f64| (0.0..=1.0).contains(p))
                 .ok_or_else(|| bad(format!("{p:?} is not a probability")))?;
-            entries.push((code, p));
+            entries.push((kind, p));
         }
         if entries.iter().map(|(_, p)| p).sum::<f64>() > 1.0 + 1e-9 {
             return Err(bad("probabilities add up to more than 1".to_string()));
         }
-        Ok(FaultProfile { entries })
+        Ok(FaultProfile { entries, hold })
     }
 
-    pub(super) fn pick(&self, roll: f64) -> Option<u16> {
+    pub(super) fn pick(&self, roll: f64) -> Option<Injected> {
         let mut acc = 0.0;
-        for (code, p) in &self.entries {
+        for (kind, p) in &self.entries {
             acc += p;
             if roll < acc {
-                return Some(*code);
+                return Some(*kind);
             }
         }
         None
+    }
+
+    pub(super) fn hold(&self) -> Duration {
+        self.hold
     }
 }
 
@@ -289,13 +333,26 @@ mod tests {
 
     #[test]
     fn fault_profile_parsing() {
-        let p = FaultProfile::parse("429:0.1, 503:0.05").unwrap();
-        assert_eq!(p.pick(0.05), Some(429));
-        assert_eq!(p.pick(0.12), Some(503));
-        assert_eq!(p.pick(0.2), None);
-        for bad in ["429", "abc:0.1", "200:0.1", "503:1.5", "429:0.7,503:0.7"] {
-            assert!(FaultProfile::parse(bad).is_err(), "{bad}");
+        let hold = Duration::from_secs(2);
+        let p =
+            FaultProfile::parse("429:0.1, 503:0.05, lost:0.1, slow:0.1, drop:0.1", hold).unwrap();
+        assert_eq!(p.pick(0.05), Some(Injected::Status(429)));
+        assert_eq!(p.pick(0.12), Some(Injected::Status(503)));
+        assert_eq!(p.pick(0.2), Some(Injected::Lost));
+        assert_eq!(p.pick(0.3), Some(Injected::Slow));
+        assert_eq!(p.pick(0.4), Some(Injected::Drop));
+        assert_eq!(p.pick(0.5), None);
+        assert_eq!(p.hold(), hold);
+        for bad in [
+            "429",
+            "abc:0.1",
+            "200:0.1",
+            "503:1.5",
+            "429:0.7,503:0.7",
+            "gone:0.1",
+        ] {
+            assert!(FaultProfile::parse(bad, hold).is_err(), "{bad}");
         }
-        assert_eq!(FaultProfile::parse("").unwrap().pick(0.0), None);
+        assert_eq!(FaultProfile::parse("", hold).unwrap().pick(0.0), None);
     }
 }

@@ -25,7 +25,7 @@ mod seed;
 mod server;
 mod state;
 
-pub use self::faults::{FaultProfile, FaultRule, Hang};
+pub use self::faults::{FaultProfile, FaultRule, Hang, Injected};
 pub use self::seed::{InstanceSeed, Seed, SpaceSeed, VpcAttachment};
 pub use self::server::RequestRecord;
 pub use self::state::{FakeEvent, Lifecycle, PolicyPut, SnapshotTimes};
@@ -82,6 +82,7 @@ impl FakeLinode {
             counts: Mutex::default(),
             limiter: Mutex::new(None),
             throttled: AtomicU64::new(0),
+            injected: Mutex::default(),
         });
         let handler = Arc::clone(&shared);
         let http = HttpServer::start("fake-linode", Arc::new(move |r| handler.handle(r)))?;
@@ -246,6 +247,16 @@ impl FakeLinode {
     /// Random failures on every request (`None` turns them off).
     pub fn set_fault_profile(&self, profile: Option<FaultProfile>) {
         *lock(&self.shared.profile) = profile;
+    }
+
+    /// Seeds which requests the profile's faults hit, to replay a run.
+    pub fn set_fault_seed(&self, seed: u64) {
+        *lock(&self.shared.rng) = seed | 1;
+    }
+
+    /// Random faults of the profile injected so far, by kind.
+    pub fn injected(&self) -> BTreeMap<Injected, u64> {
+        lock(&self.shared.injected).clone()
     }
 
     // --- inspection ----------------------------------------------------------

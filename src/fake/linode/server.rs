@@ -3,7 +3,7 @@
 //! notify the observer. It must not know endpoints or wire shapes.
 
 use super::api_error::ApiError;
-use super::faults::{FaultAction, FaultProfile, FaultRule, Gates};
+use super::faults::{FaultAction, FaultProfile, FaultRule, Gates, Injected};
 use super::persist;
 use super::routes::route;
 use super::state::{now_ms, FakeEvent, State};
@@ -62,6 +62,8 @@ pub(super) struct Shared {
     pub(super) counts: Mutex<BTreeMap<String, u64>>,
     pub(super) limiter: Mutex<Option<Limiter>>,
     pub(super) throttled: AtomicU64,
+    /// Random faults injected so far, by kind.
+    pub(super) injected: Mutex<BTreeMap<Injected, u64>>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -176,13 +178,22 @@ impl Shared {
                 }
             }
         }
-        if let Some(code) = self.random_fault() {
-            let r = ApiError::new(code, None, "Injected failure").response();
-            return if code == 429 {
-                r.with_header("Retry-After", "1")
-            } else {
-                r
-            };
+        let (injected, hold) = self.random_fault().unzip();
+        if let Some(kind) = injected {
+            log::info!("fake Linode: injected {kind} into {} {path}", req.method);
+            *lock(&self.injected).entry(kind).or_default() += 1;
+        }
+        match injected {
+            Some(Injected::Status(code)) => {
+                let r = ApiError::new(code, None, "Injected failure").response();
+                return if code == 429 {
+                    r.with_header("Retry-After", "1")
+                } else {
+                    r
+                };
+            }
+            Some(Injected::Slow) => std::thread::sleep(hold.unwrap_or_default()),
+            _ => {}
         }
         let mut events = Vec::new();
         let routed = {
@@ -197,6 +208,14 @@ impl Shared {
         self.notify(&events);
         if let Some(status) = fail_after {
             return ApiError::new(status, None, "Internal Server Error").response();
+        }
+        match injected {
+            Some(Injected::Lost) => {
+                return ApiError::new(500, None, "Internal Server Error").response()
+            }
+            // Nobody is waiting any more when this goes out.
+            Some(Injected::Drop) => std::thread::sleep(hold.unwrap_or_default()),
+            _ => {}
         }
         match routed.result {
             Ok(v) => HttpResponse::json(200, &v).with_header("Vary", "Authorization, X-Filter"),
@@ -231,14 +250,17 @@ impl Shared {
         out
     }
 
-    fn random_fault(&self) -> Option<u16> {
+    /// A fault of the random profile for this request, with how long
+    /// `slow` and `drop` hold it.
+    fn random_fault(&self) -> Option<(Injected, std::time::Duration)> {
         let profile = lock(&self.profile).clone()?;
         let mut x = lock(&self.rng);
         // xorshift64: plenty for "fail about this often".
         *x ^= *x << 13;
         *x ^= *x >> 7;
         *x ^= *x << 17;
-        profile.pick((*x >> 11) as f64 / (1u64 << 53) as f64)
+        let kind = profile.pick((*x >> 11) as f64 / (1u64 << 53) as f64)?;
+        Some((kind, profile.hold()))
     }
 
     pub(super) fn persist(&self, state: &State) {

@@ -1,0 +1,463 @@
+//! The driver's Prometheus metrics: every family is defined here, with the
+//! recording function the instrumented code calls, and [`endpoint`] serves
+//! them (`METRICS_ADDRESS`). Recording is always on and costs a short lock;
+//! it never blocks on the scrape for longer than a family's copy. Label
+//! values come only from fixed sets: RPC method names, gRPC code names,
+//! Linode endpoint templates (`nfs/spaces/{id}/filesystems/{id}`), request
+//! names and outcomes chosen in code; never an id, a name or a token.
+//! docs/metrics.md documents every family: keep the two in step.
+
+pub mod endpoint;
+mod process;
+pub mod registry;
+
+use crate::config::Role;
+use registry::{Computed, Counter, Emit, Family, Gauge, Histogram, Sampled};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// RPCs range from an inline Probe to a CreateVolume that waits minutes.
+const RPC_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+/// One HTTP request, bounded by its timeout (10 s by default for Linode).
+const HTTP_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Filesystems and snapshots take seconds to minutes to become active.
+const WAIT_BUCKETS: &[f64] = &[
+    0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+/// A mount helper run, bounded by NFS_MOUNT_TIMEOUT (2 min by default).
+const MOUNT_BUCKETS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+static RPC_DURATION: Histogram = Histogram::new(
+    "csi_rpc_duration_seconds",
+    "CSI RPCs answered, by method and gRPC code, and how long each took from arrival to answer.",
+    &["method", "code"],
+    RPC_BUCKETS,
+);
+static RPC_IN_FLIGHT: Sampled = Sampled::new(
+    "csi_rpc_in_flight",
+    "CSI RPCs accepted and not yet answered (queued, running or parked).",
+    &[],
+);
+static RPC_PARKED: Sampled = Sampled::new(
+    "csi_rpc_parked",
+    "CSI RPCs whose work is parked waiting for Linode or another call's batch (they hold no worker).",
+    &[],
+);
+static LINODE_DURATION: Histogram = Histogram::new(
+    "csi_linode_request_duration_seconds",
+    "Linode API HTTP requests (each attempt), by method, endpoint template and status class (2xx, 4xx, 5xx, or error when no answer came).",
+    &["method", "endpoint", "status_class"],
+    HTTP_BUCKETS,
+);
+static LINODE_RETRIES: Counter = Counter::new(
+    "csi_linode_request_retries_total",
+    "Linode API requests sent again after a transient answer (429, 502, 503, 504, Linode busy).",
+    &["method", "endpoint"],
+);
+static LINODE_THROTTLED: Counter = Counter::new(
+    "csi_linode_throttled_total",
+    "Linode API answers 429 Too Many Requests, by the token's request class (list: paginated GETs; other).",
+    &["class"],
+);
+static LINODE_REMAINING: Gauge = Gauge::new(
+    "csi_linode_rate_limit_remaining",
+    "The last X-RateLimit-Remaining the Linode API sent, by request class.",
+    &["class"],
+);
+static LINODE_LIMIT: Gauge = Gauge::new(
+    "csi_linode_rate_limit_limit",
+    "The last X-RateLimit-Limit the Linode API sent, by request class.",
+    &["class"],
+);
+static LINODE_PENDING: Sampled = Sampled::new(
+    "csi_linode_pending_waits",
+    "Waits for a Linode object to become active that are pending now, by kind.",
+    &["kind"],
+);
+static LINODE_WAIT: Histogram = Histogram::new(
+    "csi_linode_wait_duration_seconds",
+    "Waits that ended with the object active, by kind, and how long since the wait began.",
+    &["kind"],
+    WAIT_BUCKETS,
+);
+static KUBE_DURATION: Histogram = Histogram::new(
+    "csi_kubernetes_request_duration_seconds",
+    "Kubernetes API requests, by request and status class.",
+    &["request", "status_class"],
+    HTTP_BUCKETS,
+);
+static KUBE_ERRORS: Counter = Counter::new(
+    "csi_kubernetes_request_errors_total",
+    "Kubernetes API requests that got no answer or a non-2xx answer, by request.",
+    &["request"],
+);
+static METADATA_DURATION: Histogram = Histogram::new(
+    "csi_metadata_request_duration_seconds",
+    "Linode metadata service requests, by request and status class.",
+    &["request", "status_class"],
+    HTTP_BUCKETS,
+);
+static METADATA_ERRORS: Counter = Counter::new(
+    "csi_metadata_request_errors_total",
+    "Linode metadata service requests that got no answer or a non-2xx answer, by request.",
+    &["request"],
+);
+static MOUNT_DURATION: Histogram = Histogram::new(
+    "csi_node_mount_duration_seconds",
+    "NFS mount helper runs, by outcome (ok, failed, unresolved_host, timed_out, not_run), and how long each took.",
+    &["outcome"],
+    MOUNT_BUCKETS,
+);
+static UNMOUNTS_DETACHED: Counter = Counter::new(
+    "csi_node_unmounts_detached_total",
+    "Unmounts that were detached lazily: the mount was busy, or umount did not return within its bound.",
+    &["reason"],
+);
+static STATVFS_STUCK: Sampled = Sampled::new(
+    "csi_node_statvfs_stuck",
+    "statvfs calls of NodeGetVolumeStats still running past their bound (each holds one thread; a dead NFS server).",
+    &[],
+);
+static BUILD_INFO: Computed = Computed::gauge(
+    "csi_build_info",
+    "Always 1: the driver's version, git revision and role.",
+    &["driver", "version", "revision", "role"],
+    build_info,
+);
+static START_TIME: Computed = Computed::gauge(
+    "process_start_time_seconds",
+    "Start time of the process since the Unix epoch, in seconds.",
+    &[],
+    process::start_time,
+);
+static RESIDENT_MEMORY: Computed = Computed::gauge(
+    "process_resident_memory_bytes",
+    "Resident memory size in bytes.",
+    &[],
+    process::resident_memory,
+);
+static OPEN_FDS: Computed = Computed::gauge(
+    "process_open_fds",
+    "Number of open file descriptors.",
+    &[],
+    process::open_fds,
+);
+static MAX_FDS: Computed = Computed::gauge(
+    "process_max_fds",
+    "Maximum number of open file descriptors.",
+    &[],
+    process::max_fds,
+);
+static CPU_SECONDS: Computed = Computed::counter(
+    "process_cpu_seconds_total",
+    "Total user and system CPU time spent in seconds.",
+    process::cpu_seconds,
+);
+
+/// Every family, in scrape order.
+static FAMILIES: [&dyn Family; 23] = [
+    &BUILD_INFO,
+    &RPC_DURATION,
+    &RPC_IN_FLIGHT,
+    &RPC_PARKED,
+    &LINODE_DURATION,
+    &LINODE_RETRIES,
+    &LINODE_THROTTLED,
+    &LINODE_REMAINING,
+    &LINODE_LIMIT,
+    &LINODE_PENDING,
+    &LINODE_WAIT,
+    &KUBE_DURATION,
+    &KUBE_ERRORS,
+    &METADATA_DURATION,
+    &METADATA_ERRORS,
+    &MOUNT_DURATION,
+    &UNMOUNTS_DETACHED,
+    &STATVFS_STUCK,
+    &START_TIME,
+    &RESIDENT_MEMORY,
+    &OPEN_FDS,
+    &MAX_FDS,
+    &CPU_SECONDS,
+];
+
+/// The whole exposition.
+pub fn render() -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    for family in FAMILIES {
+        family.render(&mut out);
+    }
+    out
+}
+
+static ROLE: OnceLock<&'static str> = OnceLock::new();
+
+/// Names the role in `csi_build_info` and shows the series of the role's
+/// rare events at zero from the start, so the first 429 or the first
+/// failed mount is an increase an alert can see.
+pub fn init(role: Role) {
+    let name = match role {
+        Role::Controller => "controller",
+        Role::Node => "node",
+        Role::Dev => "dev",
+    };
+    let _ = ROLE.set(name);
+    if role != Role::Node {
+        for class in ["list", "other"] {
+            LINODE_THROTTLED.touch(&[class]);
+        }
+    }
+    if role != Role::Controller {
+        for outcome in MOUNT_OUTCOMES {
+            MOUNT_DURATION.touch(&[outcome]);
+        }
+        for reason in ["busy", "timeout"] {
+            UNMOUNTS_DETACHED.touch(&[reason]);
+        }
+    }
+}
+
+fn build_info(emit: &mut Emit<'_>) {
+    let revision = match crate::identity::revision() {
+        "" => "unknown",
+        rev => rev,
+    };
+    emit(
+        &[
+            crate::identity::DRIVER_NAME,
+            env!("CARGO_PKG_VERSION"),
+            revision,
+            ROLE.get().copied().unwrap_or("unknown"),
+        ],
+        1.0,
+    );
+}
+
+/// gRPC's own names for its codes (as `grpc_code` labels elsewhere show them).
+fn code_name(code: grpcio::RpcStatusCode) -> &'static str {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "Canceled",
+        "Unknown",
+        "InvalidArgument",
+        "DeadlineExceeded",
+        "NotFound",
+        "AlreadyExists",
+        "PermissionDenied",
+        "ResourceExhausted",
+        "FailedPrecondition",
+        "Aborted",
+        "OutOfRange",
+        "Unimplemented",
+        "Internal",
+        "Unavailable",
+        "DataLoss",
+        "Unauthenticated",
+    ];
+    usize::try_from(i32::from(code))
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .copied()
+        .unwrap_or("Unknown")
+}
+
+/// `2xx`, `4xx`, …, or `error` when no HTTP answer came.
+fn status_class(status: Option<u16>) -> &'static str {
+    match status {
+        Some(100..=199) => "1xx",
+        Some(200..=299) => "2xx",
+        Some(300..=399) => "3xx",
+        Some(400..=499) => "4xx",
+        Some(500..=599) => "5xx",
+        _ => "error",
+    }
+}
+
+fn is_error(status: Option<u16>) -> bool {
+    !matches!(status, Some(200..=299))
+}
+
+/// A source for a label-less [`Sampled`] gauge from a function that answers
+/// `None` once what it watches is gone.
+fn single(mut read: impl FnMut() -> Option<usize> + Send + 'static) -> registry::Source {
+    Box::new(move |emit| match read() {
+        Some(n) => {
+            emit(&[], n as f64);
+            true
+        }
+        None => false,
+    })
+}
+
+/// An RPC answered with `code` after `elapsed` (the reply helper calls it).
+pub fn rpc_answered(method: &str, code: grpcio::RpcStatusCode, elapsed: Duration) {
+    RPC_DURATION.observe(&[method, code_name(code)], elapsed.as_secs_f64());
+}
+
+/// RPCs in flight, asked at each scrape until `read` answers `None`.
+pub fn watch_rpcs_in_flight(read: impl FnMut() -> Option<usize> + Send + 'static) {
+    RPC_IN_FLIGHT.register(single(read));
+}
+
+/// Parked RPCs, asked at each scrape until `read` answers `None`.
+pub fn watch_rpcs_parked(read: impl FnMut() -> Option<usize> + Send + 'static) {
+    RPC_PARKED.register(single(read));
+}
+
+/// One HTTP attempt to the Linode API; `status` is `None` when no answer
+/// came. `path` may hold ids and a query: only its template is kept.
+pub fn linode_request(method: &str, path: &str, status: Option<u16>, elapsed: Duration) {
+    let endpoint = crate::linode::endpoint_template(path);
+    LINODE_DURATION.observe(
+        &[method, &endpoint, status_class(status)],
+        elapsed.as_secs_f64(),
+    );
+}
+
+pub fn linode_retry(method: &str, path: &str) {
+    LINODE_RETRIES.inc(&[method, &crate::linode::endpoint_template(path)]);
+}
+
+/// What one Linode answer said about the token's budget of `class`.
+pub fn linode_budget(
+    class: &'static str,
+    throttled: bool,
+    limit: Option<u64>,
+    remaining: Option<u64>,
+) {
+    if throttled {
+        LINODE_THROTTLED.inc(&[class]);
+    }
+    if let Some(limit) = limit {
+        LINODE_LIMIT.set(&[class], limit as f64);
+    }
+    if let Some(remaining) = remaining {
+        LINODE_REMAINING.set(&[class], remaining as f64);
+    }
+}
+
+/// Pending waits by kind, asked at each scrape until `read` answers `None`.
+pub fn watch_pending_waits(
+    mut read: impl FnMut() -> Option<Vec<(&'static str, usize)>> + Send + 'static,
+) {
+    LINODE_PENDING.register(Box::new(move |emit| match read() {
+        Some(kinds) => {
+            for (kind, n) in kinds {
+                emit(&[kind], n as f64);
+            }
+            true
+        }
+        None => false,
+    }));
+}
+
+/// A wait for a `kind` object ended with it active after `waited`.
+pub fn wait_ended_active(kind: &'static str, waited: Duration) {
+    LINODE_WAIT.observe(&[kind], waited.as_secs_f64());
+}
+
+/// One Kubernetes API request (`request` names it, e.g. `get_node`).
+pub fn kube_request(request: &'static str, status: Option<u16>, elapsed: Duration) {
+    KUBE_DURATION.observe(&[request, status_class(status)], elapsed.as_secs_f64());
+    if is_error(status) {
+        KUBE_ERRORS.inc(&[request]);
+    }
+}
+
+/// One metadata service request (`token` or `instance`).
+pub fn metadata_request(request: &'static str, status: Option<u16>, elapsed: Duration) {
+    METADATA_DURATION.observe(&[request, status_class(status)], elapsed.as_secs_f64());
+    if is_error(status) {
+        METADATA_ERRORS.inc(&[request]);
+    }
+}
+
+/// How a mount helper run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountOutcome {
+    Ok,
+    /// It exited non-zero.
+    Failed,
+    /// It exited non-zero because the server's name did not resolve.
+    UnresolvedHost,
+    /// It was killed at NFS_MOUNT_TIMEOUT.
+    TimedOut,
+    /// It could not be started.
+    NotRun,
+}
+
+const MOUNT_OUTCOMES: [&str; 5] = ["ok", "failed", "unresolved_host", "timed_out", "not_run"];
+
+impl MountOutcome {
+    fn label(self) -> &'static str {
+        MOUNT_OUTCOMES[self as usize]
+    }
+}
+
+pub fn mount_helper(outcome: MountOutcome, elapsed: Duration) {
+    MOUNT_DURATION.observe(&[outcome.label()], elapsed.as_secs_f64());
+}
+
+/// Why an unmount was detached lazily.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detached {
+    Busy,
+    Timeout,
+}
+
+pub fn unmount_detached(why: Detached) {
+    UNMOUNTS_DETACHED.inc(&[match why {
+        Detached::Busy => "busy",
+        Detached::Timeout => "timeout",
+    }]);
+}
+
+/// Stuck statvfs calls, asked at each scrape until `read` answers `None`.
+pub fn watch_stuck_statvfs(read: impl FnMut() -> Option<usize> + Send + 'static) {
+    STATVFS_STUCK.register(single(read));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_names_and_status_classes() {
+        assert_eq!(code_name(grpcio::RpcStatusCode::OK), "OK");
+        assert_eq!(
+            code_name(grpcio::RpcStatusCode::FAILED_PRECONDITION),
+            "FailedPrecondition"
+        );
+        assert_eq!(
+            code_name(grpcio::RpcStatusCode::UNAUTHENTICATED),
+            "Unauthenticated"
+        );
+        assert_eq!(code_name(grpcio::RpcStatusCode::from(99)), "Unknown");
+        assert_eq!(status_class(Some(204)), "2xx");
+        assert_eq!(status_class(Some(429)), "4xx");
+        assert_eq!(status_class(None), "error");
+        assert_eq!(MountOutcome::UnresolvedHost.label(), "unresolved_host");
+        assert_eq!(MountOutcome::NotRun.label(), "not_run");
+    }
+
+    #[test]
+    fn every_family_is_rendered_once_with_its_type() {
+        let text = render();
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let name = line.split(' ').nth(2).unwrap();
+            assert_eq!(
+                text.matches(&format!("# TYPE {name} ")).count(),
+                1,
+                "{name}"
+            );
+        }
+        assert_eq!(text.matches("# TYPE ").count(), FAMILIES.len());
+        assert!(text.contains("\ncsi_build_info{driver=\"linodenfs.csi.linode.com\","));
+    }
+}

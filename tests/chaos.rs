@@ -1,0 +1,604 @@
+//! The fault campaign (issue 12): randomised RPC sequences that the sidecars
+//! and kubelet really send (create, controller publish in node mode, stage,
+//! publish, snapshot, restore, clone, and the way back), with duplicates,
+//! concurrent retries, cancellations and short deadlines, against dev mode
+//! whose fake Linode API fails, loses replies and stalls at random, while
+//! the driver is killed (SIGKILL) and restarted at random points. After
+//! each sequence, once retries settle: the backend holds exactly what the
+//! caller believes exists, every ACL is exact, no mount is left, and every
+//! answer was one a correct caller may see.
+//!
+//! `cargo test --test chaos` runs a bounded campaign (CI);
+//! `just chaos` runs thousands of sequences. `CHAOS_SEED` replays a run,
+//! `CHAOS_SEQUENCES` sets its length.
+
+mod common;
+mod e2e_support;
+
+use e2e_support::*;
+use grpcio::{CallOption, RpcStatusCode as Code};
+use linode_nfs_csi::proto::csi;
+use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
+use linode_nfs_csi::proto::csi_grpc::{ControllerClient, NodeClient};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const FAULTS: &str = "429:0.04,503:0.03,500:0.01,lost:0.03,slow:0.01,drop:0.01";
+/// `slow` and `drop` hold a request this long plus a second.
+const REQUEST_TIMEOUT: &str = "1s";
+/// One step may take this long through retries before it is a violation.
+const STEP_PATIENCE: Duration = Duration::from_secs(120);
+
+/// xorshift64*: small, seedable, good enough to pick steps.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Answers a correct caller may get while the backend misbehaves: they
+/// tell it to retry.
+fn transient(code: Code) -> bool {
+    matches!(
+        code,
+        Code::ABORTED
+            | Code::UNAVAILABLE
+            | Code::DEADLINE_EXCEEDED
+            | Code::CANCELLED
+            | Code::INTERNAL
+            | Code::RESOURCE_EXHAUSTED
+    )
+}
+
+/// What a step calls through: a sidecar's or kubelet's connection.
+#[derive(Clone)]
+struct Clients {
+    controller: ControllerClient,
+    node: NodeClient,
+}
+
+#[derive(Default)]
+struct Counts {
+    sequences: u64,
+    rpcs: u64,
+    restarts: u64,
+    kills_mid_call: u64,
+    duplicates: u64,
+    cancelled: u64,
+    codes: BTreeMap<String, u64>,
+    faults: BTreeMap<String, u64>,
+    violations: Vec<String>,
+}
+
+struct Campaign {
+    rng: Rng,
+    seed: u64,
+    state: StateDir,
+    node_mode: bool,
+    dev: Option<Dev>,
+    counts: Counts,
+    /// Restarts left in this campaign.
+    restarts: u64,
+    /// The step a violation happened in, for the report.
+    sequence: u64,
+}
+
+impl Campaign {
+    fn start(seed: u64, node_mode: bool, restarts: u64) -> Campaign {
+        let state = StateDir::new(if node_mode {
+            "chaos-node"
+        } else {
+            "chaos-space"
+        });
+        let mut c = Campaign {
+            rng: Rng(seed | 1),
+            seed,
+            state,
+            node_mode,
+            dev: None,
+            counts: Counts::default(),
+            restarts,
+            sequence: 0,
+        };
+        c.launch();
+        c
+    }
+
+    fn envs(&self) -> Vec<(&'static str, String)> {
+        // Each process's faults follow from the seed and its incarnation.
+        let fault_seed = self.seed.wrapping_add(self.counts.restarts).to_string();
+        vec![
+            ("DEV_FAULTS", FAULTS.into()),
+            ("DEV_FAULT_SEED", fault_seed),
+            ("DEV_ACTIVATION_DELAY", "150ms".into()),
+            ("LINODE_REQUEST_TIMEOUT", REQUEST_TIMEOUT.into()),
+            ("LINODE_WAIT_TIMEOUT", "60s".into()),
+            (
+                "NFS_ACCESS_POLICY_MODE",
+                if self.node_mode { "node" } else { "space" }.into(),
+            ),
+        ]
+    }
+
+    fn launch(&mut self) {
+        // Faults are on from the start: dev mode itself makes no call.
+        let envs = self.envs();
+        let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.dev = Some(Dev::start(&self.state, &envs));
+    }
+
+    fn dev(&self) -> &Dev {
+        self.dev.as_ref().unwrap()
+    }
+
+    /// A connection of its own, as a second sidecar or a retry has.
+    fn clients(&self) -> Clients {
+        let dev = self.dev();
+        Clients {
+            controller: dev.another_controller(),
+            node: dev.another_node(),
+        }
+    }
+
+    /// SIGKILL, then a new process on the same state, as after a crash.
+    fn restart(&mut self) {
+        let mut dev = self.dev.take().unwrap();
+        dev.driver.signal(libc::SIGKILL);
+        dev.driver.wait_exit(Duration::from_secs(10));
+        self.count_faults(&dev.driver.logs());
+        drop(dev);
+        self.counts.restarts += 1;
+        self.launch();
+    }
+
+    fn count_faults(&mut self, logs: &str) {
+        for line in logs.lines() {
+            if let Some(rest) = line.split("fake Linode: injected ").nth(1) {
+                let kind = rest.split(' ').next().unwrap_or("?").to_string();
+                *self.counts.faults.entry(kind).or_default() += 1;
+            }
+        }
+    }
+
+    fn violation(&mut self, what: String) {
+        eprintln!(
+            "VIOLATION (seed {}, sequence {}): {what}",
+            self.seed, self.sequence
+        );
+        self.counts
+            .violations
+            .push(format!("sequence {}: {what}", self.sequence));
+    }
+
+    /// One step as the sidecars or kubelet drive it: maybe a duplicate, a
+    /// concurrent twin, a caller that gives up early, or a crash in the
+    /// middle; then retried until it answers OK. Returns the answer, or
+    /// `None` after a violation.
+    fn step<T: Send + 'static>(
+        &mut self,
+        rpc: &'static str,
+        call: impl Fn(&Clients, CallOption) -> grpcio::Result<T> + Send + Sync + Clone + 'static,
+    ) -> Option<T> {
+        self.step_killable(rpc, true, call)
+    }
+
+    /// [`Campaign::step`]; `killable` false where a restart in the middle
+    /// would only test dev mode itself: its mounts die with its namespace,
+    /// where a real node's survive a plugin restart.
+    fn step_killable<T: Send + 'static>(
+        &mut self,
+        rpc: &'static str,
+        killable: bool,
+        call: impl Fn(&Clients, CallOption) -> grpcio::Result<T> + Send + Sync + Clone + 'static,
+    ) -> Option<T> {
+        if self.rng.chance(0.15) {
+            // A caller that gives up: its outcome is whatever it is.
+            self.counts.cancelled += 1;
+            let deadline = Duration::from_millis(20 + self.rng.below(400));
+            let _ = call(&self.clients(), CallOption::default().timeout(deadline));
+        }
+        if killable && self.restarts > 0 && self.rng.chance(0.05) {
+            // Killed while the call is in flight.
+            self.restarts -= 1;
+            self.counts.kills_mid_call += 1;
+            let pending = {
+                let call = call.clone();
+                let twin = self.clients();
+                std::thread::spawn(move || {
+                    let _ = call(
+                        &twin,
+                        CallOption::default().timeout(Duration::from_secs(30)),
+                    );
+                })
+            };
+            std::thread::sleep(Duration::from_millis(self.rng.below(300)));
+            self.restart();
+            pending.join().unwrap();
+        }
+        let twin = if self.rng.chance(0.1) {
+            self.counts.duplicates += 1;
+            let twin = self.clients();
+            let call = call.clone();
+            Some(std::thread::spawn(move || {
+                call(
+                    &twin,
+                    CallOption::default().timeout(Duration::from_secs(60)),
+                )
+            }))
+        } else {
+            None
+        };
+        let answer = self.until_ok(rpc, &call);
+        if let Some(twin) = twin {
+            // A concurrent twin may be refused (Aborted) or retried later,
+            // but never answered with something a correct caller cannot get.
+            if let Err(e) = twin.join().unwrap() {
+                let code = common::code_of(&e);
+                self.record(rpc, code);
+                if !transient(code) {
+                    self.violation(format!("{rpc} (concurrent twin) answered {code:?}: {e:?}"));
+                }
+            } else {
+                self.record(rpc, Code::OK);
+            }
+        }
+        if answer.is_some() && self.rng.chance(0.1) {
+            // The sidecar lost the answer and asks again.
+            self.counts.duplicates += 1;
+            return self.until_ok(rpc, &call);
+        }
+        answer
+    }
+
+    fn record(&mut self, rpc: &str, code: Code) {
+        self.counts.rpcs += 1;
+        *self
+            .counts
+            .codes
+            .entry(format!("{rpc} {code:?}"))
+            .or_default() += 1;
+    }
+
+    fn until_ok<T>(
+        &mut self,
+        rpc: &'static str,
+        call: &impl Fn(&Clients, CallOption) -> grpcio::Result<T>,
+    ) -> Option<T> {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(20);
+        let clients = self.clients();
+        loop {
+            match call(
+                &clients,
+                CallOption::default().timeout(Duration::from_secs(60)),
+            ) {
+                Ok(v) => {
+                    self.record(rpc, Code::OK);
+                    return Some(v);
+                }
+                Err(e) => {
+                    let code = common::code_of(&e);
+                    self.record(rpc, code);
+                    if !transient(code) {
+                        self.violation(format!("{rpc} answered {code:?}: {e:?}"));
+                        return None;
+                    }
+                    if started.elapsed() > STEP_PATIENCE {
+                        self.violation(format!(
+                            "{rpc} still failing after {STEP_PATIENCE:?}: {e:?}"
+                        ));
+                        return None;
+                    }
+                }
+            }
+            std::thread::sleep(delay);
+            delay = (delay * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// Live (not `deleting`) filesystems and snapshots, by label.
+    fn backend(&self) -> (BTreeSet<String>, BTreeSet<String>) {
+        let fs = self
+            .state
+            .filesystems()
+            .into_iter()
+            .filter(|(_, _, phase)| phase != "Deleting")
+            .map(|(_, label, _)| label)
+            .collect();
+        let snaps = self
+            .state
+            .snapshots()
+            .into_iter()
+            .filter(|(_, _, _, phase)| phase != "Deleting")
+            .map(|(_, _, label, _)| label)
+            .collect();
+        (fs, snaps)
+    }
+
+    fn check_backend(&mut self, filesystems: &[&str], snapshots: &[&str], when: &str) {
+        let want_fs: BTreeSet<String> = filesystems.iter().map(|s| s.to_string()).collect();
+        let want_snaps: BTreeSet<String> = snapshots.iter().map(|s| s.to_string()).collect();
+        let (fs, snaps) = self.backend();
+        if fs != want_fs {
+            self.violation(format!(
+                "{when}: filesystems {fs:?}, caller believes {want_fs:?}"
+            ));
+        }
+        if snaps != want_snaps {
+            self.violation(format!(
+                "{when}: snapshots {snaps:?}, caller believes {want_snaps:?}"
+            ));
+        }
+    }
+
+    fn check_acl(&mut self, volume_id: &str, want: &[u64], when: &str) {
+        let fs: u64 = volume_id.split('/').nth(1).unwrap().parse().unwrap();
+        let (_, ids) = self.state.acl(fs);
+        let got: BTreeSet<u64> = ids.into_iter().collect();
+        let want: BTreeSet<u64> = want.iter().copied().collect();
+        if got != want {
+            self.violation(format!(
+                "{when}: ACL of {volume_id} is {got:?}, want {want:?}"
+            ));
+        }
+    }
+
+    fn check_no_mounts(&mut self, when: &str) {
+        let left = self.dev().mounts_under_state();
+        if !left.is_empty() {
+            self.violation(format!("{when}: mounts left: {left:?}"));
+        }
+    }
+
+    fn restart_maybe(&mut self) {
+        if self.restarts > 0 && self.rng.chance(0.08) {
+            self.restarts -= 1;
+            self.restart();
+        }
+    }
+}
+
+/// One volume's life and what can hang off it.
+fn sequence(c: &mut Campaign, n: u64) {
+    c.sequence = n;
+    let name = format!("pvc-chaos-{n}");
+    let create = create_req(&name, GIB);
+    let Some(volume) = c.step("CreateVolume", move |d, o| {
+        d.controller
+            .create_volume_opt(&create, o)
+            .map(|r| r.volume.unwrap())
+    }) else {
+        return;
+    };
+    c.check_backend(&[&name], &[], "after CreateVolume");
+    c.restart_maybe();
+
+    let node: u64 = NODE_ID.parse().unwrap();
+    if c.node_mode {
+        let req = controller_publish_req(&volume, NODE_ID);
+        c.step("ControllerPublishVolume", move |d, o| {
+            d.controller.controller_publish_volume_opt(&req, o)
+        });
+        c.check_acl(&volume.volume_id, &[node], "after ControllerPublishVolume");
+    }
+
+    let staging = c.state.staging(&volume.volume_id);
+    let targets: Vec<PathBuf> = (0..=c.rng.below(2))
+        .map(|i| c.state.target(&format!("pod-{n}-{i}"), &volume.volume_id))
+        .collect();
+    mount_all(c, &volume, &staging, &targets);
+    c.restart_maybe();
+
+    // A snapshot and what is made from it.
+    let mut made = vec![name.clone()];
+    let mut snaps: Vec<(String, String)> = Vec::new();
+    if c.rng.chance(0.6) {
+        let snap_name = format!("snap-chaos-{n}");
+        let req = snapshot_req(&snap_name, &volume.volume_id);
+        let snapshot = loop {
+            let Some(s) = c.step("CreateSnapshot", {
+                let req = req.clone();
+                move |d, o| {
+                    d.controller
+                        .create_snapshot_opt(&req, o)
+                        .map(|r| r.snapshot.unwrap())
+                }
+            }) else {
+                return;
+            };
+            if s.ready_to_use {
+                break s;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        snaps.push((snap_name.clone(), snapshot.snapshot_id.clone()));
+        if c.rng.chance(0.7) {
+            let restored = format!("pvc-chaos-{n}-restore");
+            let req = restore_req(&restored, &snapshot.snapshot_id);
+            c.step("CreateVolume (restore)", move |d, o| {
+                d.controller
+                    .create_volume_opt(&req, o)
+                    .map(|r| r.volume.unwrap())
+            });
+            made.push(restored);
+        }
+        let made_refs: Vec<&str> = made.iter().map(String::as_str).collect();
+        c.check_backend(&made_refs, &[&snap_name], "after snapshot and restore");
+    }
+    if c.rng.chance(0.3) {
+        let cloned = format!("pvc-chaos-{n}-clone");
+        let mut req = create_req(&cloned, GIB);
+        let mut from = csi::volume_content_source::VolumeSource::new();
+        from.volume_id = volume.volume_id.clone();
+        let mut content = csi::VolumeContentSource::new();
+        content.set_volume(from);
+        req.volume_content_source = Some(content).into();
+        c.step("CreateVolume (clone)", move |d, o| {
+            d.controller
+                .create_volume_opt(&req, o)
+                .map(|r| r.volume.unwrap())
+        });
+        made.push(cloned);
+        let made_refs: Vec<&str> = made.iter().map(String::as_str).collect();
+        let snap_refs: Vec<&str> = snaps.iter().map(|(s, _)| s.as_str()).collect();
+        c.check_backend(&made_refs, &snap_refs, "after clone (its copy gone)");
+    }
+    c.restart_maybe();
+
+    // The way back.
+    unmount_all(c, &volume, &staging, &targets);
+    if c.node_mode {
+        let req = controller_unpublish_req(&volume.volume_id, NODE_ID);
+        c.step("ControllerUnpublishVolume", move |d, o| {
+            d.controller.controller_unpublish_volume_opt(&req, o)
+        });
+        c.check_acl(&volume.volume_id, &[], "after ControllerUnpublishVolume");
+    }
+    for (_, id) in &snaps {
+        let req = delete_snapshot_req(id);
+        c.step("DeleteSnapshot", move |d, o| {
+            d.controller.delete_snapshot_opt(&req, o)
+        });
+    }
+    let ids = volume_ids(c, &made);
+    for id in ids {
+        let req = delete_req(&id);
+        c.step("DeleteVolume", move |d, o| {
+            d.controller.delete_volume_opt(&req, o)
+        });
+    }
+    c.check_backend(&[], &[], "after the sequence");
+    c.check_no_mounts("after the sequence");
+    c.counts.sequences += 1;
+}
+
+/// The volume ids of `labels`, as the fake holds them.
+fn volume_ids(c: &Campaign, labels: &[String]) -> Vec<String> {
+    c.state
+        .filesystems()
+        .into_iter()
+        .filter(|(_, label, phase)| labels.contains(label) && phase != "Deleting")
+        .map(|(id, _, _)| format!("1/{id}"))
+        .collect()
+}
+
+/// Stages and publishes; a restart while doing so (dev mode's mounts die
+/// with it) means staging again, as kubelet would for a new mount.
+fn mount_all(c: &mut Campaign, volume: &csi::Volume, staging: &Path, targets: &[PathBuf]) {
+    loop {
+        let incarnation = c.counts.restarts;
+        let stage = stage_req(volume, &HashMap::new(), staging);
+        c.step("NodeStageVolume", move |d, o| {
+            d.node.node_stage_volume_opt(&stage, o)
+        });
+        for target in targets {
+            let mut req = publish_req(volume, staging, target, false);
+            req.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
+            c.step_killable("NodePublishVolume", false, move |d, o| {
+                d.node.node_publish_volume_opt(&req, o)
+            });
+        }
+        if c.counts.restarts == incarnation {
+            return;
+        }
+    }
+}
+
+/// After a restart the mounts died with the old process's namespace; as
+/// kubelet would, the caller mounts again before taking them down.
+fn unmount_all(c: &mut Campaign, volume: &csi::Volume, staging: &Path, targets: &[PathBuf]) {
+    if !c.dev().mounts_under_state().iter().any(|m| m == staging) {
+        mount_all(c, volume, staging, targets);
+    }
+    for target in targets {
+        let req = unpublish_req(&volume.volume_id, target);
+        c.step("NodeUnpublishVolume", move |d, o| {
+            d.node.node_unpublish_volume_opt(&req, o)
+        });
+    }
+    let req = unstage_req(&volume.volume_id, staging);
+    c.step("NodeUnstageVolume", move |d, o| {
+        d.node.node_unstage_volume_opt(&req, o)
+    });
+}
+
+fn seed() -> u64 {
+    std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
+}
+
+fn campaign(node_mode: bool, sequences: u64, restarts: u64) {
+    let sequences = std::env::var("CHAOS_SEQUENCES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(sequences);
+    let seed = seed();
+    let mode = if node_mode { "node" } else { "space" };
+    println!(
+        "CHAOS {mode} mode: seed {seed} (replay with CHAOS_SEED={seed}), {sequences} sequences"
+    );
+    let mut c = Campaign::start(seed, node_mode, restarts);
+    for n in 0..sequences {
+        sequence(&mut c, n);
+    }
+    let logs = c.dev().driver.logs();
+    c.count_faults(&logs);
+    let k = &c.counts;
+    println!(
+        "CHAOS {mode} mode: {} sequences, {} RPCs, {} restarts ({} mid-call), {} duplicated, {} abandoned early; faults injected: {:?}; violations: {}",
+        k.sequences,
+        k.rpcs,
+        k.restarts,
+        k.kills_mid_call,
+        k.duplicates,
+        k.cancelled,
+        k.faults,
+        k.violations.len()
+    );
+    println!("CHAOS {mode} mode: answers {:?}", k.codes);
+    assert!(
+        k.violations.is_empty(),
+        "seed {seed}: {} violations:\n{}",
+        k.violations.len(),
+        k.violations.join("\n")
+    );
+    assert!(!k.faults.is_empty(), "the campaign injected no fault");
+}
+
+#[test]
+fn bounded_campaign_in_space_mode() {
+    campaign(false, 12, 3);
+}
+
+#[test]
+fn bounded_campaign_in_node_mode() {
+    campaign(true, 12, 3);
+}
+
+#[test]
+#[ignore = "the full campaign: just chaos"]
+fn full_campaign() {
+    campaign(false, 1000, 100);
+    campaign(true, 1000, 100);
+}

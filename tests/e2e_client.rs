@@ -1,0 +1,236 @@
+//! `linode-nfs-csi client` as a user runs it against dev mode: every verb is
+//! the real binary on the command line, talking to a real dev-mode driver.
+//! The printed output is what is checked, and what a verb changed is read
+//! back from the fake Linode state dev mode persists, never from the verb.
+
+mod common;
+mod e2e_support;
+
+use e2e_support::*;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::process::Command;
+
+const MANAGED_TAG: &str = "csi.linodenfs.csi.linode.com";
+
+/// `client ARGS` at `endpoint`: stdout on success, stderr on failure.
+fn client_at(endpoint: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(common::binary())
+        .arg("client")
+        .args(["--endpoint", endpoint])
+        .args(args)
+        .output()
+        .expect("run linode-nfs-csi client");
+    let text = |b: Vec<u8>| String::from_utf8(b).expect("client output is UTF-8");
+    if out.status.success() {
+        Ok(text(out.stdout))
+    } else {
+        Err(text(out.stderr))
+    }
+}
+
+fn client(dev: &Dev, args: &[&str]) -> Result<String, String> {
+    client_at(&format!("unix://{}", dev.driver.socket.display()), args)
+}
+
+#[track_caller]
+fn ok(dev: &Dev, args: &[&str]) -> String {
+    client(dev, args).unwrap_or_else(|e| panic!("client {args:?} failed: {e}"))
+}
+
+/// The error line of a client call that must fail with `code`.
+#[track_caller]
+fn fails(dev: &Dev, args: &[&str], code: &str) -> String {
+    match client(dev, args) {
+        Ok(out) => panic!("client {args:?}: expected {code}, printed {out}"),
+        Err(e) => {
+            assert!(e.contains(code), "client {args:?}: expected {code}: {e}");
+            e
+        }
+    }
+}
+
+/// The word after `key:` where it first appears.
+#[track_caller]
+fn field<'a>(out: &'a str, key: &str) -> &'a str {
+    let key = format!("{key}:");
+    let mut words = out.split_whitespace();
+    words
+        .find(|w| *w == key)
+        .and_then(|_| words.next())
+        .unwrap_or_else(|| panic!("no {key} in {out:?}"))
+}
+
+fn filesystem(state: &StateDir, id: u64) -> Value {
+    let fs = state.linode()["filesystems"][id.to_string()].clone();
+    assert!(fs.is_object(), "no filesystem {id} in the fake");
+    fs
+}
+
+fn tags_of(fs: &Value) -> BTreeSet<String> {
+    fs["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn squash_of(fs: &Value) -> &str {
+    fs["policy"]["squash_policy"].as_str().unwrap()
+}
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn every_verb_in_help_is_a_command() {
+    // No driver: verbs with required arguments stop at their usage error,
+    // the others at the connection; none may be unknown.
+    let endpoint = "unix:///nonexistent/lnc-e2e-client/csi.sock";
+    let help = client_at(endpoint, &["--help"]).expect("client --help");
+    let verbs: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for verb in [
+        "list-volumes",
+        "capacity",
+        "clone",
+        "modify",
+        "get-snapshot",
+        "create-volume",
+    ] {
+        assert!(verbs.contains(&verb), "--help lacks {verb}: {help}");
+    }
+    for verb in &verbs {
+        let err = client_at(endpoint, &[verb]).expect_err(verb);
+        assert!(!err.contains("unknown command"), "{verb}: {err}");
+    }
+    let err = client_at(endpoint, &["no-such-verb"]).expect_err("unknown verb");
+    assert!(err.contains("unknown command"), "{err}");
+}
+
+/// The capabilities, create with mutable parameters, clone, modify, list
+/// (one page at a time, with the published node), capacity three ways,
+/// get-snapshot; then delete everything and leave nothing behind.
+#[test]
+fn clone_modify_list_capacity_and_get_snapshot_from_the_command_line() {
+    let state = StateDir::new("e2e-client");
+    let dev = Dev::start(&state, &[("NFS_ACCESS_POLICY_MODE", "node")]);
+
+    let info = ok(&dev, &["info"]);
+    for cap in [
+        "LIST_VOLUMES_PUBLISHED_NODES",
+        "GET_CAPACITY",
+        "GET_SNAPSHOT",
+        "CLONE_VOLUME",
+        "MODIFY_VOLUME",
+        "SINGLE_NODE_MULTI_WRITER",
+    ] {
+        assert!(info.contains(cap), "info lacks {cap}: {info}");
+    }
+
+    let created = ok(
+        &dev,
+        &[
+            "create-volume",
+            "pvc-src",
+            "--size",
+            "1Gi",
+            "--tags",
+            "team-a",
+            "--squash",
+            "all_squash",
+        ],
+    );
+    let src = field(&created, "volume_id").to_string();
+    let src_fs = filesystem_of(&src);
+    let fs = filesystem(&state, src_fs);
+    assert_eq!(tags_of(&fs), set(&["team-a", MANAGED_TAG]), "{fs}");
+    assert_eq!(squash_of(&fs), "all_squash", "{fs}");
+
+    let cloned = ok(&dev, &["clone", "pvc-clone", &src, "--size", "2Gi"]);
+    let clone = field(&cloned, "volume_id").to_string();
+    assert_ne!(clone, src);
+    assert_eq!(field(&cloned, "capacity_bytes"), (2 * GIB).to_string());
+    assert!(
+        cloned.contains(&format!("content_source: volume {src}\n")),
+        "{cloned}"
+    );
+    let clone_fs = filesystem(&state, filesystem_of(&clone));
+    assert_eq!(clone_fs["max_capacity_bytes"], 2 * GIB);
+    assert!(tags_of(&clone_fs).contains(MANAGED_TAG), "{clone_fs}");
+
+    assert_eq!(
+        ok(
+            &dev,
+            &["modify", &src, "--squash", "none", "--tags", "team-b,blue"]
+        ),
+        "modified\n"
+    );
+    let fs = filesystem(&state, src_fs);
+    assert_eq!(tags_of(&fs), set(&["team-b", "blue", MANAGED_TAG]), "{fs}");
+    assert_eq!(squash_of(&fs), "none", "{fs}");
+    fails(&dev, &["modify", &src], "INVALID_ARGUMENT");
+    fails(&dev, &["modify", "1/999999", "--tags", "x"], "NOT_FOUND");
+
+    ok(&dev, &["publish-controller", &src, NODE_ID]);
+    let first = ok(&dev, &["list-volumes", "--max", "1"]);
+    assert_eq!(
+        first.lines().count(),
+        2,
+        "one volume and the token: {first}"
+    );
+    assert_eq!(field(&first, "volume_id"), src);
+    assert_eq!(field(&first, "published_node_ids"), NODE_ID);
+    assert_eq!(field(&first, "condition"), "normal");
+    assert_eq!(field(&first, "next_token"), clone);
+    let second = ok(&dev, &["list-volumes", "--token", &clone]);
+    assert_eq!(second.lines().count(), 1, "the last page: {second}");
+    assert_eq!(field(&second, "volume_id"), clone);
+    assert_eq!(field(&second, "published_node_ids"), "none");
+    assert_eq!(
+        ok(&dev, &["list-volumes"]),
+        format!("{}\n{second}", first.lines().next().unwrap())
+    );
+    fails(&dev, &["list-volumes", "--token", "not-a-token"], "ABORTED");
+
+    let every = ok(&dev, &["capacity"]);
+    let by_label = ok(&dev, &["capacity", "--space-label", SPACE_LABEL]);
+    let by_id = ok(&dev, &["capacity", "--space-id", "1"]);
+    assert_eq!(every, by_label, "the dev fake has one Space");
+    assert_eq!(by_label, by_id);
+    let available: i64 = field(&by_id, "available_capacity").parse().unwrap();
+    let max = state.linode()["spaces"]["1"]["max_capacity_bytes"]
+        .as_i64()
+        .unwrap();
+    assert!(available > 0 && available <= max, "{by_id} of {max}");
+    fails(
+        &dev,
+        &["capacity", "--space-label", "no-such-space"],
+        "NOT_FOUND",
+    );
+
+    let snap = ok(&dev, &["snapshot", "snap-a", &src]);
+    let snap_id = field(&snap, "snapshot_id").to_string();
+    let got = ok(&dev, &["get-snapshot", &snap_id]);
+    assert_eq!(field(&got, "snapshot_id"), snap_id);
+    assert_eq!(field(&got, "source_volume_id"), src);
+    fails(
+        &dev,
+        &["get-snapshot", &format!("{src}/999999")],
+        "NOT_FOUND",
+    );
+
+    ok(&dev, &["unpublish-controller", &src, NODE_ID]);
+    ok(&dev, &["delete-snapshot", &snap_id]);
+    ok(&dev, &["delete-volume", &clone]);
+    ok(&dev, &["delete-volume", &src]);
+    assert_eq!(ok(&dev, &["list-volumes"]), "");
+    assert!(state.snapshots().is_empty(), "{:?}", state.snapshots());
+}
