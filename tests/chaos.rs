@@ -596,9 +596,15 @@ fn bounded_campaign_in_node_mode() {
     campaign(true, 12, 3);
 }
 
+// The full campaign, one test per mode so that the two run side by side.
 #[test]
 #[ignore = "the full campaign: just chaos"]
-fn full_campaign() {
+fn full_campaign_in_space_mode() {
     campaign(false, 1000, 100);
+}
+
+#[test]
+#[ignore = "the full campaign: just chaos"]
+fn full_campaign_in_node_mode() {
     campaign(true, 1000, 100);
 }
