@@ -5,8 +5,9 @@
 mod common;
 
 use common::controller::*;
+use common::{code_of, wait_for};
 use grpcio::RpcStatusCode as Code;
-use linode_nfs_csi::fake::Lifecycle;
+use linode_nfs_csi::fake::{FaultRule, Lifecycle};
 use linode_nfs_csi::linode::Status;
 use linode_nfs_csi::proto::csi;
 use std::collections::{BTreeSet, HashSet};
@@ -402,5 +403,89 @@ fn publish_and_unpublish_of_different_nodes_at_once_keep_each_other() {
     assert_eq!(
         acl(&env, &v.volume_id),
         ([1004, 1005, 1006, 1007, 1008].into(), true)
+    );
+}
+
+/// A publish the CO gave up on while it was still checking the node, then
+/// the unpublish the CO sent next: the unpublish is applied first, and the
+/// stale publish must not allow the node again after it.
+#[test]
+fn a_publish_overtaken_by_its_unpublish_is_not_applied_after_it() {
+    let env = node_env();
+    let v = env.create_ok("overtaken");
+    let checking = env.linode.hang("GET", "linode/instances/*");
+    let stale = {
+        let client = env.client.clone();
+        let req = publish_req(&v.volume_id, "1001");
+        std::thread::spawn(move || client.controller_publish_volume(&req))
+    };
+    wait_for(
+        "the publish to check its node",
+        Duration::from_secs(10),
+        || checking.hits() == 1,
+    );
+    env.client
+        .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001"))
+        .unwrap();
+    checking.release();
+    let err = stale.join().unwrap().unwrap_err();
+    assert_eq!(code_of(&err), Code::ABORTED, "{err:?}");
+    assert!(message_of(&err).contains("overtaken"), "{err:?}");
+    assert!(!acl(&env, &v.volume_id).0.contains(&1001));
+
+    // A publish that arrives after the unpublish is applied as usual, and a
+    // retry overtaking its original is not refused by it.
+    env.client
+        .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
+        .unwrap();
+    assert_eq!(acl(&env, &v.volume_id), ([1001].into(), true));
+}
+
+/// A policy PUT that outlives LINODE_REQUEST_TIMEOUT and lands later: an
+/// unpublish sent after it failed waits for it to land instead of finding
+/// nothing to remove and being undone by it.
+#[test]
+fn an_unpublish_after_a_timed_out_publish_is_not_undone_when_it_lands() {
+    let env = Setup::new()
+        .node_mode()
+        .seed(|s| with_nodes(s, NODES))
+        .env("LINODE_REQUEST_TIMEOUT", "1s")
+        .start();
+    let v = env.create_ok("late-put");
+    env.linode
+        .inject(FaultRule::latency("PUT", FS_POLICY, Duration::from_millis(1800)).times(1));
+    assert_eq!(
+        err_code(
+            env.client
+                .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
+        ),
+        Code::UNAVAILABLE,
+        "the PUT timed out"
+    );
+    let mut codes = Vec::new();
+    wait_for(
+        "the unpublish to be applied",
+        Duration::from_secs(30),
+        || match env
+            .client
+            .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001"))
+        {
+            Ok(_) => true,
+            Err(e) => {
+                codes.push(code_of(&e));
+                false
+            }
+        },
+    );
+    assert!(
+        !codes.is_empty(),
+        "the unpublish did not wait for the late PUT"
+    );
+    assert!(codes.iter().all(|c| *c == Code::UNAVAILABLE), "{codes:?}");
+    assert!(!acl(&env, &v.volume_id).0.contains(&1001));
+    assert_eq!(
+        env.linode.calls("PUT", FS_POLICY),
+        2,
+        "the late allow, the revoke"
     );
 }

@@ -72,7 +72,7 @@ pub(super) fn copy_of(c: &Arc<Controller>, fs: &Filesystem, clone_label: &str) -
         }
         None => {
             c.in_doubt
-                .check(&doubt, &format!("NFS snapshot \"{label}\""))?;
+                .check(&doubt, &format!("create NFS snapshot \"{label}\""))?;
             match c.cloud.create_snapshot(
                 fs.space_id,
                 fs.id,

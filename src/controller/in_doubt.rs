@@ -1,14 +1,19 @@
-//! Creates whose outcome is unknown. A POST that timed out or failed with a
-//! 5xx may still be applied by the backend after the driver gave up on it,
-//! and the API has no idempotency key: a retry that finds nothing by label
-//! and POSTs again could make a second object beside the late first one.
-//! So for a while after such a POST, a retry that finds nothing answers
-//! Unavailable instead of POSTing; once the object shows up it is adopted,
-//! and once the window has passed a POST is safe again. The window is
-//! three request timeouts: the longest a request the client gave up on can
-//! plausibly still be in the backend's hands. It lives in this process
-//! only; duplicates a restart lets through are swept by label (see
-//! `provision`).
+//! Writes whose outcome is unknown. A request that timed out or failed with
+//! a 5xx may still be applied by the backend after the driver gave up on it.
+//! - A create: the API has no idempotency key, so a retry that finds nothing
+//!   by label and POSTs again could make a second object beside the late
+//!   first one. For a while after such a POST, a retry that finds nothing
+//!   answers Unavailable instead of POSTing; once the object shows up it is
+//!   adopted, and once the window has passed a POST is safe again.
+//!   Duplicates a restart lets through are swept by label (see `provision`).
+//! - An access-policy PUT: a full replace with no version, so a late one
+//!   would undo whatever was written after it (a node unpublished in the
+//!   meantime would be allowed again). Policy changes wait out its window
+//!   (see `publish`).
+//!
+//! The window is three request timeouts: the longest a request the client
+//! gave up on can plausibly still be in the backend's hands. It lives in
+//! this process only.
 
 use crate::Error;
 use std::collections::HashMap;
@@ -32,7 +37,7 @@ impl InDoubt {
         self.until.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A POST for `key` failed in a way that may hide its success.
+    /// A write to `key` failed in a way that may hide its success.
     pub fn record(&self, key: &str) {
         self.lock()
             .insert(key.to_string(), Instant::now() + self.window);
@@ -43,13 +48,13 @@ impl InDoubt {
         self.lock().remove(key);
     }
 
-    /// Unavailable while an earlier POST for `key` (naming `what`) may
-    /// still be applied.
+    /// Unavailable while an earlier write to `key` (`what` it did, e.g.
+    /// "create NFS filesystem \"x\"") may still be applied.
     pub fn check(&self, key: &str, what: &str) -> Result<(), Error> {
         let mut until = self.lock();
         match until.get(key) {
             Some(t) if *t > Instant::now() => Err(Error::Unavailable(format!(
-                "an earlier request to create {what} timed out or failed and may still be applied by the backend; retry shortly"
+                "an earlier request to {what} timed out or failed and may still be applied by the backend; retry shortly"
             ))),
             Some(_) => {
                 until.remove(key);

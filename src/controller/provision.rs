@@ -188,7 +188,7 @@ pub fn create_volume(
         Some(_) => c.in_doubt.clear(&doubt),
         None => c
             .in_doubt
-            .check(&doubt, &format!("NFS filesystem \"{}\"", want.label))?,
+            .check(&doubt, &format!("create NFS filesystem \"{}\"", want.label))?,
     }
     let adopting = existing.is_some();
     let made = match existing {

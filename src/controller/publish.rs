@@ -6,17 +6,25 @@
 //! the poller, then hands each caller its result and takes the next batch.
 //! Concurrent publishes from many nodes therefore never lose each other's
 //! entries and share PUTs, and no caller holds a worker while it waits.
+//!
+//! Two things could still undo a change the CO was told is done, and both
+//! are guarded here: a publish the CO gave up on that is still making its
+//! checks when the unpublish it sent next has been applied (calls for one
+//! node are ordered by arrival, see `Arrivals`), and a PUT that timed out
+//! but lands later (the policy is in doubt for a while, see `in_doubt`).
 
 use super::provision::check_capabilities;
 use super::Controller;
 use crate::flow::{done, Flow, Handoff, Step, Then};
 use crate::handles::VolumeId;
 use crate::limits;
+use crate::linode::outcome_unknown;
 use crate::linode::{FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, SquashPolicy};
 use crate::proto::csi;
 use crate::Error;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Change {
@@ -38,7 +46,36 @@ type Queued = (Change, Arc<Handoff<Result<(), Error>>>);
 #[derive(Default)]
 pub struct AclQueue {
     pending: Mutex<HashMap<VolumeId, Vec<Queued>>>,
+    arrivals: Mutex<Arrivals>,
 }
+
+/// The order in which publish and unpublish calls arrived, and the newest
+/// one queued for each volume and node. A publish reads the policy and the
+/// instance before it queues its change; if the CO gave up on it meanwhile
+/// and sent the unpublish, that unpublish is queued first, and the stale
+/// publish must not be applied after it: it is refused instead. Calls of
+/// the same kind never refuse each other (a retry overtaking its original
+/// wants the same thing).
+#[derive(Default)]
+struct Arrivals {
+    next: u64,
+    newest: HashMap<(VolumeId, u64), Arrived>,
+}
+
+struct Arrived {
+    order: u64,
+    allow: bool,
+    at: Instant,
+}
+
+/// How long the newest call per volume and node is remembered: far longer
+/// than a publish can spend on its reads (each bounded by the request
+/// timeout and a few retries) before it queues.
+const ARRIVALS_KEPT: Duration = Duration::from_secs(600);
+
+/// Where a publish or unpublish call stands in the order of arrival.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival(u64);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -55,25 +92,103 @@ impl AclQueue {
         self.apply(c, vol, Change::Squash { policy, adopting })
     }
 
-    /// Queues `change` and parks until a batch has applied it. The first
-    /// change for an idle filesystem starts the batches, on this worker.
-    fn apply(&self, c: &Arc<Controller>, vol: VolumeId, change: Change) -> Step<()> {
-        let result = Handoff::new();
-        let first = {
-            let mut pending = lock(&self.pending);
-            let starts = !pending.contains_key(&vol);
-            pending
-                .entry(vol)
-                .or_default()
-                .push((change, result.clone()));
-            starts
+    /// Numbers a publish or unpublish call as it arrives.
+    pub fn arrive(&self) -> Arrival {
+        let mut arrivals = lock(&self.arrivals);
+        arrivals.next += 1;
+        Arrival(arrivals.next)
+    }
+
+    /// Allows (`allow`) or revokes `node` on `vol` for a call that arrived
+    /// at `arrival`, unless a call of the other kind that arrived later has
+    /// been queued already (Aborted: the CO has moved on).
+    fn access(
+        &self,
+        c: &Arc<Controller>,
+        vol: VolumeId,
+        node: u64,
+        allow: bool,
+        arrival: Arrival,
+    ) -> Step<()> {
+        let change = if allow {
+            Change::Allow(node)
+        } else {
+            Change::Revoke(node)
         };
+        let queued = {
+            // Held until the change is queued, so queue order follows
+            // arrival order for each node.
+            let mut arrivals = lock(&self.arrivals);
+            let now = Instant::now();
+            arrivals
+                .newest
+                .retain(|_, a| now.duration_since(a.at) < ARRIVALS_KEPT);
+            match arrivals.newest.get(&(vol, node)) {
+                Some(newer) if newer.order > arrival.0 && newer.allow != allow => {
+                    let (this, later) = if allow {
+                        ("ControllerPublishVolume", "ControllerUnpublishVolume")
+                    } else {
+                        ("ControllerUnpublishVolume", "ControllerPublishVolume")
+                    };
+                    return Err(Error::Aborted(format!(
+                        "{this} of volume {vol} for node {node} was overtaken by a later {later}; retry if it is still wanted"
+                    )));
+                }
+                Some(newer) if newer.order > arrival.0 => {}
+                _ => {
+                    arrivals.newest.insert(
+                        (vol, node),
+                        Arrived {
+                            order: arrival.0,
+                            allow,
+                            at: now,
+                        },
+                    );
+                }
+            }
+            self.enqueue(vol, change)
+        };
+        self.start(c, vol, queued)
+    }
+
+    /// Queues `change` and parks until a batch has applied it.
+    fn apply(&self, c: &Arc<Controller>, vol: VolumeId, change: Change) -> Step<()> {
+        let queued = self.enqueue(vol, change);
+        self.start(c, vol, queued)
+    }
+
+    /// Adds `change` to what `vol`'s next batch applies: where its result
+    /// will arrive, and whether no batch is under way for `vol` yet.
+    fn enqueue(&self, vol: VolumeId, change: Change) -> (Arc<Handoff<Result<(), Error>>>, bool) {
+        let result = Handoff::new();
+        let mut pending = lock(&self.pending);
+        let first = !pending.contains_key(&vol);
+        pending
+            .entry(vol)
+            .or_default()
+            .push((change, result.clone()));
+        (result, first)
+    }
+
+    /// Parks until the change queued is applied. The first change for an
+    /// idle filesystem starts the batches, on this worker.
+    fn start(
+        &self,
+        c: &Arc<Controller>,
+        vol: VolumeId,
+        (result, first): (Arc<Handoff<Result<(), Error>>>, bool),
+    ) -> Step<()> {
         if first {
             c.rpc
                 .detach("access policy batch", run_batches(c.clone(), vol));
         }
         result.receive(|r: Result<(), Error>| r.map(Flow::Ready))
     }
+}
+
+/// What an access-policy write is tracked under (see `in_doubt`).
+fn policy_key(vol: VolumeId) -> String {
+    format!("policy {vol}")
 }
 
 /// Applies what is pending for `vol`, batch after batch, until nothing is.
@@ -107,6 +222,10 @@ fn apply_batch(
     vol: VolumeId,
     batch: &[Change],
 ) -> Step<Vec<Result<(), Error>>> {
+    let what = format!("update the access policy of filesystem {vol}");
+    if let Err(e) = c.in_doubt.check(&policy_key(vol), &what) {
+        return done(batch.iter().map(|_| Err(e.clone())).collect());
+    }
     let current = match c
         .cloud
         .get_filesystem_access_policy(vol.space, vol.filesystem)
@@ -198,7 +317,12 @@ fn apply_batch(
         .put_filesystem_access_policy(vol.space, vol.filesystem, &update);
     let written: Step<()> = match written {
         Ok(policy) => settled(c, vol, policy),
-        Err(e) => Err(e),
+        Err(e) => {
+            if outcome_unknown(&e) {
+                c.in_doubt.record(&policy_key(vol));
+            }
+            Err(e)
+        }
     };
     written.settle(move |written| {
         done(match written {
@@ -250,6 +374,7 @@ pub fn publish(
     let vol = VolumeId::parse(&req.volume_id)
         .map_err(|_| Error::NotFound(format!("volume {:?} not found", req.volume_id)))?;
     let node = linode_id(&req.node_id)?;
+    let arrival = c.acl.arrive();
     let policy = c
         .cloud
         .get_filesystem_access_policy(vol.space, vol.filesystem)?;
@@ -264,7 +389,7 @@ pub fn publish(
         }
         return c
             .acl
-            .apply(c, vol, Change::Allow(node))
+            .access(c, vol, node, true, arrival)
             .then(|()| done(csi::ControllerPublishVolumeResponse::new()));
     }
     done(csi::ControllerPublishVolumeResponse::new())
@@ -287,6 +412,6 @@ pub fn unpublish(
         return done(answer());
     };
     c.acl
-        .apply(c, vol, Change::Revoke(node))
+        .access(c, vol, node, false, c.acl.arrive())
         .then(move |()| done(answer()))
 }

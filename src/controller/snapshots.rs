@@ -117,7 +117,7 @@ pub fn create(
                 )));
             }
             c.in_doubt
-                .check(&doubt, &format!("NFS snapshot \"{label}\""))?;
+                .check(&doubt, &format!("create NFS snapshot \"{label}\""))?;
             match c
                 .cloud
                 .create_snapshot(source.space, source.filesystem, &label, &[])
