@@ -588,17 +588,11 @@ impl KubeClient {
         // (rolling control plane, network blip): the caller retries later.
         let unreachable =
             |e: ureq::Error| crate::Error::Unavailable(format!("Kubernetes: {what}: {e}"));
-        let started = Instant::now();
-        let answered = req.call().and_then(|mut response| {
-            let status = response.status().as_u16();
-            response
-                .body_mut()
-                .read_to_string()
-                .map(|body| (status, body))
-        });
-        let status = answered.as_ref().ok().map(|(status, _)| *status);
-        crate::metrics::kube_request(request, status, started.elapsed());
-        let (status, body) = answered.map_err(unreachable)?;
+        let (status, body) = crate::http_answer::exchange(
+            || req.call(),
+            |status, took| crate::metrics::kube_request(request, status, took),
+        )
+        .map_err(unreachable)?;
         if (200..300).contains(&status) {
             return Ok(body);
         }

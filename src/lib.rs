@@ -18,6 +18,7 @@ pub mod flow;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handles;
+pub mod http_answer;
 pub mod http_server;
 pub mod identity;
 pub mod kube;

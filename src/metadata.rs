@@ -101,17 +101,10 @@ impl MetadataClient {
                 self.base_url
             ))
         };
-        let started = std::time::Instant::now();
-        let answered = send().and_then(|mut response| {
-            let status = response.status().as_u16();
-            response
-                .body_mut()
-                .read_to_string()
-                .map(|body| (status, body))
-        });
-        let status = answered.as_ref().ok().map(|(status, _)| *status);
-        crate::metrics::metadata_request(request, status, started.elapsed());
-        let (status, body) = answered.map_err(unavailable)?;
+        let (status, body) = crate::http_answer::exchange(send, |status, took| {
+            crate::metrics::metadata_request(request, status, took)
+        })
+        .map_err(unavailable)?;
         let message = || format!("metadata service: {what}: HTTP {status}");
         match status {
             200..=299 => Ok(body),
