@@ -7,6 +7,7 @@
 //! `Result<T, Error>` → the one reply helper logs (secrets redacted) and
 //! answers, with the gRPC code chosen in [`error`].
 
+pub mod backoff;
 pub mod capabilities;
 pub mod client;
 pub mod config;
@@ -28,11 +29,13 @@ pub mod locks;
 pub mod metadata;
 pub mod metrics;
 pub mod mount;
+pub mod mutex;
 pub mod node;
 pub mod proto;
 pub mod registration;
 pub mod roles;
 pub mod rpc;
+pub mod secret;
 pub mod server;
 pub mod socket_file;
 pub mod systemd_notify;
