@@ -1551,7 +1551,7 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
     // From each sidecar's deploy/kubernetes/rbac.yaml at the pinned release
     // (external-snapshotter: deploy/kubernetes/csi-snapshotter/
     // rbac-csi-snapshotter.yaml), less what the driver never uses: Secrets,
-    // CSIStorageCapacity, ReferenceGrants, group snapshots, and the pods
+    // CSIStorageCapacity, ReferenceGrants, writes to group snapshots, and the pods
     // only csi-resizer's resize controller reads (it does not run without
     // EXPAND_VOLUME).
     const PROVISIONER: &[(&str, &[&str])] = &[
@@ -1615,6 +1615,15 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
             "snapshot.storage.k8s.io/volumesnapshotcontents/status",
             &["update", "patch"],
         ),
+        // Read only: no group controller service, so nothing is written.
+        (
+            "groupsnapshot.storage.k8s.io/volumegroupsnapshotclasses",
+            &["get", "list", "watch"],
+        ),
+        (
+            "groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents",
+            &["get", "list", "watch"],
+        ),
     ];
     // Every upstream sidecar's leader-election Role has exactly these.
     const LEASES: &[&str] = &["get", "watch", "list", "delete", "update", "create"];
@@ -1659,10 +1668,22 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
             verbs(LEASES),
             "{variant}: lease verbs differ from the upstream sidecars' Roles"
         );
+        for (resource, have) in &granted {
+            if resource.starts_with("groupsnapshot.storage.k8s.io/") {
+                assert_eq!(
+                    have,
+                    &verbs(&["get", "list", "watch"]),
+                    "{variant}: group snapshots are only read: {resource}"
+                );
+            }
+        }
         if !snapshots {
             let stray: Vec<_> = granted
                 .keys()
-                .filter(|r| r.starts_with("snapshot.storage.k8s.io/"))
+                .filter(|r| {
+                    r.starts_with("snapshot.storage.k8s.io/")
+                        || r.starts_with("groupsnapshot.storage.k8s.io/")
+                })
                 .collect();
             assert!(
                 stray.is_empty(),
@@ -1956,4 +1977,48 @@ fn the_attacher_re_sync_interval_is_the_documented_one() {
         );
     }
     assert!(seen > 0, "no variant runs csi-attacher");
+}
+
+#[test]
+fn client_go_sidecars_carry_the_documented_api_server_budget() {
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/installation.md"))
+            .unwrap();
+    let (qps, burst) = ("50", "100");
+    let documented = format!("--kube-api-qps={qps} --kube-api-burst={burst}");
+    assert!(
+        docs.contains(&documented),
+        "docs/installation.md does not name {documented}"
+    );
+    let mut seen = BTreeSet::new();
+    for (variant, objects) in variants() {
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        for c in containers(controller) {
+            let Some(repo) = LEADER_ELECTING.iter().find(|r| is_sidecar(c, r)) else {
+                continue;
+            };
+            seen.insert(*repo);
+            // Upstream's client-go default (5/s, burst 10) paces bulk
+            // provisioning far below what the plugin answers.
+            assert_eq!(
+                flag(c, "kube-api-qps").as_deref(),
+                Some(qps),
+                "{variant}: {repo} --kube-api-qps"
+            );
+            assert_eq!(
+                flag(c, "kube-api-burst").as_deref(),
+                Some(burst),
+                "{variant}: {repo} --kube-api-burst"
+            );
+            assert!(
+                docs.contains(&format!("| {repo}")),
+                "docs/installation.md#sidecar-flags has no row for {repo}"
+            );
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        LEADER_ELECTING.len(),
+        "some variant runs each client-go sidecar: {seen:?}"
+    );
 }
