@@ -94,8 +94,21 @@ pub struct DevConfig {
     pub faults: String,
     pub fault_seed: Option<u64>,
     pub quirks: Vec<DevQuirk>,
+    /// `DEV_RATE_LIMITS`: the fake's budgets; `None` leaves it unlimited.
+    pub rate_limits: Option<DevRateLimits>,
     /// `LINODE_REQUEST_TIMEOUT` for the client of the fake.
     pub request_timeout: Duration,
+}
+
+/// Budgets of the dev fake's rate limiter, per fixed window, by the API's
+/// request classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevRateLimits {
+    /// Paginated GETs (collections) per window.
+    pub list: u64,
+    /// Every other request per window.
+    pub other: u64,
+    pub window: Duration,
 }
 
 /// A documented or suspected variant of the Linode API the dev fake can
@@ -308,6 +321,11 @@ const SETTINGS: &[Setting] = &[
         help: "dev role: backend variants to emulate: no-source-snapshot-id, snapshots-held-by-clones, no-id-filter",
     },
     Setting {
+        var: "DEV_RATE_LIMITS",
+        default: "",
+        help: "dev role: rate-limit the fake API per window, e.g. list:200,other:400,window:60s (Linode's budgets; empty: unlimited)",
+    },
+    Setting {
         var: "RUST_LOG",
         default: "info",
         help: "log filter (env_logger syntax)",
@@ -327,6 +345,43 @@ fn parse_quirks(raw: &str) -> Result<Vec<DevQuirk>, String> {
             )),
         })
         .collect()
+}
+
+/// `list:N,other:M[,window:DURATION]`; the window defaults to Linode's
+/// minute. Both budgets are required and at least 1: a class with no budget
+/// could never be served.
+fn parse_rate_limits(raw: &str) -> Result<DevRateLimits, String> {
+    let (mut list, mut other, mut window) = (None, None, Duration::from_secs(60));
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = part
+            .split_once(':')
+            .ok_or_else(|| format!("\"{part}\" is not KEY:VALUE"))?;
+        let count = || match value.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!(
+                "{key}: \"{value}\" is not a whole number of requests above 0"
+            )),
+        };
+        match key.trim() {
+            "list" => list = Some(count()?),
+            "other" => other = Some(count()?),
+            "window" => {
+                window = parse_duration(value)
+                    .ok()
+                    .filter(|w| !w.is_zero())
+                    .ok_or_else(|| format!("window: \"{value}\" is not a duration above 0"))?
+            }
+            k => return Err(format!("unknown key \"{k}\" (want list, other, window)")),
+        }
+    }
+    match (list, other) {
+        (Some(list), Some(other)) => Ok(DevRateLimits {
+            list,
+            other,
+            window,
+        }),
+        _ => Err("both list:N and other:M are required".to_string()),
+    }
 }
 
 /// The `--help` text.
@@ -518,6 +573,11 @@ impl Config {
                     .transpose()?,
                 quirks: parse_quirks(&get("DEV_QUIRKS").unwrap_or_default())
                     .map_err(|e| ConfigError::new(format!("DEV_QUIRKS: {e}")))?,
+                rate_limits: get("DEV_RATE_LIMITS")
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| parse_rate_limits(&s))
+                    .transpose()
+                    .map_err(|e| ConfigError::new(format!("DEV_RATE_LIMITS: {e}")))?,
                 request_timeout,
             }),
             _ => None,
@@ -936,6 +996,54 @@ mod tests {
             }
         );
         assert_eq!(parse(&[], &[]).unwrap_err().exit_code, 2);
+    }
+
+    #[test]
+    fn dev_rate_limits() {
+        let limits = |raw: &str| {
+            config(&["dev"], &[("DEV_RATE_LIMITS", raw)])
+                .dev
+                .unwrap()
+                .rate_limits
+        };
+        assert_eq!(limits(""), None);
+        assert_eq!(
+            limits("list:200,other:400,window:60s"),
+            Some(DevRateLimits {
+                list: 200,
+                other: 400,
+                window: Duration::from_secs(60)
+            })
+        );
+        assert_eq!(
+            limits(" other:40 , list:20 "),
+            Some(DevRateLimits {
+                list: 20,
+                other: 40,
+                window: Duration::from_secs(60)
+            })
+        );
+        assert_eq!(
+            limits("list:20,other:40,window:2s").unwrap().window,
+            Duration::from_secs(2)
+        );
+        for bad in [
+            "list:20",
+            "other:40",
+            "list:0,other:40",
+            "list:x,other:40",
+            "list:20,other:40,window:0s",
+            "list:20,other:40,window:2",
+            "list:20,other:40,burst:3",
+            "list=20,other:40",
+        ] {
+            let err = parse(&["dev"], &[("DEV_RATE_LIMITS", bad)]).unwrap_err();
+            assert!(
+                err.message.starts_with("DEV_RATE_LIMITS: "),
+                "{bad:?}: {}",
+                err.message
+            );
+        }
     }
 
     #[test]

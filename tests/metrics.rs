@@ -937,3 +937,45 @@ fn dev_mode_prints_the_metrics_url_and_serves_both_roles() {
         0.0
     );
 }
+
+#[test]
+fn dev_rate_limits_put_the_fake_behind_linode_style_budgets() {
+    let state = common::TempDir::new("dev-rate-limits");
+    // One paginated GET per second: a CreateVolume needs more (the Space by
+    // label, the lookup by label), so the budget the fake announces runs out
+    // and the client waits for the next window rather than be refused.
+    let driver = Driver::builder()
+        .arg("dev")
+        .prefix(&["unshare", "--mount", "--propagation", "private"])
+        .env("DEV_STATE_DIR", state.join("state").display().to_string())
+        .env("METRICS_ADDRESS", "127.0.0.1:0")
+        .env("DEV_RATE_LIMITS", "list:1,other:50,window:1s")
+        .start();
+    let addr = metrics_addr(&driver);
+    let mut req = volume_req("pvc-dev-limited", &[]);
+    req.parameters
+        .insert(P_SPACE_LABEL.to_string(), "dev-space".to_string());
+    driver
+        .controller()
+        .create_volume(&req)
+        .expect("CreateVolume in dev mode behind the limiter");
+    let m = settled(addr);
+    assert_eq!(
+        m.get("csi_linode_rate_limit_limit", &[("class", "list")]),
+        1.0
+    );
+    // Every paginated answer spent its window's one request.
+    assert_eq!(
+        m.get("csi_linode_rate_limit_remaining", &[("class", "list")]),
+        0.0
+    );
+    assert_eq!(
+        m.get("csi_linode_throttled_total", &[("class", "list")]),
+        0.0,
+        "the pacer waits out an announced budget instead of spending a 429"
+    );
+    assert_eq!(
+        m.get("csi_linode_rate_limit_limit", &[("class", "other")]),
+        50.0
+    );
+}

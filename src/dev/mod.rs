@@ -10,8 +10,8 @@ pub mod exports;
 use crate::client::DEV_SPACE_LABEL;
 use crate::config::{Config, DevQuirk, LinodeConfig};
 use crate::fake::{
-    FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, InstanceSeed, Seed,
-    SpaceSeed,
+    FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, InstanceSeed, RateLimit,
+    Seed, SpaceSeed,
 };
 use crate::kube::KubeClient;
 use crate::metadata::MetadataClient;
@@ -189,6 +189,19 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
             DevQuirk::SnapshotsHeldByClones => linode.set_snapshots_held_by_clones(true),
             DevQuirk::NoIdFilter => linode.set_filesystem_id_filter(false),
         }
+    }
+    if let Some(limits) = dev.rate_limits {
+        linode.set_rate_limit(Some(RateLimit {
+            list: limits.list,
+            other: limits.other,
+            window: limits.window,
+        }));
+        log::info!(
+            "dev: the fake Linode API allows {} paginated and {} other requests per {:?}",
+            limits.list,
+            limits.other,
+            limits.window
+        );
     }
     let observed = exports.clone();
     linode.set_observer(Arc::new(move |event| mirror(&observed, event)));
