@@ -83,6 +83,95 @@ fn kill_mid_create_volume_then_retry_returns_the_same_volume() {
     assert!(state.filesystems().is_empty());
 }
 
+/// What the provisioner sees when the controller is killed with a hundred
+/// creates posted and still `creating`: every call fails, it retries them
+/// all against the next process, and each retry adopts its filesystem.
+#[test]
+fn kill_with_a_hundred_creates_in_flight_then_every_retry_adopts_its_filesystem() {
+    const N: usize = 100;
+    let state = StateDir::new("e2e-kill-100");
+    let envs = [("DEV_ACTIVATION_DELAY", "30s")];
+    let mut first = Dev::start(&state, &envs);
+    let reqs: Vec<_> = (0..N)
+        .map(|i| create_req(&format!("pvc-inflight-{i:03}"), GIB))
+        .collect();
+    let controller = first.another_controller();
+    let pending: Vec<_> = reqs
+        .iter()
+        .cloned()
+        .map(|req| {
+            let controller = controller.clone();
+            std::thread::spawn(move || controller.create_volume_opt(&req, call()))
+        })
+        .collect();
+    eventually("every create to be posted", Duration::from_secs(60), || {
+        state.filesystems().len() == N
+    });
+    assert!(
+        state
+            .filesystems()
+            .iter()
+            .all(|(_, _, phase)| phase == "Creating"),
+        "killed too late to prove anything"
+    );
+    first.driver.signal(libc::SIGKILL);
+    first.driver.wait_exit(Duration::from_secs(10));
+    for lost in pending {
+        assert!(lost.join().unwrap().is_err(), "answered after SIGKILL");
+    }
+    drop(first);
+    let posted: Vec<(u64, String)> = state
+        .filesystems()
+        .into_iter()
+        .map(|(id, label, _)| (id, label))
+        .collect();
+
+    // The filesystems turn active while the provisioner retries.
+    let second = Dev::start(&state, &[("DEV_ACTIVATION_DELAY", "1s")]);
+    let retried: Vec<_> = reqs
+        .iter()
+        .cloned()
+        .map(|req| {
+            let controller = second.another_controller();
+            std::thread::spawn(move || {
+                retry(|| controller.create_volume_opt(&req, call()))
+                    .map(|r| (req.name.clone(), r.volume.unwrap().volume_id))
+            })
+        })
+        .collect();
+    let mut adopted: Vec<(u64, String)> = retried
+        .into_iter()
+        .map(|t| {
+            let (name, id) = t.join().unwrap().expect("the retried CreateVolume");
+            let fs = id.strip_prefix("1/").unwrap().parse().unwrap();
+            (fs, name)
+        })
+        .collect();
+    adopted.sort();
+    let mut expected = posted.clone();
+    expected.sort();
+    assert_eq!(
+        adopted, expected,
+        "each retry got the filesystem posted for it"
+    );
+    let now = state.filesystems();
+    assert_eq!(now.len(), N, "no second filesystem for any volume");
+    assert!(now.iter().all(|(_, _, phase)| phase == "Active"));
+
+    let mut second = second;
+    second.driver.signal(libc::SIGTERM);
+    second.driver.wait_exit(Duration::from_secs(30));
+    let logs = second.driver.logs();
+    let cost = logs
+        .lines()
+        .find(|l| l.contains("dev: the fake Linode API served"))
+        .unwrap_or_else(|| panic!("no API cost line:\n{logs}"));
+    assert!(
+        !cost.contains("POST nfs/spaces/{id}/filesystems"),
+        "the restarted controller posted a create: {cost}"
+    );
+}
+
 /// A process that joins the driver's mount namespace and keeps it alive
 /// after the driver exits, so the test can look at what the driver left.
 struct NamespaceHolder(Child);
