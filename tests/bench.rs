@@ -11,7 +11,7 @@ use linode_nfs_csi::fake::{FakeKube, FakeLinode, FakeNode, InstanceSeed, Seed, S
 use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
 use node_support::{capability, pairs, NfsNode};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -486,4 +486,162 @@ fn bench_idle_memory_with_metrics_on_and_off() {
             idle_rss_with(role, true, 2000),
         );
     }
+}
+
+/// Paginated GETs (collections: the scarce class of a token's budget) and
+/// every other request, from the fake's counters.
+fn by_class(linode: &FakeLinode) -> (u64, u64) {
+    let mut list = 0;
+    let mut other = 0;
+    for (call, n) in linode.request_counts() {
+        let (method, template) = call.split_once(' ').unwrap();
+        let last = template.rsplit('/').next().unwrap();
+        let collection = matches!(
+            last,
+            "spaces" | "filesystems" | "snapshots" | "configs" | "interfaces" | "quotas"
+        );
+        if method == "GET" && collection {
+            list += n;
+        } else {
+            other += n;
+        }
+    }
+    (list, other)
+}
+
+/// What `n` CreateVolume calls cost when `callers` threads send them as
+/// csi-provisioner's workers do: one call per worker at a time, retried
+/// with backoff on Unavailable and Aborted. Returns the wall time, and the
+/// non-OK answers seen on the way by code.
+fn provision_through_callers(
+    driver: &Driver,
+    n: usize,
+    callers: usize,
+    prefix: &str,
+) -> (Duration, BTreeMap<String, usize>) {
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let threads: Vec<_> = (0..callers)
+        .map(|_| {
+            let client = driver.controller();
+            let next = next.clone();
+            let prefix = prefix.to_string();
+            std::thread::spawn(move || {
+                let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    if i >= n {
+                        return seen;
+                    }
+                    let req = create_request(&format!("{prefix}-{i:04}"));
+                    let mut delay = Duration::from_millis(100);
+                    loop {
+                        match client.create_volume(&req) {
+                            Ok(_) => break,
+                            Err(grpcio::Error::RpcFailure(s)) => {
+                                *seen.entry(format!("{:?}", s.code())).or_default() += 1;
+                                let code = s.code();
+                                assert!(
+                                    code == grpcio::RpcStatusCode::UNAVAILABLE
+                                        || code == grpcio::RpcStatusCode::ABORTED,
+                                    "CreateVolume {}: {s:?}",
+                                    req.name
+                                );
+                                std::thread::sleep(delay);
+                                delay = (delay * 2).min(Duration::from_secs(5));
+                            }
+                            Err(e) => panic!("CreateVolume {}: {e:?}", req.name),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for t in threads {
+        for (code, count) in t.join().unwrap() {
+            *seen.entry(code).or_default() += count;
+        }
+    }
+    (started.elapsed(), seen)
+}
+
+#[test]
+#[ignore = "benchmark: bash .ci/bench"]
+fn bench_bulk_provisioning_through_provisioner_workers() {
+    // Without limits: 1000 PVCs through csi-provisioner's 100 workers.
+    let (linode, _kube, driver) = controller(Duration::from_secs(2), &[("WORKER_THREADS", "4")]);
+    let client = driver.controller();
+    client.create_volume(&create_request("pvc-warm")).unwrap();
+    let one = Instant::now();
+    client.create_volume(&create_request("pvc-single")).unwrap();
+    let one = one.elapsed();
+    linode.clear_requests();
+    let (wall, seen) = provision_through_callers(&driver, 1000, 100, "pvc-thousand");
+    let (list, other) = by_class(&linode);
+    println!(
+        "BENCH 1000 CreateVolume through 100 retrying callers, activation 2 s, WORKER_THREADS=4, no rate limits: {:.2} s = {:.1}x one create ({:.2} s); {:.2} paginated + {:.2} other Linode requests per create; non-OK answers {seen:?}",
+        wall.as_secs_f64(),
+        wall.as_secs_f64() / one.as_secs_f64(),
+        one.as_secs_f64(),
+        list as f64 / 1000.0,
+        other as f64 / 1000.0,
+    );
+    assert_eq!(linode.filesystems().len(), 1002, "every filesystem once");
+
+    // The real budgets scaled down (windows 30x shorter, budgets 10x smaller).
+    let (linode, _kube, driver) = controller(Duration::from_secs(2), &[("WORKER_THREADS", "4")]);
+    let client = driver.controller();
+    client.create_volume(&create_request("pvc-warm")).unwrap();
+    let (list_budget, other_budget, window) = (20, 40, Duration::from_secs(2));
+    linode.set_rate_limit(Some(linode_nfs_csi::fake::RateLimit {
+        list: list_budget,
+        other: other_budget,
+        window,
+    }));
+    linode.clear_requests();
+    // ListVolumes and GetCapacity keep being asked meanwhile.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        let client = driver.controller();
+        std::thread::spawn(move || {
+            let (mut lists, mut capacities) = (Vec::new(), Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let t = Instant::now();
+                client
+                    .list_volumes(&csi::ListVolumesRequest::new())
+                    .unwrap();
+                lists.push(t.elapsed());
+                let mut cap = csi::GetCapacityRequest::new();
+                cap.parameters = create_request("x").parameters;
+                let t = Instant::now();
+                client.get_capacity(&cap).unwrap();
+                capacities.push(t.elapsed());
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            (lists, capacities)
+        })
+    };
+    let (wall, seen) = provision_through_callers(&driver, 500, 100, "pvc-limited");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (mut lists, mut capacities) = reader.join().unwrap();
+    lists.sort();
+    capacities.sort();
+    let (list, other) = by_class(&linode);
+    let floor = window.as_secs_f64() * (500.0 / other_budget as f64);
+    println!(
+        "BENCH 500 CreateVolume through 100 retrying callers under list:{list_budget},other:{other_budget},window:{window:?}, activation 2 s: {:.2} s = {:.2}x the floor of 500 POSTs at the other budget ({floor:.1} s); {list} paginated GETs, {other} other requests, {} answered 429; non-OK answers {seen:?}; meanwhile ListVolumes p99 {:.0} ms ({} calls), GetCapacity p99 {:.0} ms ({} calls)",
+        wall.as_secs_f64(),
+        wall.as_secs_f64() / floor,
+        linode.throttled(),
+        ms(percentile(&lists, 0.99)),
+        lists.len(),
+        ms(percentile(&capacities, 0.99)),
+        capacities.len(),
+    );
+    for (call, n) in linode.request_counts() {
+        println!("BENCH   {call}: {n}");
+    }
+    assert_eq!(linode.filesystems().len(), 501, "every filesystem once");
 }
