@@ -864,3 +864,33 @@ fn the_token_never_appears_in_errors_or_logs() {
         assert!(!line.contains(TOKEN), "log line leaks the token: {line}");
     }
 }
+
+#[test]
+fn a_408_and_a_proxys_html_400_are_retried_like_a_503() {
+    let (fake, cloud) = setup();
+    for (rule, what) in [
+        (FaultRule::status("GET", "nfs/spaces/7", 408), "408"),
+        (
+            FaultRule::status("GET", "nfs/spaces/7", 400).html(),
+            "HTML 400",
+        ),
+    ] {
+        fake.clear_requests();
+        fake.inject(rule.clone().times(2));
+        assert_eq!(cloud.get_space(7).unwrap().id, 7, "{what}");
+        assert_eq!(fake.calls("GET", "nfs/spaces/7"), 3, "{what}: retried");
+
+        fake.clear_requests();
+        fake.inject(rule);
+        let err = cloud.get_space(7).unwrap_err();
+        assert!(matches!(err, Error::Unavailable(_)), "{what}: {err:?}");
+        assert_eq!(fake.calls("GET", "nfs/spaces/7"), 4, "{what}: bounded");
+        fake.clear_faults();
+    }
+    // The API's own 400 stays a permanent InvalidArgument.
+    fake.clear_requests();
+    fake.inject(FaultRule::status("GET", "nfs/spaces/7", 400).times(1));
+    let err = cloud.get_space(7).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert_eq!(fake.calls("GET", "nfs/spaces/7"), 1);
+}

@@ -458,3 +458,128 @@ pub fn unpublish(
         .access(c, vol, node, false, c.acl.arrive())
         .then(move |()| done(answer()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AccessPolicyMode;
+    use crate::controller::cluster::Cluster;
+    use crate::controller::in_doubt::InDoubt;
+    use crate::controller::spaces::Spaces;
+    use crate::fake::{FakeLinode, InstanceSeed, Seed, SpaceSeed};
+    use crate::flow::Thunk;
+    use crate::kube::KubeClient;
+    use crate::linode::{Cloud, LinodeCloud, LinodeSettings, NewFilesystem, Poller, WaitPolicy};
+    use crate::locks::OpLocks;
+    use crate::rpc::Rpc;
+    use std::sync::mpsc;
+
+    const NODE: u64 = 4242;
+
+    /// A controller over the fake Linode, in this process, with `vol` made.
+    fn controller() -> (FakeLinode, Arc<Controller>, VolumeId) {
+        let seed = Seed::default()
+            .with_space(SpaceSeed::new(7, "shared"))
+            .with_instance(InstanceSeed {
+                id: NODE,
+                label: "node".into(),
+                region: "us-ord".into(),
+                interface_generation: None,
+                ipv6: None,
+                vpcs: vec![],
+            });
+        let fake = FakeLinode::start(seed).unwrap();
+        let mut settings = LinodeSettings::new(fake.token());
+        settings.base_url = fake.url();
+        let cloud: Arc<dyn Cloud> = Arc::new(LinodeCloud::new(settings).unwrap());
+        let fs = cloud
+            .create_filesystem(
+                7,
+                &NewFilesystem {
+                    label: "pvc-panic".into(),
+                    region: "us-ord".into(),
+                    max_capacity_bytes: 1 << 30,
+                    tags: vec![],
+                },
+            )
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!("lnc-publish-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: t\n  cluster:\n    server: http://127.0.0.1:1\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\nusers:\n- name: t\n  user:\n    token: x\n",
+        )
+        .unwrap();
+        let wait = WaitPolicy {
+            timeout: Duration::from_secs(30),
+            initial_delay: Duration::from_millis(20),
+            max_delay: Duration::from_millis(100),
+        };
+        let c = Arc::new(Controller {
+            poller: Poller::new(cloud.clone(), wait),
+            spaces: Spaces::new(cloud.clone(), Duration::ZERO),
+            cloud,
+            cluster: Cluster::new(KubeClient::from_kubeconfig(&kubeconfig).unwrap()),
+            locks: OpLocks::new(),
+            mode: AccessPolicyMode::Node,
+            default_capacity_bytes: 1 << 30,
+            acl: AclQueue::default(),
+            in_doubt: InDoubt::new(Duration::from_secs(10)),
+            rpc: Rpc::new(2),
+        });
+        let vol = VolumeId {
+            space: 7,
+            filesystem: fs.id,
+        };
+        (fake, c, vol)
+    }
+
+    fn block_on<T: Send + 'static>(step: Step<T>) -> crate::Result<T> {
+        let (woken, rest) = mpsc::channel::<Thunk<T>>();
+        let mut step = step;
+        loop {
+            match step? {
+                Flow::Ready(value) => return Ok(value),
+                Flow::Parked(parked) => {
+                    let woken = woken.clone();
+                    let _pending = parked.park(Box::new(move |thunk| {
+                        let _ = woken.send(thunk);
+                    }));
+                    let thunk = rest
+                        .recv_timeout(Duration::from_secs(30))
+                        .expect("a parked call is answered");
+                    step = thunk();
+                }
+            }
+        }
+    }
+
+    fn publish_req(vol: VolumeId) -> csi::ControllerPublishVolumeRequest {
+        let mut access = csi::volume_capability::AccessMode::new();
+        access.mode = csi::volume_capability::access_mode::Mode::MULTI_NODE_MULTI_WRITER.into();
+        let mut cap = csi::VolumeCapability::new();
+        cap.set_mount(csi::volume_capability::MountVolume::new());
+        cap.access_mode = Some(access).into();
+        let mut req = csi::ControllerPublishVolumeRequest::new();
+        req.volume_id = vol.to_string();
+        req.node_id = NODE.to_string();
+        req.volume_capability = Some(cap).into();
+        req
+    }
+
+    #[test]
+    fn a_panicking_batch_answers_internal_and_the_next_publish_works() {
+        let (fake, c, vol) = controller();
+        inject_batch_panics(1);
+        let err = block_on(publish(&c, publish_req(vol))).unwrap_err();
+        assert!(matches!(err, Error::Internal(_)), "{err:?}");
+        assert!(
+            !lock(&c.acl.pending).contains_key(&vol),
+            "the panicked batch left no pending entry behind"
+        );
+        block_on(publish(&c, publish_req(vol))).unwrap();
+        let policy = fake.filesystem_policy(vol.filesystem).unwrap();
+        assert!(policy.enabled && policy.linode_ids().contains(&NODE));
+    }
+}
