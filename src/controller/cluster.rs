@@ -1,9 +1,13 @@
 //! The cluster's region, discovered lazily from one workload node and cached
 //! for the process lifetime. The controller may start before any worker
 //! node exists, so nothing here runs at startup, and a failed discovery
-//! leaves the cache empty for the next request to retry.
+//! leaves the cache empty for the next request to retry. No lock is held
+//! across the Kubernetes request: one caller looks the region up while the
+//! others are answered Unavailable at once rather than queue behind a
+//! slow (or down) API server.
 
 use crate::kube::KubeClient;
+use crate::mutex::lock;
 use crate::Error;
 use std::sync::Mutex;
 
@@ -15,24 +19,58 @@ const WORKLOAD_NODES: &str =
 
 pub struct Cluster {
     kube: KubeClient,
-    region: Mutex<Option<String>>,
+    region: Mutex<Region>,
+}
+
+enum Region {
+    Unknown,
+    /// One caller is listing nodes.
+    Resolving,
+    Known(String),
+}
+
+/// Puts the region back to unknown unless the lookup stored one, however
+/// the lookup ended (an error or a panic).
+struct Resolving<'a>(&'a Mutex<Region>);
+
+impl Drop for Resolving<'_> {
+    fn drop(&mut self) {
+        let mut region = lock(self.0);
+        if matches!(*region, Region::Resolving) {
+            *region = Region::Unknown;
+        }
+    }
 }
 
 impl Cluster {
     pub fn new(kube: KubeClient) -> Cluster {
         Cluster {
             kube,
-            region: Mutex::new(None),
+            region: Mutex::new(Region::Unknown),
         }
     }
 
-    /// The region new filesystems go to. The mutex is held across the
-    /// lookup so concurrent first requests make one Kubernetes call.
+    /// The region new filesystems go to. Concurrent first requests make one
+    /// Kubernetes call: while it runs, the others are Unavailable.
     pub fn region(&self) -> Result<String, Error> {
-        let mut cached = self.region.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(region) = cached.as_ref() {
-            return Ok(region.clone());
+        {
+            let mut region = lock(&self.region);
+            match &*region {
+                Region::Known(known) => return Ok(known.clone()),
+                Region::Resolving => return Err(Error::Unavailable(
+                    "resolve cluster region: another request is listing the nodes; retry shortly"
+                        .into(),
+                )),
+                Region::Unknown => *region = Region::Resolving,
+            }
         }
+        let _resolving = Resolving(&self.region);
+        let region = self.discover()?;
+        *lock(&self.region) = Region::Known(region.clone());
+        Ok(region)
+    }
+
+    fn discover(&self) -> Result<String, Error> {
         // A Kubernetes API that is down or overloaded is worth retrying; a
         // refusal (RBAC, a bad kubeconfig) needs the admin.
         let nodes = self
@@ -62,7 +100,6 @@ impl Cluster {
                 ))
             })?;
         log::info!("cluster region {region:?} (from node {:?})", node.name);
-        *cached = Some(region.clone());
         Ok(region.clone())
     }
 }
