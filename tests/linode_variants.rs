@@ -188,12 +188,15 @@ fn a_missing_policy_endpoint_is_told_apart_from_a_missing_filesystem() {
         );
         let gone = cloud.get_filesystem_access_policy(7, 99).unwrap_err();
         assert!(gone.is_not_found(), "{status}: {gone:?}");
-        // Once known, a policy read costs one request: the filesystem's.
+        // Each read asks again: a policy may appear after its filesystem.
         backend.take_seen();
         assert_eq!(cloud.get_filesystem_access_policy(7, 1).unwrap(), None);
         assert_eq!(
             backend.take_seen(),
-            ["GET /v4beta/nfs/spaces/7/filesystems/1"],
+            [
+                "GET /v4beta/nfs/spaces/7/filesystems/1/access-policy",
+                "GET /v4beta/nfs/spaces/7/filesystems/1"
+            ],
             "{status}"
         );
     }

@@ -454,3 +454,127 @@ fn a_poll_that_times_out_keeps_the_wait_going() {
     assert_eq!(outcome.status, Status::Active);
     assert!(poller.counts().failed >= 1);
 }
+
+/// A TCP relay in front of the fake that can be cut: while cut, every
+/// connection (new or pooled) is closed at once, so requests fail in the
+/// transport (no HTTP answer), as with a network outage.
+struct Relay {
+    url: String,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Relay {
+    fn start(upstream: &str) -> Relay {
+        use std::io::{Read, Write};
+        use std::net::{TcpListener, TcpStream};
+        use std::sync::atomic::Ordering;
+        let upstream = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cutting = cut.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if cutting.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let cutting = cutting.clone();
+                    from.set_read_timeout(Some(Duration::from_millis(20)))
+                        .unwrap();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            if cutting.load(Ordering::SeqCst) {
+                                break;
+                            }
+                            match from.read(&mut buf) {
+                                Ok(0) => break,
+                                Ok(n) => {
+                                    if to.write_all(&buf[..n]).is_err() {
+                                        break;
+                                    }
+                                }
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock
+                                            | std::io::ErrorKind::TimedOut
+                                    ) => {}
+                                Err(_) => break,
+                            }
+                        }
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Relay { url, cut }
+    }
+
+    fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn waits_outlast_random_server_errors_and_a_network_outage() {
+    let (fake, direct) = setup_two_spaces(Duration::from_millis(300));
+    let relay = Relay::start(&fake.url());
+    let mut settings = LinodeSettings::new(fake.token());
+    settings.base_url = relay.url.clone();
+    let cloud = Arc::new(LinodeCloud::new(settings).unwrap());
+    let made: Vec<Filesystem> = (0..12)
+        .map(|i| create_in(&direct, 7 + i % 2, &format!("chaos-{i}")))
+        .collect();
+    let snap = direct
+        .create_snapshot(7, made[0].id, "chaos-snap", &[])
+        .unwrap();
+    fake.set_fault_profile(Some(
+        linode_nfs_csi::fake::FaultProfile::parse("500:0.3,502:0.1,503:0.1", PATIENCE).unwrap(),
+    ));
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let mut steps: Vec<Step<Status>> = made
+        .iter()
+        .map(|fs| poller.filesystem(fs.clone(), |fs| done(fs.status)))
+        .collect();
+    steps.push(poller.snapshot(snap, |s| done(s.status)));
+    let mut parked = Parked::new(steps);
+    // A network outage in the middle of it: every poll fails in transport.
+    let failed_before = poller.counts().failed;
+    relay.set_cut(true);
+    let reached_before = fake.requests().len();
+    wait_for("polls failing in transport", PATIENCE, || {
+        poller.counts().failed >= failed_before + 9
+    });
+    assert!(
+        fake.requests().len() <= reached_before + 3,
+        "during the outage the polls do not reach the backend"
+    );
+    relay.set_cut(false);
+    while parked.outcomes.iter().any(Option::is_none) {
+        let (i, rest) = parked.woken.recv_timeout(PATIENCE).expect("a wait ends");
+        parked.take(i, rest());
+    }
+    for (i, outcome) in parked.outcomes.iter().enumerate() {
+        assert_eq!(
+            outcome.as_ref().unwrap().as_ref().unwrap(),
+            &Status::Active,
+            "wait {i} ended because of a failed poll"
+        );
+    }
+    let injected: u64 = fake.injected().values().sum();
+    assert!(injected > 0, "the profile failed some polls");
+}

@@ -2,8 +2,7 @@
 //! for the process lifetime. The controller may start before any worker
 //! node exists, so nothing here runs at startup, and a failed discovery
 //! leaves the cache empty for the next request to retry. No lock is held
-//! across the Kubernetes request: one caller looks the region up while the
-//! others are answered Unavailable at once rather than queue behind a
+//! across the Kubernetes request, so no caller queues behind another's
 //! slow (or down) API server.
 
 use crate::kube::KubeClient;
@@ -19,54 +18,26 @@ const WORKLOAD_NODES: &str =
 
 pub struct Cluster {
     kube: KubeClient,
-    region: Mutex<Region>,
-}
-
-enum Region {
-    Unknown,
-    /// One caller is listing nodes.
-    Resolving,
-    Known(String),
-}
-
-/// Puts the region back to unknown unless the lookup stored one, however
-/// the lookup ended (an error or a panic).
-struct Resolving<'a>(&'a Mutex<Region>);
-
-impl Drop for Resolving<'_> {
-    fn drop(&mut self) {
-        let mut region = lock(self.0);
-        if matches!(*region, Region::Resolving) {
-            *region = Region::Unknown;
-        }
-    }
+    region: Mutex<Option<String>>,
 }
 
 impl Cluster {
     pub fn new(kube: KubeClient) -> Cluster {
         Cluster {
             kube,
-            region: Mutex::new(Region::Unknown),
+            region: Mutex::new(None),
         }
     }
 
-    /// The region new filesystems go to. Concurrent first requests make one
-    /// Kubernetes call: while it runs, the others are Unavailable.
+    /// The region new filesystems go to. The cache is never locked across
+    /// the lookup: concurrent first requests each list nodes (with their
+    /// own timeout) rather than queue behind one slow list.
     pub fn region(&self) -> Result<String, Error> {
-        {
-            let mut region = lock(&self.region);
-            match &*region {
-                Region::Known(known) => return Ok(known.clone()),
-                Region::Resolving => return Err(Error::Unavailable(
-                    "resolve cluster region: another request is listing the nodes; retry shortly"
-                        .into(),
-                )),
-                Region::Unknown => *region = Region::Resolving,
-            }
+        if let Some(region) = lock(&self.region).clone() {
+            return Ok(region);
         }
-        let _resolving = Resolving(&self.region);
         let region = self.discover()?;
-        *lock(&self.region) = Region::Known(region.clone());
+        *lock(&self.region) = Some(region.clone());
         Ok(region)
     }
 

@@ -33,7 +33,9 @@ struct Learnt {
     no_id_filter: AtomicBool,
     /// The API refused to filter filesystems by tag.
     no_tag_filter: AtomicBool,
-    /// The backend has no per-filesystem access-policy endpoint.
+    /// The backend was seen without a per-filesystem access-policy
+    /// endpoint (warned about once; every read still asks, since a
+    /// policy may appear later than its filesystem).
     no_filesystem_policy: AtomicBool,
 }
 
@@ -311,9 +313,6 @@ impl Cloud for LinodeCloud {
             }
             Ok(None)
         };
-        if self.learnt.no_filesystem_policy.load(Ordering::Relaxed) {
-            return missing(self);
-        }
         match self.get(&format!(
             "nfs/spaces/{space_id}/filesystems/{fs_id}/access-policy"
         )) {

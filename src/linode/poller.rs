@@ -501,6 +501,7 @@ fn fetch_all<V: Target>(shared: &Shared, groups: BTreeMap<Key, Vec<Key>>) -> Fet
             if let Err(e) = &result {
                 if transient(e) {
                     shared.failed_polls.fetch_add(1, Ordering::Relaxed);
+                    crate::metrics::poll_failed(V::KIND);
                     log::info!("polling Linode for {}: {e}; the waits go on", V::KIND);
                 }
             }
@@ -647,5 +648,98 @@ fn run(weak: std::sync::Weak<Shared>) {
             }
             fire_all(fired);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::{done, Flow, Thunk};
+    use crate::linode::{
+        CloneFilesystem, FilesystemAccessPolicyUpdate, Instance, InstanceConfig, InstanceInterface,
+        NewFilesystem, Space, SpaceAccessPolicy, WriteError,
+    };
+    use std::sync::mpsc;
+
+    /// A backend whose every call panics, as a bug in decoding might.
+    struct Panics;
+
+    macro_rules! panicking {
+        ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+            $(fn $name(&self, $($arg: $ty),*) -> $ret {
+                $(let _ = $arg;)*
+                panic!(concat!("injected: ", stringify!($name)))
+            })*
+        };
+    }
+
+    impl Cloud for Panics {
+        fn single_attempt(&self) -> Arc<dyn Cloud> {
+            Arc::new(Panics)
+        }
+        panicking! {
+            list_spaces() -> crate::Result<Vec<Space>>;
+            get_space(a: u64) -> crate::Result<Space>;
+            find_spaces_by_label(a: &str) -> crate::Result<Vec<Space>>;
+            get_space_access_policy(a: u64) -> crate::Result<Option<SpaceAccessPolicy>>;
+            list_filesystems(a: u64) -> crate::Result<Vec<Filesystem>>;
+            find_filesystems(a: u64, b: &str, c: &str) -> crate::Result<Vec<Filesystem>>;
+            create_filesystem(a: u64, b: &NewFilesystem) -> Result<Filesystem, WriteError>;
+            find_filesystems_by_ids(a: u64, b: &[u64]) -> crate::Result<Vec<Filesystem>>;
+            find_filesystems_by_tag(a: u64, b: &str) -> crate::Result<Vec<Filesystem>>;
+            get_filesystem(a: u64, b: u64) -> crate::Result<Filesystem>;
+            update_filesystem_tags(a: u64, b: u64, c: &[String]) -> crate::Result<Filesystem>;
+            delete_filesystem(a: u64, b: u64) -> crate::Result<()>;
+            get_filesystem_access_policy(a: u64, b: u64)
+                -> crate::Result<Option<FilesystemAccessPolicy>>;
+            put_filesystem_access_policy(a: u64, b: u64, c: &FilesystemAccessPolicyUpdate)
+                -> Result<FilesystemAccessPolicy, WriteError>;
+            list_snapshots(a: u64, b: u64) -> crate::Result<Vec<Snapshot>>;
+            create_snapshot(a: u64, b: u64, c: &str, d: &[String]) -> Result<Snapshot, WriteError>;
+            get_snapshot(a: u64, b: u64, c: u64) -> crate::Result<Snapshot>;
+            delete_snapshot(a: u64, b: u64, c: u64) -> crate::Result<()>;
+            clone_snapshot(a: u64, b: u64, c: u64, d: &CloneFilesystem)
+                -> Result<Filesystem, WriteError>;
+            get_instance(a: u64) -> crate::Result<Instance>;
+            list_instance_configs(a: u64) -> crate::Result<Vec<InstanceConfig>>;
+            list_instance_interfaces(a: u64) -> crate::Result<Vec<InstanceInterface>>;
+        }
+    }
+
+    fn wait_on(poller: &Poller, id: u64) -> crate::Result<Filesystem> {
+        let fs: Filesystem = serde_json::from_value(
+            serde_json::json!({"id": id, "space_id": 7, "status": "creating"}),
+        )
+        .unwrap();
+        let (tx, rx) = mpsc::channel::<Thunk<Filesystem>>();
+        match poller.filesystem(fs, done) {
+            Ok(Flow::Parked(p)) => {
+                let _held = p.park(Box::new(move |rest| {
+                    let _ = tx.send(rest);
+                }));
+                let rest = rx.recv_timeout(Duration::from_secs(10)).expect("answered");
+                match rest() {
+                    Ok(Flow::Ready(fs)) => Ok(fs),
+                    Ok(Flow::Parked(_)) => panic!("parked again"),
+                    Err(e) => Err(e),
+                }
+            }
+            _ => panic!("a creating filesystem parks"),
+        }
+    }
+
+    #[test]
+    fn a_panicking_poll_answers_its_waits_internal_and_the_poller_goes_on() {
+        let policy = WaitPolicy {
+            timeout: Duration::from_secs(10),
+            initial_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(20),
+        };
+        let poller = Poller::new(Arc::new(Panics), policy);
+        for id in [1, 2] {
+            let err = wait_on(&poller, id).unwrap_err();
+            assert!(matches!(err, Error::Internal(_)), "{id}: {err:?}");
+        }
+        assert_eq!(poller.pending(), PendingWaits::default());
     }
 }
