@@ -121,7 +121,36 @@ pub enum DevQuirk {
     SnapshotsHeldByClones,
     /// Filesystem lists cannot be filtered by `id`.
     NoIdFilter,
+    /// A filesystem list filtered by `tags` answers 400 (field `X-Filter`).
+    TagFilterRefused,
+    /// A filesystem list ignores `tags` in its filter.
+    TagFilterIgnored,
+    /// The filesystem access-policy endpoints answer 404.
+    NoFilesystemPolicy,
+    /// The earlier fork's filesystem: capacity only in `stats`, none on create.
+    CapacityInStats,
+    /// Go-style nulls and left-out optional fields in answers.
+    NullFields,
+    /// Part of the injected 429/503s are 408s or nginx `text/html` 400s.
+    HtmlErrors,
+    /// Filesystems the driver did not make in the dev Space (also seeded
+    /// by the tag-filter quirks, which would show nothing without them).
+    ForeignFilesystems,
 }
+
+/// Every quirk by its `DEV_QUIRKS` name.
+const QUIRK_NAMES: [(&str, DevQuirk); 10] = [
+    ("no-source-snapshot-id", DevQuirk::NoSourceSnapshotId),
+    ("snapshots-held-by-clones", DevQuirk::SnapshotsHeldByClones),
+    ("no-id-filter", DevQuirk::NoIdFilter),
+    ("tag-filter-refused", DevQuirk::TagFilterRefused),
+    ("tag-filter-ignored", DevQuirk::TagFilterIgnored),
+    ("no-filesystem-policy", DevQuirk::NoFilesystemPolicy),
+    ("capacity-in-stats", DevQuirk::CapacityInStats),
+    ("null-fields", DevQuirk::NullFields),
+    ("html-errors", DevQuirk::HtmlErrors),
+    ("foreign-filesystems", DevQuirk::ForeignFilesystems),
+];
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -318,7 +347,7 @@ const SETTINGS: &[Setting] = &[
     Setting {
         var: "DEV_QUIRKS",
         default: "",
-        help: "dev role: backend variants to emulate: no-source-snapshot-id, snapshots-held-by-clones, no-id-filter",
+        help: "dev role: backend variants to emulate, comma-separated: no-source-snapshot-id, snapshots-held-by-clones, no-id-filter, tag-filter-refused, tag-filter-ignored, no-filesystem-policy, capacity-in-stats, null-fields, html-errors, foreign-filesystems (docs/configuration.md)",
     },
     Setting {
         var: "DEV_RATE_LIMITS",
@@ -333,18 +362,26 @@ const SETTINGS: &[Setting] = &[
 ];
 
 fn parse_quirks(raw: &str) -> Result<Vec<DevQuirk>, String> {
-    raw.split(',')
+    let quirks = raw
+        .split(',')
         .map(str::trim)
         .filter(|q| !q.is_empty())
-        .map(|q| match q {
-            "no-source-snapshot-id" => Ok(DevQuirk::NoSourceSnapshotId),
-            "snapshots-held-by-clones" => Ok(DevQuirk::SnapshotsHeldByClones),
-            "no-id-filter" => Ok(DevQuirk::NoIdFilter),
-            other => Err(format!(
-                "unknown quirk \"{other}\" (want no-source-snapshot-id, snapshots-held-by-clones or no-id-filter)"
-            )),
+        .map(|q| {
+            QUIRK_NAMES
+                .iter()
+                .find(|(name, _)| *name == q)
+                .map(|(_, quirk)| *quirk)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = QUIRK_NAMES.iter().map(|(n, _)| *n).collect();
+                    format!("unknown quirk \"{q}\" (want {})", names.join(", "))
+                })
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    if quirks.contains(&DevQuirk::TagFilterRefused) && quirks.contains(&DevQuirk::TagFilterIgnored)
+    {
+        return Err("tag-filter-refused and tag-filter-ignored exclude each other".to_string());
+    }
+    Ok(quirks)
 }
 
 /// `list:N,other:M[,window:DURATION]`; the window defaults to Linode's
@@ -1243,5 +1280,25 @@ mod tests {
         for s in SETTINGS {
             assert!(help_text().contains(s.var));
         }
+    }
+
+    #[test]
+    fn quirk_lists_combine_and_reject_contradictions() {
+        assert_eq!(
+            parse_quirks(" tag-filter-ignored,null-fields , capacity-in-stats,html-errors,"),
+            Ok(vec![
+                DevQuirk::TagFilterIgnored,
+                DevQuirk::NullFields,
+                DevQuirk::CapacityInStats,
+                DevQuirk::HtmlErrors,
+            ])
+        );
+        assert_eq!(parse_quirks(""), Ok(vec![]));
+        for (name, quirk) in QUIRK_NAMES {
+            assert_eq!(parse_quirks(name), Ok(vec![quirk]));
+        }
+        let unknown = parse_quirks("no-id-filter,nulls").unwrap_err();
+        assert!(unknown.contains("\"nulls\"") && unknown.contains("foreign-filesystems"));
+        assert!(parse_quirks("tag-filter-refused,tag-filter-ignored").is_err());
     }
 }

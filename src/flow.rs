@@ -6,6 +6,9 @@
 //! the continuation runs. Nothing here owns a thread, blocks, or knows about
 //! gRPC or Linode.
 
+use crate::mutex::lock;
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 /// What a step of work returns: a failure, its value, or a parked flow.
@@ -62,10 +65,7 @@ type Continuation<V> = Box<dyn FnOnce(V) + Send>;
 
 impl<V> Slot<V> {
     fn take(&self) -> Option<Continuation<V>> {
-        self.continuation
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        lock(&self.continuation).take()
     }
 
     /// Delivers the event; false when nobody waits for it any more.
@@ -81,10 +81,7 @@ impl<V> Slot<V> {
 
     /// False once fired or cancelled: the source can drop its watch.
     pub fn is_waiting(&self) -> bool {
-        self.continuation
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
+        lock(&self.continuation).is_some()
     }
 }
 
@@ -164,6 +161,40 @@ impl<T: Send + 'static> Then<T> for Step<T> {
     }
 }
 
+/// What a caught panic said, for the log line.
+pub fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+/// The Internal answer for work `what` that panicked, logged with the
+/// panic's message.
+pub fn panicked(what: &str, panic: &(dyn Any + Send)) -> crate::Error {
+    log::error!("{what} panicked: {}", panic_message(panic));
+    crate::Error::Internal(format!("{what}: internal error"))
+}
+
+/// Runs `work`, and each continuation it parks, with panics caught: a
+/// panic anywhere in the flow ends it with Internal (logged with the panic
+/// message) instead of unwinding through whoever drives it, so the owner of
+/// the flow can answer its callers and clear its state.
+pub fn guarded<T: Send + 'static>(what: &'static str, work: impl FnOnce() -> Step<T>) -> Step<T> {
+    match catch_unwind(AssertUnwindSafe(work)) {
+        Err(panic) => Err(panicked(what, &*panic)),
+        Ok(Ok(Flow::Parked(parked))) => Ok(Flow::Parked(Parked {
+            park: Box::new(move |resume: Resume<T>| {
+                parked.park(Box::new(move |rest: Thunk<T>| {
+                    resume(Box::new(move || guarded(what, rest)))
+                }))
+            }),
+        })),
+        Ok(other) => other,
+    }
+}
+
 /// A value handed from one flow to another exactly once, in either order:
 /// the receiver may park on it before or after the sender sends.
 pub struct Handoff<V> {
@@ -187,7 +218,7 @@ impl<V: Send + 'static> Handoff<V> {
     /// Delivers `value`; false when the receiver parked and then left, so
     /// nobody will see it.
     pub fn send(&self, value: V) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = lock(&self.state);
         match std::mem::replace(&mut *state, HandoffState::Done) {
             HandoffState::Empty => {
                 *state = HandoffState::Sent(value);
@@ -208,7 +239,7 @@ impl<V: Send + 'static> Handoff<V> {
     ) -> Step<T> {
         park(
             move |slot: Arc<Slot<V>>| {
-                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                let mut state = lock(&self.state);
                 match std::mem::replace(&mut *state, HandoffState::Done) {
                     HandoffState::Sent(value) => {
                         drop(state);
@@ -325,6 +356,32 @@ mod tests {
         let slot = keep.lock().unwrap().take().unwrap();
         slot.fire(Err(crate::Error::Unavailable("down".into())));
         assert!(matches!(woken.try_recv().unwrap()(), Ok(Flow::Ready(true))));
+    }
+
+    #[test]
+    fn a_guarded_flow_turns_panics_into_internal_even_after_parking() {
+        let now: Step<i32> = guarded("now", || panic!("at once"));
+        assert!(matches!(now, Err(crate::Error::Internal(_))));
+        let keep: Kept<i32> = Arc::default();
+        let kept = keep.clone();
+        let step = guarded("later", move || {
+            park(
+                move |slot| *kept.lock().unwrap() = Some(slot),
+                |n: i32| -> Step<i32> {
+                    if n > 0 {
+                        panic!("in the continuation: {n}");
+                    }
+                    done(n)
+                },
+            )
+        });
+        let (woken, _, _) = run(step);
+        keep.lock().unwrap().take().unwrap().fire(3);
+        let rest = woken.try_recv().unwrap();
+        assert!(matches!(rest(), Err(crate::Error::Internal(m)) if m.contains("later")));
+        let e = panicked("x", &String::from("boom"));
+        assert_eq!(e, crate::Error::Internal("x: internal error".into()));
+        assert_eq!(panic_message(&"text"), "text");
     }
 
     #[test]

@@ -4,7 +4,6 @@
 
 use crate::config::{Config, LinodeConfig};
 use crate::controller::{self, ControllerDeps};
-use crate::identity;
 use crate::kube::KubeClient;
 use crate::linode::{LinodeCloud, LinodeSettings, WaitPolicy};
 use crate::rpc::Rpc;
@@ -40,7 +39,6 @@ pub fn controller_service(
     settings.api_version = linode.api_version.clone();
     settings.ca_file = linode.ca_file.clone();
     settings.request_timeout = linode.request_timeout;
-    settings.user_agent = format!("LinodeNfsCsi/{}", identity::version());
     let cloud =
         LinodeCloud::new(settings).map_err(|e| format!("Linode client: {}", e.message()))?;
     Ok(controller::service(

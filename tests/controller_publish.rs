@@ -489,3 +489,70 @@ fn an_unpublish_after_a_timed_out_publish_is_not_undone_when_it_lands() {
         "the late allow, the revoke"
     );
 }
+
+fn rpc_message<T: std::fmt::Debug>(r: grpcio::Result<T>) -> (Code, String) {
+    match r {
+        Err(grpcio::Error::RpcFailure(status)) => (status.code(), status.message().to_string()),
+        other => panic!("expected an RPC failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn without_filesystem_policies_node_mode_fails_clearly_and_reads_degrade() {
+    let env = node_env();
+    let v = env.create_ok("no-policy");
+    // The backend lacks the endpoint: 404 for a filesystem that exists.
+    env.linode
+        .inject(FaultRule::status("*", FS_POLICY, 404).reason("Not found"));
+    let (code, message) = rpc_message(
+        env.client
+            .controller_publish_volume(&publish_req(&v.volume_id, "1001")),
+    );
+    assert_eq!(code, Code::FAILED_PRECONDITION, "{message}");
+    assert!(
+        message.contains("no per-filesystem access policy")
+            && message.contains("NFS_ACCESS_POLICY_MODE=space"),
+        "{message}"
+    );
+    let (code, _) = rpc_message(
+        env.client
+            .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001")),
+    );
+    assert_eq!(code, Code::FAILED_PRECONDITION);
+    assert!(
+        env.linode
+            .requests()
+            .iter()
+            .all(|r| !(r.method == "PUT" && r.path.ends_with("access-policy"))),
+        "nothing is written"
+    );
+
+    // Reads report the published nodes unknown (none) instead of failing.
+    assert!(published_ids(&env, &v.volume_id).is_empty());
+    let listed = env
+        .client
+        .list_volumes(&csi::ListVolumesRequest::new())
+        .unwrap();
+    assert_eq!(listed.entries.len(), 1);
+    assert!(listed.entries[0].status.published_node_ids.is_empty());
+
+    // A squash parameter needs the policy too.
+    let squashed = volume_req(
+        "no-policy-squash",
+        &[(P_SPACE_ID, SPACE.to_string()), (P_SQUASH, "none".into())],
+    );
+    let (code, message) = rpc_message(env.create(&squashed));
+    assert_eq!(code, Code::FAILED_PRECONDITION, "{message}");
+    assert!(message.contains("filesystem-root-squash"), "{message}");
+
+    // A volume that does not exist is still NotFound, not the backend's lack.
+    let gone = format!("{SPACE}/424242");
+    assert_eq!(
+        rpc_message(
+            env.client
+                .controller_publish_volume(&publish_req(&gone, "1001"))
+        )
+        .0,
+        Code::NOT_FOUND
+    );
+}

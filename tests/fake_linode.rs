@@ -1,10 +1,17 @@
 //! The fake Linode API's own contract, spoken to with raw HTTP where the real
 //! client would never send such a request: auth, 404/405 bodies, paging and
 //! filter validation, full-replace vs merge policy PUTs, seeding from JSON,
-//! persistence across restarts, the event hook and the latency/hang faults.
+//! persistence across restarts, the event hook, the latency/hang faults, and
+//! the backend variants (`DEV_QUIRKS`): tag filters refused or ignored,
+//! missing filesystem policy endpoints, capacity in `stats`, Go nulls, 408s
+//! and nginx pages among the injected faults, filesystems others made.
 
-use linode_nfs_csi::fake::{FakeEvent, FakeLinode, FaultRule, PolicyPut, Seed};
+use linode_nfs_csi::fake::{
+    FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Injected, PolicyPut, Seed,
+    TagFilter,
+};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -433,4 +440,644 @@ fn a_clone_may_grow_by_size_gib_but_never_shrink() {
         assert_eq!(status, 400, "size_gib {bad}: {body}");
         assert_eq!(body["errors"][0]["field"], "size_gib", "{body}");
     }
+}
+
+/// One raw exchange: status, response headers, body text.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    text: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+    }
+}
+
+fn exchange(fake: &FakeLinode, method: &str, path: &str, filter: Option<&str>) -> Answer {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut req = ureq::http::Request::builder()
+        .method(method)
+        .uri(format!("{}/{path}", fake.url()))
+        .header("Authorization", format!("Bearer {}", fake.token()));
+    if let Some(f) = filter {
+        req = req.header("X-Filter", f);
+    }
+    let mut resp = agent.run(req.body(()).unwrap()).unwrap();
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
+        .collect();
+    Answer {
+        status: resp.status().as_u16(),
+        headers,
+        text: resp.body_mut().read_to_string().unwrap(),
+    }
+}
+
+const MARK: &str = "csi.linodenfs.csi.linode.com";
+
+/// Space 7 with our volume `ours` (tagged with the driver's mark) and the
+/// three filesystems others made; the id of `ours`.
+fn shared_space() -> (FakeLinode, u64) {
+    let fake = fake();
+    for fs in FilesystemSeed::foreign(7, "us-ord") {
+        assert!(fake.add_filesystem(fs).is_some());
+    }
+    let (status, _, body) = raw(
+        &fake,
+        "POST",
+        "v4beta/nfs/spaces/7/filesystems",
+        &[],
+        Some(
+            json!({"label": "ours", "region": "us-ord", "max_capacity_bytes": 1024,
+                    "tags": [MARK]}),
+        ),
+    );
+    assert_eq!(status, 200, "{body}");
+    (fake, body["id"].as_u64().unwrap())
+}
+
+fn labels(page: &Value) -> Vec<String> {
+    page["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a page: {page}"))
+        .iter()
+        .map(|f| f["label"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const LIST: &str = "v4beta/nfs/spaces/7/filesystems";
+
+#[test]
+fn a_tag_filter_is_honoured_refused_or_ignored() {
+    let (fake, _) = shared_space();
+    let by_mark = format!(r#"{{"tags": "{MARK}"}}"#);
+    let mark_and_label = format!(r#"{{"tags": "{MARK}", "label": "foreign-a"}}"#);
+    let nested = format!(r#"{{"+and": [{{"tags": "{MARK}"}}, {{"region": "us-ord"}}]}}"#);
+
+    let honoured = exchange(&fake, "GET", LIST, Some(&by_mark));
+    assert_eq!(honoured.status, 200);
+    assert_eq!(labels(&honoured.json()), ["ours"]);
+    assert_eq!(
+        exchange(&fake, "GET", LIST, Some(&mark_and_label)).json()["results"],
+        0
+    );
+
+    fake.set_tag_filter(TagFilter::Refused);
+    let want = json!({"errors": [{"reason": "Cannot filter on tags", "field": "X-Filter"}]});
+    for filter in [&by_mark, &mark_and_label, &nested] {
+        let refused = exchange(&fake, "GET", LIST, Some(filter));
+        assert_eq!(refused.status, 400, "{filter}");
+        assert_eq!(refused.header("Content-Type"), Some("application/json"));
+        assert_eq!(refused.json(), want, "{filter}");
+    }
+    let by_label = exchange(&fake, "GET", LIST, Some(r#"{"label": "foreign-b"}"#));
+    assert_eq!(
+        (by_label.status, labels(&by_label.json())),
+        (200, vec!["foreign-b".to_string()]),
+        "other keys still filter"
+    );
+    assert_eq!(labels(&exchange(&fake, "GET", LIST, None).json()).len(), 4);
+
+    fake.set_tag_filter(TagFilter::Ignored);
+    let ignored = exchange(&fake, "GET", LIST, Some(&by_mark));
+    assert_eq!(ignored.status, 200);
+    assert_eq!(
+        labels(&ignored.json()),
+        ["foreign-a", "foreign-b", "foreign-c", "ours"],
+        "every filesystem of the Space, ours or not"
+    );
+    assert_eq!(ignored.json()["results"], 4);
+    assert_eq!(
+        labels(&exchange(&fake, "GET", LIST, Some(&mark_and_label)).json()),
+        ["foreign-a"],
+        "the label still filters"
+    );
+    assert_eq!(
+        labels(&exchange(&fake, "GET", LIST, Some(&nested)).json()).len(),
+        4
+    );
+    // Snapshot and space lists are not filesystem lists.
+    let spaces = exchange(
+        &fake,
+        "GET",
+        "v4beta/nfs/spaces",
+        Some(r#"{"tags": "none"}"#),
+    );
+    assert_eq!(spaces.json()["results"], 0);
+
+    fake.set_tag_filter(TagFilter::Honoured);
+    assert_eq!(
+        labels(&exchange(&fake, "GET", LIST, Some(&by_mark)).json()),
+        ["ours"]
+    );
+    let filters: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "nfs/spaces/7/filesystems" && r.method == "GET")
+        .map(|r| (r.x_filter.is_some(), r.status))
+        .collect();
+    assert_eq!(filters.len(), 11, "every list is in the log: {filters:?}");
+    assert_eq!(filters.iter().filter(|(_, s)| *s == Some(400)).count(), 3);
+}
+
+#[test]
+fn seeded_filesystems_are_active_strangers() {
+    let seed = Seed::from_json(
+        r#"{"token": "t0k", "regions": ["us-ord"], "spaces": [{"id": 7, "label": "shared"}],
+            "filesystems": [
+              {"space_id": 7, "label": "foreign-a", "region": "us-ord"},
+              {"space_id": 7, "label": "foreign-b", "region": "us-ord", "tags": ["team-analytics"],
+               "max_capacity_bytes": 2048},
+              {"space_id": 99, "label": "nowhere", "region": "us-ord"}]}"#,
+    )
+    .unwrap();
+    let fake = FakeLinode::start(seed).unwrap();
+    let page = exchange(&fake, "GET", LIST, None).json();
+    assert_eq!(
+        labels(&page),
+        ["foreign-a", "foreign-b"],
+        "unknown space skipped"
+    );
+    let a = &page["data"][0];
+    let b = &page["data"][1];
+    assert_eq!((a["id"].as_u64(), b["id"].as_u64()), (Some(101), Some(102)));
+    assert_eq!(a["status"], "active");
+    assert!(a["mount_target_fqdn"]
+        .as_str()
+        .unwrap()
+        .ends_with(":/foreign-a-65"));
+    assert_eq!(a["tags"], json!([]));
+    assert_eq!(a["max_capacity_bytes"], json!(100u64 << 30));
+    assert_eq!(
+        (&b["tags"], &b["max_capacity_bytes"]),
+        (&json!(["team-analytics"]), &json!(2048))
+    );
+    let policy = exchange(&fake, "GET", &format!("{LIST}/101/access-policy"), None).json();
+    assert_eq!(
+        (&policy["label"], &policy["status"]),
+        (&json!("foreign-a"), &json!("active"))
+    );
+    assert_eq!(
+        create_fs(&fake, "mine"),
+        103,
+        "ids keep counting after the seed"
+    );
+
+    assert_eq!(
+        fake.add_filesystem(FilesystemSeed::new(99, "lost", "us-ord")),
+        None
+    );
+    let foreign = FilesystemSeed::foreign(7, "us-ord");
+    assert!(foreign.iter().all(|f| !f.tags.iter().any(|t| t == MARK)));
+    assert_eq!(foreign.iter().filter(|f| f.tags.is_empty()).count(), 1);
+}
+
+#[test]
+fn without_filesystem_policy_endpoints_they_are_not_found() {
+    let fake = fake();
+    let id = create_fs(&fake, "nopol");
+    let path = format!("v4beta/nfs/spaces/7/filesystems/{id}/access-policy");
+    let put = json!({"label": "nopol", "enabled": true, "linode_ids": [11],
+                     "squash_policy": "none", "protocols": ["nfsv4"]});
+    let before = fake.filesystem_policy(id).unwrap();
+
+    fake.set_filesystem_policy_endpoints(false);
+    let not_found = json!({"errors": [{"reason": "Not found"}]});
+    let got = exchange(&fake, "GET", &path, None);
+    assert_eq!(
+        (got.status, got.header("Content-Type"), got.json()),
+        (404, Some("application/json"), not_found.clone())
+    );
+    assert_eq!(
+        raw(&fake, "PUT", &path, &[], Some(put.clone())),
+        (404, "application/json".to_string(), not_found.clone())
+    );
+    assert_eq!(
+        fake.filesystem_policy(id),
+        Some(before),
+        "the PUT did nothing"
+    );
+    // Everything else is there.
+    assert_eq!(
+        exchange(&fake, "GET", "v4beta/nfs/spaces/7/access-policy", None).status,
+        200
+    );
+    assert_eq!(
+        exchange(&fake, "GET", &format!("{LIST}/{id}"), None).status,
+        200
+    );
+
+    fake.set_filesystem_policy_endpoints(true);
+    assert_eq!(raw(&fake, "PUT", &path, &[], Some(put)).0, 200);
+    assert_eq!(exchange(&fake, "GET", &path, None).json()["enabled"], true);
+}
+
+#[test]
+fn capacity_in_stats_is_the_forks_filesystem_shape() {
+    const FORK_CAPACITY: u64 = 1 << 40;
+    let fake = fake();
+    fake.set_capacity_in_stats(true);
+    let (status, _, created) = raw(
+        &fake,
+        "POST",
+        LIST,
+        &[],
+        Some(json!({"label": "nocap", "region": "us-ord"})),
+    );
+    assert_eq!(status, 200, "no capacity needed: {created}");
+    assert_eq!(created["status"], "creating");
+    assert_eq!(
+        created["stats"],
+        json!({"used_capacity_bytes": null, "max_capacity_bytes": FORK_CAPACITY,
+               "collected_at": null})
+    );
+    for key in ["max_capacity_bytes", "max_file_count"] {
+        assert!(created.get(key).is_none(), "{key}: {created}");
+    }
+    let sent = create_fs(&fake, "sent");
+    let id = created["id"].as_u64().unwrap();
+    let one = exchange(&fake, "GET", &format!("{LIST}/{id}"), None).json();
+    let stats = one["stats"].as_object().unwrap();
+    assert_eq!(
+        stats.keys().collect::<Vec<_>>(),
+        ["collected_at", "max_capacity_bytes", "used_capacity_bytes"]
+    );
+    assert_eq!(stats["max_capacity_bytes"], json!(FORK_CAPACITY));
+    assert!(stats["collected_at"].is_string(), "active: {one}");
+    let listed = exchange(&fake, "GET", LIST, None).json();
+    for fs in listed["data"].as_array().unwrap() {
+        assert!(fs.get("max_capacity_bytes").is_none(), "{fs}");
+        assert_eq!(
+            fs["stats"]["max_capacity_bytes"],
+            json!(FORK_CAPACITY),
+            "a sent capacity is an unknown field, ignored: {fs}"
+        );
+    }
+    // A clone is a filesystem answer too.
+    let (_, _, snap) = raw(
+        &fake,
+        "POST",
+        &format!("{LIST}/{sent}/snapshots"),
+        &[],
+        Some(json!({"label": "s"})),
+    );
+    let snap_path = format!("{LIST}/{sent}/snapshots/{}", snap["id"]);
+    exchange(&fake, "GET", &snap_path, None);
+    let (status, _, clone) = raw(
+        &fake,
+        "POST",
+        &format!("{snap_path}/clone"),
+        &[],
+        Some(json!({"label": "copy", "region": "us-ord"})),
+    );
+    assert_eq!(status, 200, "{clone}");
+    assert!(clone.get("max_capacity_bytes").is_none());
+    assert_eq!(clone["stats"]["max_capacity_bytes"], json!(FORK_CAPACITY));
+    // Spaces keep their shape; the inspection helpers keep the canonical one.
+    let space = exchange(&fake, "GET", "v4beta/nfs/spaces/7", None).json();
+    assert!(space["max_capacity_bytes"].is_number(), "{space}");
+    assert!(fake
+        .filesystems()
+        .iter()
+        .all(|f| f.max_capacity_bytes == Some(FORK_CAPACITY as i64)));
+
+    fake.set_capacity_in_stats(false);
+    let back = exchange(&fake, "GET", &format!("{LIST}/{sent}"), None).json();
+    assert_eq!(back["max_capacity_bytes"], json!(FORK_CAPACITY));
+    assert!(back["stats"].get("max_capacity_bytes").is_none());
+}
+
+/// Keys of a JSON object, sorted.
+fn keys(v: &Value) -> Vec<&str> {
+    let mut k: Vec<&str> = v
+        .as_object()
+        .unwrap_or_else(|| panic!("an object: {v}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    k.sort_unstable();
+    k
+}
+
+#[test]
+fn null_fields_write_go_zero_values() {
+    let fake = fake();
+    fake.set_null_fields(true);
+    let (status, _, creating) = raw(
+        &fake,
+        "POST",
+        LIST,
+        &[],
+        Some(
+            json!({"label": "go", "region": "us-ord", "max_capacity_bytes": 1024,
+                    "tags": null}),
+        ),
+    );
+    assert_eq!(status, 200, "a null list counts as not sent: {creating}");
+    for (key, want) in [
+        ("mount_target_ips", Value::Null),
+        ("mount_target_fqdn", Value::Null),
+        ("tags", Value::Null),
+        ("snapshot_usage_bytes", Value::Null),
+        ("source_snapshot_id", Value::Null),
+        ("status", json!("creating")),
+        ("protocol_versions", json!(["nfsv4"])),
+    ] {
+        assert_eq!(creating[key], want, "{key}: {creating}");
+    }
+    assert_eq!(
+        keys(&creating),
+        [
+            "created",
+            "id",
+            "label",
+            "max_capacity_bytes",
+            "mount_target_fqdn",
+            "mount_target_ips",
+            "protocol_versions",
+            "region",
+            "snapshot_usage_bytes",
+            "source_snapshot_id",
+            "space_id",
+            "stats",
+            "status",
+            "tags"
+        ],
+        "ldap_config_id, max_file_count and updated left out"
+    );
+    let id = creating["id"].as_u64().unwrap();
+    let policy_path = format!("{LIST}/{id}/access-policy");
+    let policy = exchange(&fake, "GET", &policy_path, None).json();
+    assert_eq!(
+        policy,
+        json!({"filesystem_id": id, "label": null, "enabled": null, "linode_acl": null,
+               "squash_policy": "root_squash", "protocols": ["nfsv4"], "status": "active"})
+    );
+    let (status, _, put) = raw(
+        &fake,
+        "PUT",
+        &policy_path,
+        &[],
+        Some(json!({"label": null, "enabled": null, "linode_ids": [11],
+                    "squash_policy": "none", "protocols": ["nfsv4"]})),
+    );
+    assert_eq!(status, 200, "nulls echoed back are accepted: {put}");
+    assert_eq!(put["linode_acl"][0]["id"], 11);
+    assert_eq!(put["linode_acl"][0]["label"], "n1");
+    assert_eq!(
+        fake.filesystem_policy(id).unwrap().label.as_deref(),
+        Some("go"),
+        "an unset label is the default"
+    );
+
+    let space_policy = exchange(&fake, "GET", "v4beta/nfs/spaces/7/access-policy", None).json();
+    assert_eq!(
+        space_policy,
+        json!({"space_id": 7, "label": null, "enabled": null, "vpc_acl": null,
+               "mtls_ca_cert": null, "mtls_mode": "optional", "status": "active"})
+    );
+    let space = exchange(&fake, "GET", "v4beta/nfs/spaces/7", None).json();
+    assert!(
+        space.get("description").is_none() && space["tags"].is_null(),
+        "{space}"
+    );
+
+    let (_, _, snap) = raw(
+        &fake,
+        "POST",
+        &format!("{LIST}/{id}/snapshots"),
+        &[],
+        Some(json!({"label": "s"})),
+    );
+    assert_eq!(
+        (&snap["locked"], &snap["tags"], &snap["size_bytes"]),
+        (&Value::Null, &Value::Null, &Value::Null)
+    );
+    assert_eq!(
+        keys(&snap),
+        [
+            "created",
+            "filesystem_id",
+            "id",
+            "label",
+            "locked",
+            "size_bytes",
+            "source",
+            "space_id",
+            "status",
+            "tags",
+            "updated"
+        ]
+    );
+    let active = exchange(&fake, "GET", &format!("{LIST}/{id}"), None).json();
+    assert_eq!(active["stats"]["used_capacity_bytes"], Value::Null);
+    assert_eq!(active["stats"]["used_file_count"], 1);
+    assert!(active["mount_target_ips"].is_array());
+
+    let empty = exchange(&fake, "GET", LIST, Some(r#"{"label": "none-of-these"}"#)).json();
+    assert_eq!(
+        empty,
+        json!({"data": null, "page": 1, "pages": 1, "results": 0})
+    );
+    let configs = exchange(&fake, "GET", "v4beta/linode/instances/11/configs", None).json();
+    let public = &configs["data"][0]["interfaces"][0];
+    assert_eq!(
+        (&public["primary"], &public["active"], &public["purpose"]),
+        (&Value::Null, &json!(true), &json!("public"))
+    );
+    assert!(public.get("ipam_address").is_none());
+    let instance = exchange(&fake, "GET", "v4beta/linode/instances/11", None).json();
+    assert!(instance.get("lke_cluster_id").is_none() && instance["tags"].is_null());
+    let interfaces = exchange(&fake, "GET", "v4beta/linode/instances/11/interfaces", None).json();
+    assert_eq!(interfaces["interfaces"][0]["vpc"]["vpc_id"], 5);
+    assert!(interfaces["interfaces"][0].get("mac_address").is_none());
+
+    // Errors keep the envelope; the inspection helpers decode the canonical shape.
+    let missing = exchange(&fake, "GET", &format!("{LIST}/999"), None);
+    assert_eq!(missing.json(), json!({"errors": [{"reason": "Not found"}]}));
+    assert_eq!(fake.filesystems()[0].tags, Vec::<String>::new());
+    assert!(!fake.snapshots()[0].locked);
+}
+
+#[test]
+fn quirks_combine() {
+    let (fake, ours) = shared_space();
+    fake.set_tag_filter(TagFilter::Ignored);
+    fake.set_capacity_in_stats(true);
+    fake.set_null_fields(true);
+    fake.set_filesystem_policy_endpoints(false);
+    let page = exchange(
+        &fake,
+        "GET",
+        LIST,
+        Some(&format!(r#"{{"tags": "{MARK}"}}"#)),
+    )
+    .json();
+    assert_eq!(labels(&page).len(), 4, "the tag filter is ignored: {page}");
+    let foreign_a = &page["data"][0];
+    assert_eq!(foreign_a["tags"], Value::Null, "untagged is null");
+    assert!(foreign_a.get("max_capacity_bytes").is_none());
+    assert_eq!(
+        foreign_a["stats"]["max_capacity_bytes"],
+        json!(100u64 << 30)
+    );
+    assert_eq!(foreign_a["stats"]["used_capacity_bytes"], Value::Null);
+    assert!(foreign_a["stats"].get("used_file_count").is_none());
+    let mine = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == ours)
+        .unwrap();
+    assert_eq!(mine["tags"], json!([MARK]));
+    assert_eq!(
+        exchange(&fake, "GET", &format!("{LIST}/{ours}/access-policy"), None).status,
+        404
+    );
+}
+
+/// `(status, content type, Server header, body)` of each of `n` reads
+/// under a fault profile with this seed.
+fn faulted_reads(seed: u64, html_errors: bool, n: usize) -> Vec<(u16, String, String, String)> {
+    let fake = fake();
+    fake.set_html_errors(html_errors);
+    let profile = FaultProfile::parse("503:0.3,429:0.3,500:0.1", Duration::from_secs(1)).unwrap();
+    fake.set_fault_profile(Some(profile));
+    fake.set_fault_seed(seed);
+    (0..n)
+        .map(|_| {
+            let a = exchange(&fake, "GET", "v4beta/nfs/spaces/7", None);
+            let ctype = a.header("Content-Type").unwrap_or_default().to_string();
+            let server = a.header("Server").unwrap_or_default().to_string();
+            // A success carries timestamps of the moment; errors are fixed.
+            let body = if a.status == 200 {
+                String::new()
+            } else {
+                a.text
+            };
+            (a.status, ctype, server, body)
+        })
+        .collect()
+}
+
+#[test]
+fn html_errors_turn_part_of_the_injected_refusals_into_408s_and_nginx_pages() {
+    const N: usize = 300;
+    let plain = faulted_reads(42, false, N);
+    let quirky = faulted_reads(42, true, N);
+    assert!(
+        quirky == faulted_reads(42, true, N),
+        "a seed replays it exactly"
+    );
+    assert!(
+        quirky != faulted_reads(44, true, N),
+        "another seed, other faults"
+    );
+
+    let mut seen = BTreeMap::new();
+    for ((status, ..), answer) in plain.iter().zip(&quirky) {
+        let (got, ctype, server, body) = answer;
+        *seen.entry(*got).or_insert(0) += 1;
+        match (*status, *got) {
+            (ok, same) if ok == same => {}
+            (429 | 503, 408) => {
+                assert_eq!(ctype, "application/json");
+                assert_eq!(
+                    serde_json::from_str::<Value>(body).unwrap(),
+                    json!({"errors": [{"reason": "Request Timeout"}]})
+                );
+            }
+            (429 | 503, 400) => {
+                assert_eq!((ctype.as_str(), server.as_str()), ("text/html", "nginx"));
+                assert!(body.starts_with("<html>") && body.contains("400 Bad Request"));
+            }
+            other => panic!("only injected 429/503s change, not {other:?}"),
+        }
+    }
+    // The same requests fail; about a third of each refusal kind stays itself.
+    for kind in [200, 408, 400, 429, 503, 500] {
+        assert!(
+            seen.get(&kind).copied().unwrap_or(0) > 5,
+            "{kind}: {seen:?}"
+        );
+    }
+    let plain_fails = plain.iter().filter(|a| a.0 != 200).count();
+    let quirky_fails = quirky.iter().filter(|a| a.0 != 200).count();
+    assert_eq!(plain_fails, quirky_fails);
+    assert_eq!(
+        plain.iter().filter(|a| a.0 == 500).count(),
+        seen[&500],
+        "500s are not refusals and stay"
+    );
+}
+
+#[test]
+fn html_errors_are_counted_by_what_was_answered() {
+    let fake = fake();
+    fake.set_html_errors(true);
+    let profile = FaultProfile::parse("503:1", Duration::from_secs(1)).unwrap();
+    fake.set_fault_profile(Some(profile));
+    fake.set_fault_seed(7);
+    let statuses: Vec<u16> = (0..60)
+        .map(|_| exchange(&fake, "GET", "v4beta/nfs/spaces", None).status)
+        .collect();
+    let injected = fake.injected();
+    let count = |s: u16| statuses.iter().filter(|x| **x == s).count() as u64;
+    assert_eq!(
+        injected.get(&Injected::Status(408)).copied(),
+        Some(count(408))
+    );
+    assert_eq!(
+        injected.get(&Injected::ProxyBadRequest).copied(),
+        Some(count(400))
+    );
+    assert_eq!(
+        injected.get(&Injected::Status(503)).copied(),
+        Some(count(503))
+    );
+    assert_eq!(count(408) + count(400) + count(503), 60);
+}
+
+#[test]
+fn request_timeouts_and_proxy_pages_can_be_programmed() {
+    let fake = fake();
+    fake.inject(FaultRule::request_timeout("GET", "nfs/spaces").times(1));
+    fake.inject(FaultRule::proxy_bad_request("GET", "nfs/spaces").times(1));
+    let first = exchange(&fake, "GET", "v4beta/nfs/spaces", None);
+    assert_eq!(
+        (first.status, first.header("Content-Type"), first.json()),
+        (
+            408,
+            Some("application/json"),
+            json!({"errors": [{"reason": "Request Timeout"}]})
+        )
+    );
+    let second = exchange(&fake, "GET", "v4beta/nfs/spaces", None);
+    assert_eq!(
+        (
+            second.status,
+            second.header("Content-Type"),
+            second.header("Server")
+        ),
+        (400, Some("text/html"), Some("nginx"))
+    );
+    assert!(second.text.contains("<h1>400 Bad Request</h1>"));
+    assert_eq!(
+        exchange(&fake, "GET", "v4beta/nfs/spaces", None).status,
+        200
+    );
 }

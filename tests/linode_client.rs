@@ -321,7 +321,7 @@ fn validation_errors_are_invalid_argument_with_the_field() {
         label: "a".repeat(64),
         ..new_fs("x")
     };
-    let err = cloud.create_filesystem(7, &long).unwrap_err();
+    let err = cloud.create_filesystem(7, &long).unwrap_err().error;
     assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
     assert!(err.message().contains("[400] [label]"), "{err}");
 
@@ -329,7 +329,7 @@ fn validation_errors_are_invalid_argument_with_the_field() {
         region: "mars-1".into(),
         ..new_fs("ok")
     };
-    let err = cloud.create_filesystem(7, &bad_region).unwrap_err();
+    let err = cloud.create_filesystem(7, &bad_region).unwrap_err().error;
     assert!(
         err.message().contains("[region] region is not valid"),
         "{err}"
@@ -340,12 +340,13 @@ fn validation_errors_are_invalid_argument_with_the_field() {
         ..new_fs("ok")
     };
     assert!(matches!(
-        cloud.create_filesystem(7, &zero).unwrap_err(),
+        cloud.create_filesystem(7, &zero).unwrap_err().error,
         Error::InvalidArgument(_)
     ));
     assert!(cloud
         .create_filesystem(999, &new_fs("ok"))
         .unwrap_err()
+        .error
         .is_not_found());
 }
 
@@ -353,7 +354,10 @@ fn validation_errors_are_invalid_argument_with_the_field() {
 fn filesystem_access_policy_full_replace_and_wait() {
     let (fake, cloud) = setup();
     let fs = cloud.create_filesystem(7, &new_fs("pvc-acl")).unwrap();
-    let current = cloud.get_filesystem_access_policy(7, fs.id).unwrap();
+    let current = cloud
+        .get_filesystem_access_policy(7, fs.id)
+        .unwrap()
+        .unwrap();
     assert_eq!(current.squash_policy, Some(SquashPolicy::RootSquash));
     assert!(!current.enabled);
     assert!(current.linode_acl.is_empty());
@@ -389,7 +393,8 @@ fn filesystem_access_policy_full_replace_and_wait() {
     };
     let err = cloud
         .put_filesystem_access_policy(7, fs.id, &unknown)
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert!(err.message().contains("[linode_ids]"), "{err}");
     assert!(matches!(err, Error::InvalidArgument(_)));
 }
@@ -406,7 +411,10 @@ fn snapshots_create_duplicate_lock_delete() {
     );
     assert!(snap.created.is_some());
 
-    let dup = cloud.create_snapshot(7, fs.id, "snap-1", &[]).unwrap_err();
+    let dup = cloud
+        .create_snapshot(7, fs.id, "snap-1", &[])
+        .unwrap_err()
+        .error;
     assert!(matches!(dup, Error::FailedPrecondition(_)), "409: {dup:?}");
 
     let active = block_on(poller(&cloud).snapshot(snap.clone(), done)).unwrap();
@@ -445,7 +453,8 @@ fn clone_creates_a_filesystem_in_the_target_space() {
     let pending = cloud.create_snapshot(7, fs.id, "snap-never", &[]).unwrap();
     let err = cloud
         .clone_snapshot(7, fs.id, pending.id, &clone)
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
 
     let restored = cloud.clone_snapshot(7, fs.id, snap.id, &clone).unwrap();
@@ -466,10 +475,12 @@ fn clone_creates_a_filesystem_in_the_target_space() {
     assert!(cloud
         .clone_snapshot(7, fs.id, snap.id, &nowhere)
         .unwrap_err()
+        .error
         .is_not_found());
     assert!(cloud
         .clone_snapshot(7, fs.id, 1, &nowhere)
         .unwrap_err()
+        .error
         .is_not_found());
 }
 
@@ -565,7 +576,7 @@ fn each_http_error_class_maps_to_its_outcome() {
     );
 
     let wrong = LinodeCloud::new(LinodeSettings {
-        token: "not-the-token".into(),
+        token: linode_nfs_csi::secret::Secret::new("not-the-token"),
         ..settings(&fake)
     })
     .unwrap();
@@ -699,7 +710,10 @@ fn put_and_delete_are_retried_but_post_never_is() {
     ] {
         fake.clear_requests();
         fake.inject(fault.times(1));
-        let err = cloud.create_filesystem(7, &new_fs("pvc-post")).unwrap_err();
+        let err = cloud
+            .create_filesystem(7, &new_fs("pvc-post"))
+            .unwrap_err()
+            .error;
         assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
         assert_eq!(fake.calls("POST", "**"), 1, "POST is never retried");
     }
@@ -717,7 +731,10 @@ fn put_and_delete_are_retried_but_post_never_is() {
 fn a_create_that_failed_after_its_side_effect_leaves_the_filesystem() {
     let (fake, cloud) = setup();
     fake.inject(FaultRule::fail_after("POST", "nfs/spaces/*/filesystems", 500).times(1));
-    let err = cloud.create_filesystem(7, &new_fs("pvc-leak")).unwrap_err();
+    let err = cloud
+        .create_filesystem(7, &new_fs("pvc-leak"))
+        .unwrap_err()
+        .error;
     assert!(matches!(err, Error::Internal(_)), "{err:?}");
     let found = cloud.find_filesystems(7, "pvc-leak", "us-ord").unwrap();
     assert_eq!(found.len(), 1, "the retry's lookup by label finds it");
@@ -806,7 +823,12 @@ fn the_token_never_appears_in_errors_or_logs() {
     fake.inject(FaultRule::rate_limited("GET", "nfs/spaces/7", 0).times(2));
     cloud.get_space(7).unwrap();
     fake.inject(FaultRule::status("POST", "**", 500).times(1));
-    errors.push(cloud.create_filesystem(7, &new_fs("pvc-x")).unwrap_err());
+    errors.push(
+        cloud
+            .create_filesystem(7, &new_fs("pvc-x"))
+            .unwrap_err()
+            .error,
+    );
     errors.push(cloud.get_filesystem(7, 4242).unwrap_err());
     let hang = fake.hang("GET", "linode/**");
     let slow = LinodeCloud::new(LinodeSettings {
@@ -841,4 +863,34 @@ fn the_token_never_appears_in_errors_or_logs() {
     for line in lines.iter() {
         assert!(!line.contains(TOKEN), "log line leaks the token: {line}");
     }
+}
+
+#[test]
+fn a_408_and_a_proxys_html_400_are_retried_like_a_503() {
+    let (fake, cloud) = setup();
+    for (rule, what) in [
+        (FaultRule::status("GET", "nfs/spaces/7", 408), "408"),
+        (
+            FaultRule::status("GET", "nfs/spaces/7", 400).html(),
+            "HTML 400",
+        ),
+    ] {
+        fake.clear_requests();
+        fake.inject(rule.clone().times(2));
+        assert_eq!(cloud.get_space(7).unwrap().id, 7, "{what}");
+        assert_eq!(fake.calls("GET", "nfs/spaces/7"), 3, "{what}: retried");
+
+        fake.clear_requests();
+        fake.inject(rule);
+        let err = cloud.get_space(7).unwrap_err();
+        assert!(matches!(err, Error::Unavailable(_)), "{what}: {err:?}");
+        assert_eq!(fake.calls("GET", "nfs/spaces/7"), 4, "{what}: bounded");
+        fake.clear_faults();
+    }
+    // The API's own 400 stays a permanent InvalidArgument.
+    fake.clear_requests();
+    fake.inject(FaultRule::status("GET", "nfs/spaces/7", 400).times(1));
+    let err = cloud.get_space(7).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert_eq!(fake.calls("GET", "nfs/spaces/7"), 1);
 }

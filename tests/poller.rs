@@ -338,3 +338,243 @@ fn snapshots_of_one_filesystem_share_a_list_and_policies_settle() {
     assert_eq!(settled.status, Status::Active);
     assert_eq!(settled.squash_policy, Some(SquashPolicy::None));
 }
+
+fn setup_two_spaces(activation: Duration) -> (FakeLinode, Arc<LinodeCloud>) {
+    let seed = Seed {
+        activation_delay_ms: activation.as_millis() as u64,
+        ..Seed::default()
+    }
+    .with_space(SpaceSeed::new(7, "shared"))
+    .with_space(SpaceSeed::new(8, "other"));
+    let fake = FakeLinode::start(seed).unwrap();
+    let mut settings = LinodeSettings::new(fake.token());
+    settings.base_url = fake.url();
+    let cloud = Arc::new(LinodeCloud::new(settings).unwrap());
+    (fake, cloud)
+}
+
+fn create_in(cloud: &LinodeCloud, space: u64, label: &str) -> Filesystem {
+    cloud
+        .create_filesystem(
+            space,
+            &NewFilesystem {
+                label: label.into(),
+                region: "us-ord".into(),
+                max_capacity_bytes: 1 << 30,
+                tags: vec![],
+            },
+        )
+        .unwrap()
+}
+
+#[test]
+fn failing_polls_keep_the_waits_going_one_attempt_each() {
+    let (fake, cloud) = setup(Duration::from_millis(200));
+    let fs = create(&cloud, "flaky");
+    // Server errors (500 is Internal to a caller) on every poll for a
+    // while: each poll is one request, counted, and the wait goes on.
+    fake.inject(FaultRule::status("GET", FS_ONE, 500).times(6));
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let active = block_on(poller.filesystem(fs, done)).unwrap();
+    assert_eq!(active.status, Status::Active);
+    let failed = fake
+        .requests()
+        .iter()
+        .filter(|r| r.status == Some(500))
+        .count();
+    assert_eq!(failed, 6);
+    let counts = poller.counts();
+    assert_eq!(counts.failed, 6, "{counts:?}");
+    assert_eq!(
+        counts.polls as usize,
+        fake.calls("GET", FS_ONE),
+        "one request per poll, never the client's retries: {counts:?}"
+    );
+}
+
+#[test]
+fn one_failing_group_does_not_stall_the_others() {
+    let (fake, cloud) = setup_two_spaces(Duration::from_millis(100));
+    let broken = create_in(&cloud, 7, "broken");
+    let healthy = create_in(&cloud, 8, "healthy");
+    fake.inject(FaultRule::status("GET", "nfs/spaces/7/filesystems/*", 503));
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let mut parked = Parked::new(vec![
+        poller.filesystem(broken.clone(), done),
+        poller.filesystem(healthy.clone(), done),
+    ]);
+    // The healthy space's wait ends while the other space's polls fail.
+    while parked.outcomes[1].is_none() {
+        let (i, rest) = parked.woken.recv_timeout(PATIENCE).expect("a wait ends");
+        parked.take(i, rest());
+    }
+    assert_eq!(
+        parked.outcomes[1]
+            .as_ref()
+            .unwrap()
+            .as_ref()
+            .unwrap()
+            .status,
+        Status::Active
+    );
+    assert!(
+        parked.outcomes[0].is_none(),
+        "the failing group still waits"
+    );
+    let failing = fake.calls("GET", "nfs/spaces/7/filesystems/*");
+    assert!(failing >= 2, "the failing group was polled {failing} times");
+    assert_eq!(poller.counts().failed as usize, failing);
+    fake.clear_faults();
+    let outcomes = parked.finish(2);
+    assert_eq!(
+        outcomes[0].as_ref().unwrap().as_ref().unwrap().status,
+        Status::Active,
+        "and ends once its polls succeed"
+    );
+}
+
+#[test]
+fn a_poll_that_times_out_keeps_the_wait_going() {
+    let (fake, _) = setup(Duration::from_millis(100));
+    let mut settings = LinodeSettings::new(fake.token());
+    settings.base_url = fake.url();
+    settings.request_timeout = Duration::from_millis(200);
+    let cloud = Arc::new(LinodeCloud::new(settings).unwrap());
+    let fs = create(&cloud, "slow");
+    let hang = fake.hang("GET", FS_ONE);
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let parked = Parked::new(vec![poller.filesystem(fs, done)]);
+    assert!(
+        hang.wait_for_hits(2, PATIENCE),
+        "polled again after a timeout"
+    );
+    assert!(parked.outcomes[0].is_none());
+    hang.release();
+    let outcome = parked.finish(1).remove(0).unwrap().unwrap();
+    assert_eq!(outcome.status, Status::Active);
+    assert!(poller.counts().failed >= 1);
+}
+
+/// A TCP relay in front of the fake that can be cut: while cut, every
+/// connection (new or pooled) is closed at once, so requests fail in the
+/// transport (no HTTP answer), as with a network outage.
+struct Relay {
+    url: String,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Relay {
+    fn start(upstream: &str) -> Relay {
+        use std::io::{Read, Write};
+        use std::net::{TcpListener, TcpStream};
+        use std::sync::atomic::Ordering;
+        let upstream = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cutting = cut.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if cutting.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let cutting = cutting.clone();
+                    from.set_read_timeout(Some(Duration::from_millis(20)))
+                        .unwrap();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            if cutting.load(Ordering::SeqCst) {
+                                break;
+                            }
+                            match from.read(&mut buf) {
+                                Ok(0) => break,
+                                Ok(n) => {
+                                    if to.write_all(&buf[..n]).is_err() {
+                                        break;
+                                    }
+                                }
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock
+                                            | std::io::ErrorKind::TimedOut
+                                    ) => {}
+                                Err(_) => break,
+                            }
+                        }
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Relay { url, cut }
+    }
+
+    fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn waits_outlast_random_server_errors_and_a_network_outage() {
+    let (fake, direct) = setup_two_spaces(Duration::from_millis(300));
+    let relay = Relay::start(&fake.url());
+    let mut settings = LinodeSettings::new(fake.token());
+    settings.base_url = relay.url.clone();
+    let cloud = Arc::new(LinodeCloud::new(settings).unwrap());
+    let made: Vec<Filesystem> = (0..12)
+        .map(|i| create_in(&direct, 7 + i % 2, &format!("chaos-{i}")))
+        .collect();
+    let snap = direct
+        .create_snapshot(7, made[0].id, "chaos-snap", &[])
+        .unwrap();
+    fake.set_fault_profile(Some(
+        linode_nfs_csi::fake::FaultProfile::parse("500:0.3,502:0.1,503:0.1", PATIENCE).unwrap(),
+    ));
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let mut steps: Vec<Step<Status>> = made
+        .iter()
+        .map(|fs| poller.filesystem(fs.clone(), |fs| done(fs.status)))
+        .collect();
+    steps.push(poller.snapshot(snap, |s| done(s.status)));
+    let mut parked = Parked::new(steps);
+    // A network outage in the middle of it: every poll fails in transport.
+    let failed_before = poller.counts().failed;
+    relay.set_cut(true);
+    let reached_before = fake.requests().len();
+    wait_for("polls failing in transport", PATIENCE, || {
+        poller.counts().failed >= failed_before + 9
+    });
+    assert!(
+        fake.requests().len() <= reached_before + 3,
+        "during the outage the polls do not reach the backend"
+    );
+    relay.set_cut(false);
+    while parked.outcomes.iter().any(Option::is_none) {
+        let (i, rest) = parked.woken.recv_timeout(PATIENCE).expect("a wait ends");
+        parked.take(i, rest());
+    }
+    for (i, outcome) in parked.outcomes.iter().enumerate() {
+        assert_eq!(
+            outcome.as_ref().unwrap().as_ref().unwrap(),
+            &Status::Active,
+            "wait {i} ended because of a failed poll"
+        );
+    }
+    let injected: u64 = fake.injected().values().sum();
+    assert!(injected > 0, "the profile failed some polls");
+}

@@ -9,7 +9,7 @@
 use super::{tags, Controller};
 use crate::flow::{done, Step};
 use crate::handles::{label_for, SnapshotId, VolumeId};
-use crate::linode::{outcome_unknown, Filesystem, Snapshot, Status};
+use crate::linode::{Filesystem, Snapshot, Status, WriteError};
 use crate::Error;
 use std::sync::Arc;
 
@@ -82,18 +82,20 @@ pub(super) fn copy_of(c: &Arc<Controller>, fs: &Filesystem, clone_label: &str) -
                 Ok(copy) => copy,
                 // A duplicate label (409) or a create whose reply was lost:
                 // look again before giving up.
-                Err(
-                    e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
-                ) => match find()? {
+                Err(WriteError {
+                    error:
+                        e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
+                    maybe_applied,
+                }) => match find()? {
                     Some(copy) => copy,
                     None => {
-                        if outcome_unknown(&e) {
+                        if maybe_applied {
                             c.in_doubt.record(&doubt);
                         }
                         return Err(e);
                     }
                 },
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.error),
             }
         }
     };

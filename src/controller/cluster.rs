@@ -1,9 +1,12 @@
 //! The cluster's region, discovered lazily from one workload node and cached
 //! for the process lifetime. The controller may start before any worker
 //! node exists, so nothing here runs at startup, and a failed discovery
-//! leaves the cache empty for the next request to retry.
+//! leaves the cache empty for the next request to retry. No lock is held
+//! across the Kubernetes request, so no caller queues behind another's
+//! slow (or down) API server.
 
 use crate::kube::KubeClient;
+use crate::mutex::lock;
 use crate::Error;
 use std::sync::Mutex;
 
@@ -26,13 +29,19 @@ impl Cluster {
         }
     }
 
-    /// The region new filesystems go to. The mutex is held across the
-    /// lookup so concurrent first requests make one Kubernetes call.
+    /// The region new filesystems go to. The cache is never locked across
+    /// the lookup: concurrent first requests each list nodes (with their
+    /// own timeout) rather than queue behind one slow list.
     pub fn region(&self) -> Result<String, Error> {
-        let mut cached = self.region.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(region) = cached.as_ref() {
-            return Ok(region.clone());
+        if let Some(region) = lock(&self.region).clone() {
+            return Ok(region);
         }
+        let region = self.discover()?;
+        *lock(&self.region) = Some(region.clone());
+        Ok(region)
+    }
+
+    fn discover(&self) -> Result<String, Error> {
         // A Kubernetes API that is down or overloaded is worth retrying; a
         // refusal (RBAC, a bad kubeconfig) needs the admin.
         let nodes = self
@@ -62,7 +71,6 @@ impl Cluster {
                 ))
             })?;
         log::info!("cluster region {region:?} (from node {:?})", node.name);
-        *cached = Some(region.clone());
         Ok(region.clone())
     }
 }

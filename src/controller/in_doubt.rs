@@ -13,8 +13,10 @@
 //!
 //! The window is three request timeouts: the longest a request the client
 //! gave up on can plausibly still be in the backend's hands. It lives in
-//! this process only.
+//! this process only; every record and check forgets the windows that
+//! have passed, so keys never checked again do not pile up.
 
+use crate::mutex::lock;
 use crate::Error;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -33,33 +35,32 @@ impl InDoubt {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.until.lock().unwrap_or_else(|p| p.into_inner())
+    /// The records, with those whose window has passed forgotten.
+    fn current(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        let mut until = lock(&self.until);
+        let now = Instant::now();
+        until.retain(|_, t| *t > now);
+        until
     }
 
     /// A write to `key` failed in a way that may hide its success.
     pub fn record(&self, key: &str) {
-        self.lock()
+        self.current()
             .insert(key.to_string(), Instant::now() + self.window);
     }
 
     /// The object of `key` was found: nothing is in doubt any more.
     pub fn clear(&self, key: &str) {
-        self.lock().remove(key);
+        lock(&self.until).remove(key);
     }
 
     /// Unavailable while an earlier write to `key` (`what` it did, e.g.
     /// "create NFS filesystem \"x\"") may still be applied.
     pub fn check(&self, key: &str, what: &str) -> Result<(), Error> {
-        let mut until = self.lock();
-        match until.get(key) {
-            Some(t) if *t > Instant::now() => Err(Error::Unavailable(format!(
+        match self.current().get(key) {
+            Some(_) => Err(Error::Unavailable(format!(
                 "an earlier request to {what} timed out or failed and may still be applied by the backend; retry shortly"
             ))),
-            Some(_) => {
-                until.remove(key);
-                Ok(())
-            }
             None => Ok(()),
         }
     }
@@ -84,5 +85,17 @@ mod tests {
         doubt.record("fs 7/a");
         std::thread::sleep(Duration::from_millis(20));
         assert!(doubt.check("fs 7/a", "a").is_ok(), "the window passed");
+    }
+
+    #[test]
+    fn passed_windows_are_forgotten_whichever_key_is_touched() {
+        let doubt = InDoubt::new(Duration::from_millis(5));
+        for n in 0..10 {
+            doubt.record(&format!("fs 7/{n}"));
+        }
+        assert_eq!(lock(&doubt.until).len(), 10);
+        std::thread::sleep(Duration::from_millis(20));
+        doubt.record("fs 8/x");
+        assert_eq!(lock(&doubt.until).len(), 1, "only the fresh record is kept");
     }
 }

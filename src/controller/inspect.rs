@@ -40,7 +40,7 @@ pub fn volume_of(fs: &Filesystem, mtls: Option<&MtlsMode>) -> csi::Volume {
         filesystem: fs.id,
     }
     .to_string();
-    v.capacity_bytes = fs.max_capacity_bytes.unwrap_or(0);
+    v.capacity_bytes = fs.capacity_bytes().unwrap_or(0);
     v.volume_context = ctx;
     v
 }
@@ -159,7 +159,12 @@ fn parameters_problem(
         }
     }
     if let Some(squash) = &squash {
-        let policy = c.cloud.get_filesystem_access_policy(fs.space_id, fs.id)?;
+        let Some(policy) = c.cloud.get_filesystem_access_policy(fs.space_id, fs.id)? else {
+            return Ok(Some(format!(
+                "the parameters ask for squash policy {squash}, but the backend has no per-filesystem access policy for NFS filesystem {}",
+                fs.id
+            )));
+        };
         if policy.squash_policy.as_ref() != Some(squash) {
             let have = policy.squash_policy.map_or_else(
                 || "no squash policy".to_string(),
@@ -172,6 +177,28 @@ fn parameters_problem(
         }
     }
     Ok(None)
+}
+
+/// The nodes `fs` is published to (node mode): the Linodes its access
+/// policy allows. A backend without per-filesystem policies cannot say;
+/// the nodes are then reported unknown (none) with a warning rather than
+/// failing the read.
+pub(super) fn published_nodes(c: &Controller, fs: &Filesystem) -> Result<Vec<String>, Error> {
+    match c.cloud.get_filesystem_access_policy(fs.space_id, fs.id) {
+        Ok(Some(policy)) if policy.enabled => {
+            Ok(policy.linode_ids().iter().map(u64::to_string).collect())
+        }
+        Ok(Some(_)) | Err(Error::NotFound(_)) => Ok(Vec::new()),
+        Ok(None) => {
+            log::warn!(
+                "NFS filesystem {}/{}: published nodes unknown, the backend has no per-filesystem access policy",
+                fs.space_id,
+                fs.id
+            );
+            Ok(Vec::new())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// A context holds for `fs` when every key of it that the driver derives
@@ -213,17 +240,7 @@ pub fn get_volume(
     let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
     let mut status = csi::controller_get_volume_response::VolumeStatus::new();
     if c.mode == crate::config::AccessPolicyMode::Node {
-        match c
-            .cloud
-            .get_filesystem_access_policy(id.space, id.filesystem)
-        {
-            Ok(policy) if policy.enabled => {
-                status.published_node_ids =
-                    policy.linode_ids().iter().map(u64::to_string).collect();
-            }
-            Ok(_) | Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
+        status.published_node_ids = published_nodes(c, &fs)?;
     }
     status.volume_condition = Some(condition_of(&fs)).into();
     let mut resp = csi::ControllerGetVolumeResponse::new();

@@ -1,10 +1,12 @@
 //! ListVolumes and GetCapacity. Only filesystems this driver made (tagged
 //! `tags::MANAGED`) are volumes; they are listed across every Space the
 //! token sees, one filtered list per Space (Linode's scarce paginated class,
-//! so never one request per filesystem). Pages are keyset-paged by volume
+//! so never one request per filesystem; a whole list where the API refuses
+//! the filter, and never a filesystem without the tag, whatever the API did
+//! with it). Pages are keyset-paged by volume
 //! id, so a token stays valid however the list changes between pages.
 
-use super::inspect::{condition_of, volume_of};
+use super::inspect::{condition_of, published_nodes, volume_of};
 use super::params::Params;
 use super::provision::capability_problem;
 use super::{tags, Controller};
@@ -76,14 +78,7 @@ fn entry(c: &Controller, fs: &Filesystem) -> Result<csi::list_volumes_response::
     let mtls = c.spaces.mtls_mode(fs.space_id)?;
     let mut status = csi::list_volumes_response::VolumeStatus::new();
     if c.mode == AccessPolicyMode::Node {
-        match c.cloud.get_filesystem_access_policy(fs.space_id, fs.id) {
-            Ok(policy) if policy.enabled => {
-                status.published_node_ids =
-                    policy.linode_ids().iter().map(u64::to_string).collect();
-            }
-            Ok(_) | Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
+        status.published_node_ids = published_nodes(c, fs)?;
     }
     status.volume_condition = Some(condition_of(fs)).into();
     let mut entry = csi::list_volumes_response::Entry::new();

@@ -21,6 +21,7 @@ mod tags;
 
 pub use cluster::Cluster;
 pub use params::{Mutable, Params, SpaceRef};
+pub use publish::inject_batch_panics;
 // The request parsers the handlers run first, for `crate::fuzzing`.
 pub(crate) use provision::{capability_problem, check_capabilities, parse_create};
 pub(crate) use publish::linode_id;

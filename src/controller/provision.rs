@@ -11,7 +11,7 @@ use crate::flow::{done, Flow, Step, Then};
 use crate::handles::{label_for, SnapshotId, VolumeId};
 use crate::limits;
 use crate::linode::{
-    outcome_unknown, CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, SquashPolicy, Status,
+    CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, SquashPolicy, Status, WriteError,
 };
 use crate::proto::csi;
 use crate::Error;
@@ -339,7 +339,7 @@ fn adopt(
                 want.label, fs.region
             )));
         }
-        if let Some(capacity) = fs.max_capacity_bytes {
+        if let Some(capacity) = fs.capacity_bytes() {
             if !fits(&want, capacity) {
                 return Err(Error::AlreadyExists(format!(
                     "NFS filesystem \"{}\" already exists with incompatible capacity {capacity}",
@@ -427,7 +427,7 @@ fn provision(
             let source = clone::source_volume(c, vol)?;
             // Sized before anything is made: a size the source cannot
             // give must not leave a copy behind.
-            let size_gib = size_gib_for(want, source.max_capacity_bytes, &format!("volume {vol}"))?;
+            let size_gib = size_gib_for(want, source.capacity_bytes(), &format!("volume {vol}"))?;
             let (c2, want2) = (c.clone(), want.clone());
             let cleanup = (c.clone(), want.label.clone());
             clone::copy_of(c, &source, &want.label)
@@ -470,7 +470,7 @@ fn clone_into(
         .cloud
         .get_filesystem(snap.space, snap.filesystem)
         .map_err(|e| e.context(format!("source of snapshot {snap}")))?;
-    let size_gib = size_gib_for(want, source.max_capacity_bytes, &format!("snapshot {snap}"))?;
+    let size_gib = size_gib_for(want, source.capacity_bytes(), &format!("snapshot {snap}"))?;
     let posted = post_clone(c, want, snap, space_id, region, size_gib);
     wait_made(c, want, space_id, region, posted)
 }
@@ -482,7 +482,7 @@ fn post_clone(
     space_id: u64,
     region: &str,
     size_gib: Option<u64>,
-) -> Result<Filesystem, Error> {
+) -> Result<Filesystem, WriteError> {
     c.cloud.clone_snapshot(
         snap.space,
         snap.filesystem,
@@ -506,29 +506,30 @@ fn wait_made(
     want: &CreateRequest,
     space_id: u64,
     region: &str,
-    posted: Result<Filesystem, Error>,
+    posted: Result<Filesystem, WriteError>,
 ) -> Step<Filesystem> {
     let fs = match posted {
         Ok(fs) => fs,
-        Err(e @ (Error::Unavailable(_) | Error::Internal(_) | Error::DeadlineExceeded(_))) => {
-            match find_by_label(c, space_id, &want.label, region) {
-                Ok(Some(fs)) => {
-                    log::warn!(
-                        "create of \"{}\" reported {e}; adopting filesystem {}",
-                        want.label,
-                        fs.id
-                    );
-                    fs
-                }
-                _ => {
-                    if outcome_unknown(&e) {
-                        c.in_doubt.record(&filesystem_key(space_id, &want.label));
-                    }
-                    return Err(e);
-                }
+        Err(WriteError {
+            error: e @ (Error::Unavailable(_) | Error::Internal(_) | Error::DeadlineExceeded(_)),
+            maybe_applied,
+        }) => match find_by_label(c, space_id, &want.label, region) {
+            Ok(Some(fs)) => {
+                log::warn!(
+                    "create of \"{}\" reported {e}; adopting filesystem {}",
+                    want.label,
+                    fs.id
+                );
+                fs
             }
-        }
-        Err(e) => return c.spaces.checked(space_id, Err(e)),
+            _ => {
+                if maybe_applied {
+                    c.in_doubt.record(&filesystem_key(space_id, &want.label));
+                }
+                return Err(e);
+            }
+        },
+        Err(e) => return c.spaces.checked(space_id, Err(e.error)),
     };
     c.poller.filesystem(fs, |fs| {
         require_mount_target(&fs)?;

@@ -7,6 +7,10 @@
 //! Concurrent publishes from many nodes therefore never lose each other's
 //! entries and share PUTs, and no caller holds a worker while it waits.
 //!
+//! A backend without per-filesystem access policies fails every change here
+//! with FailedPrecondition naming what to use instead; a panic in a batch
+//! answers that batch's callers Internal and the next batch runs.
+//!
 //! Two things could still undo a change the CO was told is done, and both
 //! are guarded here: a publish the CO gave up on that is still making its
 //! checks when the unpublish it sent next has been applied (calls for one
@@ -15,15 +19,16 @@
 
 use super::provision::check_capabilities;
 use super::Controller;
-use crate::flow::{done, Flow, Handoff, Step, Then};
+use crate::flow::{done, guarded, Flow, Handoff, Step, Then};
 use crate::handles::VolumeId;
 use crate::limits;
-use crate::linode::outcome_unknown;
 use crate::linode::{FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, SquashPolicy};
+use crate::mutex::lock;
 use crate::proto::csi;
 use crate::Error;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +52,22 @@ type Queued = (Change, Arc<Handoff<Result<(), Error>>>);
 pub struct AclQueue {
     pending: Mutex<HashMap<VolumeId, Vec<Queued>>>,
     arrivals: Mutex<Arrivals>,
+}
+
+/// A test fault: this many access-policy batches of this process still to
+/// panic. Zero unless a test calls `inject_batch_panics`.
+static BATCH_PANICS: AtomicU32 = AtomicU32::new(0);
+
+/// A test fault: the next `n` access-policy batches of this process panic
+/// (to show a panic is answered and cleared up). Nothing else sets it.
+pub fn inject_batch_panics(n: u32) {
+    BATCH_PANICS.store(n, Ordering::SeqCst);
+}
+
+fn take_batch_panic() -> bool {
+    BATCH_PANICS
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
 }
 
 /// The order in which publish and unpublish calls arrived, and the newest
@@ -77,8 +98,12 @@ const ARRIVALS_KEPT: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone, Copy)]
 pub struct Arrival(u64);
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+/// FailedPrecondition for a change that needs the filesystem's own access
+/// policy on a backend that has none.
+pub(crate) fn no_filesystem_policy(vol: VolumeId) -> Error {
+    Error::FailedPrecondition(format!(
+        "the Linode backend has no per-filesystem access policy (filesystem {vol}); use NFS_ACCESS_POLICY_MODE=space, where the Space's access policy admits the nodes, and leave out the linodenfs.csi.linode.com/filesystem-root-squash parameter"
+    ))
 }
 
 impl AclQueue {
@@ -205,7 +230,20 @@ fn run_batches(c: Arc<Controller>, vol: VolumeId) -> Step<()> {
         std::mem::take(queued)
     };
     let changes: Vec<Change> = batch.iter().map(|(change, _)| change.clone()).collect();
-    apply_batch(&c, vol, &changes).then(move |results| {
+    let applying = c.clone();
+    // A panic here or in the batch's continuations ends only this batch:
+    // its callers are answered (Internal) and the next batch still runs.
+    guarded("access policy batch", move || {
+        if take_batch_panic() {
+            panic!("injected fault: access policy batch of {vol}");
+        }
+        apply_batch(&applying, vol, &changes)
+    })
+    .settle(move |results| {
+        let results = match results {
+            Ok(results) => results,
+            Err(e) => batch.iter().map(|_| Err(e.clone())).collect(),
+        };
         for ((_, to), result) in batch.iter().zip(results) {
             // A caller that left (cancelled, deadline) is simply not told.
             to.send(result);
@@ -230,7 +268,11 @@ fn apply_batch(
         .cloud
         .get_filesystem_access_policy(vol.space, vol.filesystem)
     {
-        Ok(p) => p,
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            let e = no_filesystem_policy(vol);
+            return done(batch.iter().map(|_| Err(e.clone())).collect());
+        }
         Err(Error::NotFound(m)) => {
             // No filesystem: nothing to revoke, nothing to allow.
             return done(
@@ -318,10 +360,10 @@ fn apply_batch(
     let written: Step<()> = match written {
         Ok(policy) => settled(c, vol, policy),
         Err(e) => {
-            if outcome_unknown(&e) {
+            if e.maybe_applied {
                 c.in_doubt.record(&policy_key(vol));
             }
-            Err(e)
+            Err(e.error)
         }
     };
     written.settle(move |written| {
@@ -377,7 +419,8 @@ pub fn publish(
     let arrival = c.acl.arrive();
     let policy = c
         .cloud
-        .get_filesystem_access_policy(vol.space, vol.filesystem)?;
+        .get_filesystem_access_policy(vol.space, vol.filesystem)?
+        .ok_or_else(|| no_filesystem_policy(vol))?;
     if !(policy.enabled && policy.linode_ids().contains(&node)) {
         // CSI wants NotFound for a node that does not exist; a token without
         // read access to instances must not block attaching, though: the
@@ -414,4 +457,129 @@ pub fn unpublish(
     c.acl
         .access(c, vol, node, false, c.acl.arrive())
         .then(move |()| done(answer()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AccessPolicyMode;
+    use crate::controller::cluster::Cluster;
+    use crate::controller::in_doubt::InDoubt;
+    use crate::controller::spaces::Spaces;
+    use crate::fake::{FakeLinode, InstanceSeed, Seed, SpaceSeed};
+    use crate::flow::Thunk;
+    use crate::kube::KubeClient;
+    use crate::linode::{Cloud, LinodeCloud, LinodeSettings, NewFilesystem, Poller, WaitPolicy};
+    use crate::locks::OpLocks;
+    use crate::rpc::Rpc;
+    use std::sync::mpsc;
+
+    const NODE: u64 = 4242;
+
+    /// A controller over the fake Linode, in this process, with `vol` made.
+    fn controller() -> (FakeLinode, Arc<Controller>, VolumeId) {
+        let seed = Seed::default()
+            .with_space(SpaceSeed::new(7, "shared"))
+            .with_instance(InstanceSeed {
+                id: NODE,
+                label: "node".into(),
+                region: "us-ord".into(),
+                interface_generation: None,
+                ipv6: None,
+                vpcs: vec![],
+            });
+        let fake = FakeLinode::start(seed).unwrap();
+        let mut settings = LinodeSettings::new(fake.token());
+        settings.base_url = fake.url();
+        let cloud: Arc<dyn Cloud> = Arc::new(LinodeCloud::new(settings).unwrap());
+        let fs = cloud
+            .create_filesystem(
+                7,
+                &NewFilesystem {
+                    label: "pvc-panic".into(),
+                    region: "us-ord".into(),
+                    max_capacity_bytes: 1 << 30,
+                    tags: vec![],
+                },
+            )
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!("lnc-publish-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: t\n  cluster:\n    server: http://127.0.0.1:1\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\nusers:\n- name: t\n  user:\n    token: x\n",
+        )
+        .unwrap();
+        let wait = WaitPolicy {
+            timeout: Duration::from_secs(30),
+            initial_delay: Duration::from_millis(20),
+            max_delay: Duration::from_millis(100),
+        };
+        let c = Arc::new(Controller {
+            poller: Poller::new(cloud.clone(), wait),
+            spaces: Spaces::new(cloud.clone(), Duration::ZERO),
+            cloud,
+            cluster: Cluster::new(KubeClient::from_kubeconfig(&kubeconfig).unwrap()),
+            locks: OpLocks::new(),
+            mode: AccessPolicyMode::Node,
+            default_capacity_bytes: 1 << 30,
+            acl: AclQueue::default(),
+            in_doubt: InDoubt::new(Duration::from_secs(10)),
+            rpc: Rpc::new(2),
+        });
+        let vol = VolumeId {
+            space: 7,
+            filesystem: fs.id,
+        };
+        (fake, c, vol)
+    }
+
+    fn block_on<T: Send + 'static>(step: Step<T>) -> crate::Result<T> {
+        let (woken, rest) = mpsc::channel::<Thunk<T>>();
+        let mut step = step;
+        loop {
+            match step? {
+                Flow::Ready(value) => return Ok(value),
+                Flow::Parked(parked) => {
+                    let woken = woken.clone();
+                    let _pending = parked.park(Box::new(move |thunk| {
+                        let _ = woken.send(thunk);
+                    }));
+                    let thunk = rest
+                        .recv_timeout(Duration::from_secs(30))
+                        .expect("a parked call is answered");
+                    step = thunk();
+                }
+            }
+        }
+    }
+
+    fn publish_req(vol: VolumeId) -> csi::ControllerPublishVolumeRequest {
+        let mut access = csi::volume_capability::AccessMode::new();
+        access.mode = csi::volume_capability::access_mode::Mode::MULTI_NODE_MULTI_WRITER.into();
+        let mut cap = csi::VolumeCapability::new();
+        cap.set_mount(csi::volume_capability::MountVolume::new());
+        cap.access_mode = Some(access).into();
+        let mut req = csi::ControllerPublishVolumeRequest::new();
+        req.volume_id = vol.to_string();
+        req.node_id = NODE.to_string();
+        req.volume_capability = Some(cap).into();
+        req
+    }
+
+    #[test]
+    fn a_panicking_batch_answers_internal_and_the_next_publish_works() {
+        let (fake, c, vol) = controller();
+        inject_batch_panics(1);
+        let err = block_on(publish(&c, publish_req(vol))).unwrap_err();
+        assert!(matches!(err, Error::Internal(_)), "{err:?}");
+        assert!(
+            !lock(&c.acl.pending).contains_key(&vol),
+            "the panicked batch left no pending entry behind"
+        );
+        block_on(publish(&c, publish_req(vol))).unwrap();
+        let policy = fake.filesystem_policy(vol.filesystem).unwrap();
+        assert!(policy.enabled && policy.linode_ids().contains(&NODE));
+    }
 }

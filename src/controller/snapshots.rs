@@ -7,7 +7,7 @@
 use super::{tags, Controller};
 use crate::handles::{label_for, SnapshotId, VolumeId};
 use crate::limits;
-use crate::linode::{naive_to_unix, outcome_unknown, Snapshot, Status};
+use crate::linode::{naive_to_unix, Snapshot, Status, WriteError};
 use crate::proto::csi;
 use crate::Error;
 use protobuf::well_known_types::timestamp::Timestamp;
@@ -125,9 +125,11 @@ pub fn create(
                 Ok(s) => s,
                 // A duplicate label (409) or a create whose reply was lost:
                 // look again before giving up.
-                Err(
-                    e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
-                ) => {
+                Err(WriteError {
+                    error:
+                        e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
+                    maybe_applied,
+                }) => {
                     let found = c
                         .cloud
                         .list_snapshots(source.space, source.filesystem)?
@@ -136,14 +138,14 @@ pub fn create(
                     match found {
                         Some(s) => s,
                         None => {
-                            if outcome_unknown(&e) {
+                            if maybe_applied {
                                 c.in_doubt.record(&doubt);
                             }
                             return Err(e);
                         }
                     }
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.error),
             }
         }
     };

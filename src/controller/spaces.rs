@@ -3,10 +3,12 @@
 //! CreateVolume needs both, and a label lookup is one of Linode's scarce
 //! paginated requests, so a burst of creates should pay for them once. An
 //! entry is refreshed once it expires and dropped as soon as anything
-//! under its Space answers 404. Failures are never cached.
+//! under its Space answers 404. Failures are never cached. The cache is
+//! never locked across a request: concurrent misses each ask the API.
 
 use super::params::SpaceRef;
 use crate::linode::{Cloud, MtlsMode, Space};
+use crate::mutex::lock;
 use crate::Error;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -36,7 +38,7 @@ impl Spaces {
     }
 
     fn cache(&self) -> MutexGuard<'_, Cache> {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.cache)
     }
 
     fn fresh(&self, at: Instant) -> bool {

@@ -10,8 +10,8 @@ pub mod exports;
 use crate::client::DEV_SPACE_LABEL;
 use crate::config::{Config, DevQuirk, LinodeConfig};
 use crate::fake::{
-    FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, InstanceSeed, RateLimit,
-    Seed, SpaceSeed,
+    FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, FilesystemSeed,
+    InstanceSeed, RateLimit, Seed, SpaceSeed, TagFilter,
 };
 use crate::kube::KubeClient;
 use crate::metadata::MetadataClient;
@@ -170,9 +170,17 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         .map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
     let exports = Arc::new(Exports::new(&state).map_err(|e| fail("exports", e))?);
 
-    let linode =
-        FakeLinode::start_persistent(seed(dev.activation_delay), &state.join("linode.json"))
-            .map_err(|e| fail("fake Linode API", e))?;
+    let mut linode_seed = seed(dev.activation_delay);
+    if dev.quirks.iter().any(|q| {
+        matches!(
+            q,
+            DevQuirk::ForeignFilesystems | DevQuirk::TagFilterRefused | DevQuirk::TagFilterIgnored
+        )
+    }) {
+        linode_seed.filesystems = FilesystemSeed::foreign(DEV_SPACE_ID, DEV_REGION);
+    }
+    let linode = FakeLinode::start_persistent(linode_seed, &state.join("linode.json"))
+        .map_err(|e| fail("fake Linode API", e))?;
     if !dev.faults.is_empty() {
         // `slow` and `drop` hold a request past the client's timeout.
         let hold = dev.request_timeout + Duration::from_secs(1);
@@ -188,6 +196,13 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
             DevQuirk::NoSourceSnapshotId => linode.set_omit_source_snapshot_id(true),
             DevQuirk::SnapshotsHeldByClones => linode.set_snapshots_held_by_clones(true),
             DevQuirk::NoIdFilter => linode.set_filesystem_id_filter(false),
+            DevQuirk::TagFilterRefused => linode.set_tag_filter(TagFilter::Refused),
+            DevQuirk::TagFilterIgnored => linode.set_tag_filter(TagFilter::Ignored),
+            DevQuirk::NoFilesystemPolicy => linode.set_filesystem_policy_endpoints(false),
+            DevQuirk::CapacityInStats => linode.set_capacity_in_stats(true),
+            DevQuirk::NullFields => linode.set_null_fields(true),
+            DevQuirk::HtmlErrors => linode.set_html_errors(true),
+            DevQuirk::ForeignFilesystems => {}
         }
     }
     if let Some(limits) = dev.rate_limits {

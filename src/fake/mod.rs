@@ -13,8 +13,8 @@ pub mod rate_limit;
 
 pub use self::kube::{FakeKube, FakeNode};
 pub use self::linode::{
-    FakeEvent, FakeLinode, FaultProfile, FaultRule, Hang, Injected, InstanceSeed, Lifecycle,
-    PolicyPut, RequestRecord, Seed, SnapshotTimes, SpaceSeed, VpcAttachment,
+    FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Hang, Injected, InstanceSeed,
+    Lifecycle, PolicyPut, RequestRecord, Seed, SnapshotTimes, SpaceSeed, TagFilter, VpcAttachment,
 };
 pub use self::metadata::FakeMetadata;
 pub use self::rate_limit::RateLimit;

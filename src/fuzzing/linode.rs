@@ -1,7 +1,10 @@
-//! The Linode API's JSON, as every wire type the client decodes.
+//! The Linode API's JSON, as every wire type the client decodes, and the
+//! rate-limit headers of its answers, as the pacer takes them.
 
 use super::text;
+use crate::linode::pacer::{Observed, Pacer};
 use crate::linode::types::Page;
+use crate::linode::RequestClass;
 use crate::linode::{
     naive_to_unix, unix_to_naive, Filesystem, FilesystemAccessPolicy, Instance, InstanceConfig,
     InstanceInterface, InterfaceGeneration, InterfacePurpose, MtlsMode, Readiness, Snapshot,
@@ -10,6 +13,7 @@ use crate::linode::{
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::{Debug, Display};
+use std::time::{Duration, Instant};
 
 /// Any bytes as the body of every response type: decoding answers or fails,
 /// whatever the values, nulls, missing fields or unknown enum strings. What
@@ -130,5 +134,35 @@ fn seconds(secs: i64) {
     let ts = unix_to_naive(secs);
     if ts.len() == 19 && ts.as_bytes()[0].is_ascii_digit() {
         assert_eq!(naive_to_unix(&ts), Some(secs), "{ts}");
+    }
+}
+
+/// Any rate-limit headers, of any answer status, taken by the pacer: it
+/// never panics, and the turns it hands out stay within its longest hold
+/// (a window, or a capped `Retry-After`) plus a window per turn. The first
+/// two bytes are the status, the rest `Name=value` lines.
+pub fn pacer_headers(data: &[u8]) {
+    let Some((status, rest)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let Some(text) = super::text(rest) else {
+        return;
+    };
+    let (headers, _) = super::pairs(text);
+    let status = u16::from_le_bytes(*status);
+    let seen = Observed::from_headers(status, |name| headers.get(name).cloned());
+    let pacer = Pacer::new(Duration::from_secs(30));
+    let now = Instant::now();
+    for class in [RequestClass::List, RequestClass::Other] {
+        pacer.observe(class, &seen);
+        for turn in 1..=4u32 {
+            let at = pacer.reserve(class, now);
+            assert!(
+                at <= now + Duration::from_secs(60) * (turn + 1),
+                "turn {turn} after {:?}",
+                at - now
+            );
+        }
+        let _ = pacer.state(class);
     }
 }

@@ -25,7 +25,7 @@ mod params;
 pub use controller::controller_requests;
 pub use handles::{handles, labels};
 pub use kubeconfig::kubeconfig;
-pub use linode::linode_wire;
+pub use linode::{linode_wire, pacer_headers};
 pub use mountinfo::mountinfo;
 pub use node::{node_requests, volume_context};
 pub use params::{mutable_params, storage_class_params};
@@ -45,6 +45,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("mutable_params", mutable_params),
     ("mountinfo", mountinfo),
     ("linode_wire", linode_wire),
+    ("pacer_headers", pacer_headers),
     ("kubeconfig", kubeconfig),
     ("volume_context", volume_context),
     ("node_requests", node_requests),

@@ -1,5 +1,6 @@
 //! The template of a Linode API path, for counting requests by endpoint
-//! (the fake's counters, dev mode's exit summary) without ids in the key.
+//! without ids in the key: the request metrics (`csi_linode_request_*`)
+//! and the fake's per-endpoint counters, which dev mode prints at exit.
 
 /// `nfs/spaces/7/filesystems/301?page=2` → `nfs/spaces/{id}/filesystems/{id}`.
 pub fn endpoint_template(path: &str) -> String {

@@ -9,9 +9,12 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
     /// The API answered with a non-2xx status; `reasons` are the `errors[]`
-    /// items as `(field, reason)`, or the raw body when it was not the envelope.
+    /// items as `(field, reason)`, or the status text when the body was not
+    /// the envelope. `transient`: the transport judged a status that is
+    /// usually permanent to be a passing refusal (a proxy's HTML 400).
     Status {
         status: u16,
+        transient: bool,
         reasons: Vec<(Option<String>, String)>,
     },
     /// No HTTP answer: DNS, connect, TLS, reset.
@@ -29,6 +32,30 @@ impl Error {
             _ => None,
         }
     }
+
+    /// Whether the request may still have been carried out. A 429 (rate
+    /// limited), a 503 (not ready, maintenance), a 408 or a proxy's refusal
+    /// turned the request away before anything was done, and the 4xx the
+    /// contract names are the API refusing it; a timeout, another 5xx, an
+    /// unexpected status, a broken connection or an unreadable success
+    /// leave the outcome unknown.
+    pub fn maybe_applied(&self) -> bool {
+        match self {
+            Error::Status {
+                transient: true, ..
+            } => false,
+            Error::Status { status, .. } => {
+                !matches!(status, 400 | 401 | 403 | 404 | 408 | 409 | 422 | 429 | 503)
+            }
+            Error::Transport(_) | Error::Decode(_) | Error::Timeout(_) => true,
+        }
+    }
+
+    /// The status that names a 400 refusing one field, e.g. `X-Filter`.
+    pub fn refuses_field(&self, name: &str) -> bool {
+        matches!(self, Error::Status { status: 400, transient: false, reasons }
+            if reasons.iter().any(|(f, _)| f.as_deref() == Some(name)))
+    }
 }
 
 impl fmt::Display for Error {
@@ -36,7 +63,9 @@ impl fmt::Display for Error {
     /// `[field] reason` (the format linodego users already know).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Status { status, reasons } => {
+            Error::Status {
+                status, reasons, ..
+            } => {
                 write!(f, "[{status}] ")?;
                 if reasons.is_empty() {
                     return write!(f, "HTTP status {status}");
@@ -69,12 +98,15 @@ impl From<Error> for crate::Error {
     fn from(e: Error) -> crate::Error {
         let message = e.to_string();
         match e {
+            Error::Status {
+                transient: true, ..
+            } => crate::Error::Unavailable(message),
             Error::Status { status, .. } => match status {
                 404 => crate::Error::NotFound(message),
                 400 | 422 => crate::Error::InvalidArgument(message),
                 401 | 403 => crate::Error::PermissionDenied(message),
                 409 => crate::Error::FailedPrecondition(message),
-                429 | 502 | 503 | 504 => crate::Error::Unavailable(message),
+                408 | 429 | 502 | 503 | 504 => crate::Error::Unavailable(message),
                 _ => crate::Error::Internal(message),
             },
             Error::Timeout(_) => crate::Error::Unavailable(message),
@@ -83,19 +115,37 @@ impl From<Error> for crate::Error {
     }
 }
 
-/// Whether a failed request may still have been applied. A 429 (rate
-/// limited) or 503 (not ready, maintenance) is the API refusing the request
-/// before doing anything; a timeout, another 5xx or a broken connection
-/// leaves the outcome unknown. Reads the status back from the message the
-/// `From` above wrote, so the HTTP knowledge stays in this file.
-pub fn outcome_unknown(e: &crate::Error) -> bool {
-    let refused = ["[429]", "[503]"].iter().any(|s| e.message().contains(s));
-    matches!(
-        e,
-        crate::Error::Unavailable(_)
-            | crate::Error::Internal(_)
-            | crate::Error::DeadlineExceeded(_)
-    ) && !refused
+/// A failed write, and whether the backend may still carry it out (see
+/// `Error::maybe_applied`): a caller that must not repeat a write blindly
+/// (a POST, a full-replace PUT) reads it instead of guessing from the
+/// outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteError {
+    pub error: crate::Error,
+    pub maybe_applied: bool,
+}
+
+impl WriteError {
+    /// The failure of a write described as `what` (the intent, in front of
+    /// the message).
+    pub fn new(e: Error, what: impl std::fmt::Display) -> WriteError {
+        WriteError {
+            maybe_applied: e.maybe_applied(),
+            error: crate::Error::from(e).context(what),
+        }
+    }
+}
+
+impl From<WriteError> for crate::Error {
+    fn from(e: WriteError) -> crate::Error {
+        e.error
+    }
+}
+
+impl fmt::Display for WriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
 }
 
 #[cfg(test)]
@@ -105,6 +155,7 @@ mod tests {
     fn status(code: u16) -> Error {
         Error::Status {
             status: code,
+            transient: false,
             reasons: vec![(None, "x".into())],
         }
     }
@@ -113,7 +164,7 @@ mod tests {
     fn http_status_table_matches_behaviour_contract() {
         use crate::Error as E;
         type Outcome = fn(String) -> E;
-        let table: [(u16, Outcome); 13] = [
+        let table: [(u16, Outcome); 14] = [
             (404, E::NotFound),
             (400, E::InvalidArgument),
             (422, E::InvalidArgument),
@@ -124,6 +175,7 @@ mod tests {
             (502, E::Unavailable),
             (503, E::Unavailable),
             (504, E::Unavailable),
+            (408, E::Unavailable),
             (500, E::Internal),
             (501, E::Internal),
             (418, E::Internal),
@@ -136,17 +188,27 @@ mod tests {
 
     #[test]
     fn only_refusals_are_known_not_to_have_happened() {
-        let from = |e: Error| crate::Error::from(e).context("create filesystem \"x\"");
-        for code in [429, 503] {
-            assert!(!outcome_unknown(&from(status(code))), "{code}");
+        let from = |e: Error| WriteError::new(e, "create filesystem \"x\"").maybe_applied;
+        for code in [429, 503, 408] {
+            assert!(!from(status(code)), "{code}");
         }
-        for code in [500, 502, 504] {
-            assert!(outcome_unknown(&from(status(code))), "{code}");
+        for code in [500, 502, 504, 418] {
+            assert!(from(status(code)), "{code}");
         }
-        assert!(outcome_unknown(&from(Error::Timeout("10s".into()))));
-        assert!(outcome_unknown(&from(Error::Transport("reset".into()))));
-        assert!(!outcome_unknown(&from(status(400))));
-        assert!(!outcome_unknown(&from(status(404))));
+        assert!(from(Error::Timeout("10s".into())));
+        assert!(from(Error::Transport("reset".into())));
+        assert!(!from(status(400)));
+        assert!(!from(status(404)));
+        let proxy = Error::Status {
+            status: 400,
+            transient: true,
+            reasons: vec![],
+        };
+        assert!(!from(proxy.clone()));
+        assert!(matches!(
+            crate::Error::from(proxy),
+            crate::Error::Unavailable(_)
+        ));
     }
 
     #[test]
@@ -169,6 +231,7 @@ mod tests {
     fn display_follows_linodego_format() {
         let e = Error::Status {
             status: 400,
+            transient: false,
             reasons: vec![
                 (
                     Some("label".into()),
@@ -183,6 +246,7 @@ mod tests {
         );
         let empty = Error::Status {
             status: 502,
+            transient: false,
             reasons: vec![],
         };
         assert_eq!(empty.to_string(), "[502] HTTP status 502");

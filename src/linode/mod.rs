@@ -1,7 +1,8 @@
 //! The Linode API boundary: the intent-named `Cloud` trait the controller
-//! codes against, its HTTP implementation `LinodeCloud`, the wire types, the
-//! error mapping, the request pacer and the shared poller that watches
-//! everything the driver waits for. Nothing outside this module
+//! codes against, its implementation `LinodeCloud` (the endpoints, in
+//! `client`) over one HTTP `transport`, the wire types, the error mapping,
+//! the request pacer and the shared poller that watches everything the
+//! driver waits for. Nothing outside this module
 //! builds Linode URLs or reads Linode JSON; nothing inside it knows about CSI.
 
 pub mod client;
@@ -9,13 +10,15 @@ pub mod endpoint;
 pub mod error;
 pub mod pacer;
 pub mod poller;
+pub mod transport;
 pub mod types;
 
-pub use client::{LinodeCloud, LinodeSettings, RetryPolicy};
+pub use client::LinodeCloud;
 pub use endpoint::endpoint_template;
-pub use error::{outcome_unknown, Error};
+pub use error::{Error, WriteError};
 pub use pacer::{RateLimitState, RequestClass};
 pub use poller::{PendingWaits, Poller, WaitPolicy};
+pub use transport::{user_agent, LinodeSettings, RetryPolicy};
 pub use types::{
     naive_to_unix, unix_to_naive, CloneFilesystem, ConfigInterface, Filesystem,
     FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, FilesystemStats, HasStatus, Instance,
@@ -26,8 +29,14 @@ pub use types::{
 
 /// What the driver needs from Linode, named by intent. Every error is already
 /// a `crate::Error` with the HTTP → gRPC mapping applied and the operation in
-/// its message. Ids are the decimal integers of the API.
+/// its message; a write that must not be repeated blindly says whether it
+/// may still be carried out (`WriteError`). Ids are the decimal integers of
+/// the API.
 pub trait Cloud: Send + Sync {
+    /// The same backend with every request tried once, never retried: for
+    /// the poller, whose next tick is its retry.
+    fn single_attempt(&self) -> std::sync::Arc<dyn Cloud>;
+
     /// Every space of the account (all pages).
     fn list_spaces(&self) -> crate::Result<Vec<Space>>;
     fn get_space(&self, space_id: u64) -> crate::Result<Space>;
@@ -47,12 +56,18 @@ pub trait Cloud: Send + Sync {
         region: &str,
     ) -> crate::Result<Vec<Filesystem>>;
     /// POST, never retried: on an ambiguous failure, look it up by label.
-    fn create_filesystem(&self, space_id: u64, fs: &NewFilesystem) -> crate::Result<Filesystem>;
+    fn create_filesystem(
+        &self,
+        space_id: u64,
+        fs: &NewFilesystem,
+    ) -> Result<Filesystem, WriteError>;
     /// The filesystems of a space among `ids`, in one list request when the
     /// API can filter by id (a missing id is simply not in the answer).
     fn find_filesystems_by_ids(&self, space_id: u64, ids: &[u64])
         -> crate::Result<Vec<Filesystem>>;
-    /// Filesystems of a space carrying `tag` (`X-Filter`, all pages).
+    /// Filesystems of a space carrying `tag` (`X-Filter`, all pages; the
+    /// whole space once the API refuses the filter). Only filesystems that
+    /// carry `tag`, whatever the API did with the filter.
     fn find_filesystems_by_tag(&self, space_id: u64, tag: &str) -> crate::Result<Vec<Filesystem>>;
     fn get_filesystem(&self, space_id: u64, fs_id: u64) -> crate::Result<Filesystem>;
     /// Replaces the filesystem's tags (the API's only other updatable field
@@ -65,18 +80,21 @@ pub trait Cloud: Send + Sync {
     ) -> crate::Result<Filesystem>;
     fn delete_filesystem(&self, space_id: u64, fs_id: u64) -> crate::Result<()>;
 
+    /// `None` when the backend has no per-filesystem access policy (the
+    /// endpoint answers 404 or 501 for a filesystem that exists); NotFound
+    /// when the filesystem does not exist.
     fn get_filesystem_access_policy(
         &self,
         space_id: u64,
         fs_id: u64,
-    ) -> crate::Result<FilesystemAccessPolicy>;
+    ) -> crate::Result<Option<FilesystemAccessPolicy>>;
     /// Full replace: every field of `policy` is sent.
     fn put_filesystem_access_policy(
         &self,
         space_id: u64,
         fs_id: u64,
         policy: &FilesystemAccessPolicyUpdate,
-    ) -> crate::Result<FilesystemAccessPolicy>;
+    ) -> Result<FilesystemAccessPolicy, WriteError>;
 
     /// All snapshots of a filesystem (every page, 500 per page).
     fn list_snapshots(&self, space_id: u64, fs_id: u64) -> crate::Result<Vec<Snapshot>>;
@@ -87,7 +105,7 @@ pub trait Cloud: Send + Sync {
         fs_id: u64,
         label: &str,
         tags: &[String],
-    ) -> crate::Result<Snapshot>;
+    ) -> Result<Snapshot, WriteError>;
     fn get_snapshot(&self, space_id: u64, fs_id: u64, snap_id: u64) -> crate::Result<Snapshot>;
     fn delete_snapshot(&self, space_id: u64, fs_id: u64, snap_id: u64) -> crate::Result<()>;
     /// Restore: a NEW filesystem from snapshot `space_id/fs_id/snap_id`.
@@ -97,7 +115,7 @@ pub trait Cloud: Send + Sync {
         fs_id: u64,
         snap_id: u64,
         clone: &CloneFilesystem,
-    ) -> crate::Result<Filesystem>;
+    ) -> Result<Filesystem, WriteError>;
 
     fn get_instance(&self, linode_id: u64) -> crate::Result<Instance>;
     fn list_instance_configs(&self, linode_id: u64) -> crate::Result<Vec<InstanceConfig>>;

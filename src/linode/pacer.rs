@@ -9,6 +9,7 @@
 //! resets instead of running out. It only sleeps the calling thread; it
 //! never sends anything itself.
 
+use crate::mutex::lock;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -45,7 +46,8 @@ pub struct RateLimitState {
     pub throttled: u64,
 }
 
-/// What one answer said about the budget.
+/// What one answer said about the budget. Any header value is taken: one
+/// that is not a number of seconds or requests is as if absent.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Observed {
     pub status: u16,
@@ -57,7 +59,21 @@ pub struct Observed {
     pub retry_after: Option<u64>,
 }
 
-#[derive(Default)]
+impl Observed {
+    /// The budget headers of an answer with `status`; `header` reads one.
+    pub fn from_headers(status: u16, header: impl Fn(&str) -> Option<String>) -> Observed {
+        let number = |name: &str| header(name).and_then(|v| v.trim().parse::<u64>().ok());
+        Observed {
+            status,
+            limit: number("X-RateLimit-Limit"),
+            remaining: number("X-RateLimit-Remaining"),
+            reset_epoch: number("X-RateLimit-Reset"),
+            retry_after: number("Retry-After"),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
 struct Budget {
     seen: RateLimitState,
     reset: Option<Instant>,
@@ -65,6 +81,7 @@ struct Budget {
     next_slot: Option<Instant>,
 }
 
+#[derive(Debug)]
 pub struct Pacer {
     budgets: Mutex<[Budget; 2]>,
     retry_after_cap: Duration,
@@ -86,14 +103,16 @@ impl Pacer {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, [Budget; 2]> {
-        self.budgets.lock().unwrap_or_else(|p| p.into_inner())
+    /// When a request of `class` asked for at `now` may be sent; the turn
+    /// is taken (counted as sent).
+    pub(crate) fn reserve(&self, class: RequestClass, now: Instant) -> Instant {
+        lock(&self.budgets)[index(class)].turn(now)
     }
 
     /// Blocks until a request of `class` may be sent, and counts it as sent.
     pub fn wait_turn(&self, class: RequestClass) {
         let now = Instant::now();
-        let at = self.lock()[index(class)].turn(now);
+        let at = self.reserve(class, now);
         if at > now {
             let wait = at - now;
             log::debug!("Linode rate limit: holding a {class:?} request for {wait:?}");
@@ -104,7 +123,7 @@ impl Pacer {
     /// Takes in what an answer to a request of `class` said.
     pub fn observe(&self, class: RequestClass, seen: &Observed) {
         let now = Instant::now();
-        let mut budgets = self.lock();
+        let mut budgets = lock(&self.budgets);
         let budget = &mut budgets[index(class)];
         if seen.limit.is_some() {
             budget.seen.limit = seen.limit;
@@ -116,7 +135,11 @@ impl Pacer {
             let now_epoch = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs());
-            budget.reset = Some(now + Duration::from_secs(epoch.saturating_sub(now_epoch)));
+            // Linode's windows are a minute long; a reset further off than
+            // any hold the pacer honours is a broken header, not a plan.
+            let until = Duration::from_secs(epoch.saturating_sub(now_epoch))
+                .min(self.retry_after_cap.max(WINDOW));
+            budget.reset = now.checked_add(until);
         }
         if seen.status == 429 {
             budget.seen.throttled += 1;
@@ -124,14 +147,14 @@ impl Pacer {
                 .retry_after
                 .map_or(DEFAULT_RETRY_AFTER, Duration::from_secs)
                 .min(self.retry_after_cap);
-            let until = now + hold;
+            let until = now.checked_add(hold).unwrap_or(now);
             budget.blocked_until = Some(budget.blocked_until.map_or(until, |b| b.max(until)));
         }
     }
 
     /// The budget of `class` as last seen.
     pub fn state(&self, class: RequestClass) -> RateLimitState {
-        self.lock()[index(class)].seen
+        lock(&self.budgets)[index(class)].seen
     }
 }
 
@@ -154,12 +177,14 @@ impl Budget {
         // The last tenth of the budget is spread over the rest of the
         // window, so the class slows down before it is refused.
         if remaining <= (limit / 10).max(1) {
+            // Any count the server sends divides: at least 1, at most u32.
+            let count = |n: u64| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
             let spacing = match self.reset.filter(|r| *r > at) {
-                Some(reset) => (reset - at) / (remaining as u32 + 1),
-                None => WINDOW / (limit.max(1) as u32),
+                Some(reset) => (reset - at) / count(remaining.saturating_add(1)),
+                None => WINDOW / count(limit),
             };
             at = at.max(self.next_slot.unwrap_or(at));
-            self.next_slot = Some(at + spacing);
+            self.next_slot = at.checked_add(spacing);
         }
         self.seen.remaining = Some(remaining.saturating_sub(1));
         at
@@ -235,9 +260,9 @@ mod tests {
             },
         );
         let now = Instant::now();
-        let at = pacer.lock()[index(RequestClass::List)].turn(now);
+        let at = pacer.reserve(RequestClass::List, now);
         assert!(at >= now + Duration::from_secs(6), "{:?}", at - now);
-        assert_eq!(pacer.lock()[index(RequestClass::Other)].turn(now), now);
+        assert_eq!(pacer.reserve(RequestClass::Other, now), now);
         assert_eq!(pacer.state(RequestClass::List).throttled, 1);
     }
 
@@ -253,7 +278,7 @@ mod tests {
             },
         );
         let now = Instant::now();
-        let at = pacer.lock()[index(RequestClass::Other)].turn(now);
+        let at = pacer.reserve(RequestClass::Other, now);
         assert!(at <= now + Duration::from_secs(2));
     }
 
@@ -277,5 +302,47 @@ mod tests {
                 throttled: 0
             }
         );
+    }
+
+    #[test]
+    fn any_header_value_is_taken_without_a_panic() {
+        let values = [
+            "0",
+            "1",
+            "4294967295",
+            "4294967296",
+            "18446744073709551615",
+            "-1",
+            "garbage",
+            "",
+            " 7 ",
+        ];
+        for limit in values {
+            for remaining in values {
+                for reset in values {
+                    let pacer = Pacer::new(Duration::from_secs(30));
+                    let seen = Observed::from_headers(429, |name| {
+                        Some(
+                            match name {
+                                "X-RateLimit-Limit" => limit,
+                                "X-RateLimit-Remaining" => remaining,
+                                "X-RateLimit-Reset" => reset,
+                                _ => "18446744073709551615",
+                            }
+                            .to_string(),
+                        )
+                    });
+                    pacer.observe(RequestClass::List, &seen);
+                    let now = Instant::now();
+                    for _ in 0..3 {
+                        let at = pacer.reserve(RequestClass::List, now);
+                        assert!(
+                            at <= now + Duration::from_secs(600),
+                            "{limit} {remaining} {reset}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }

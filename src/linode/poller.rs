@@ -5,18 +5,27 @@
 //! snapshots of one filesystem likewise, and each pending access policy
 //! once however many wait for it. Each watch backs off on its own (fast
 //! first polls, growing to a cap); a refresh answers every watch of its
-//! group. Transient failures (429, 5xx, timeouts) keep the watches waiting:
-//! the client's pacer slows every request after a 429, this thread's polls
+//! group. A poll is one attempt, never the client's retry loop (the next
+//! tick is its retry), so a failing group costs the other groups one
+//! request's time at most. Transient failures (429, 5xx, timeouts,
+//! transport errors) keep the watches waiting and are counted; the
+//! client's pacer slows every request after a 429, this thread's polls
 //! included. Its pending waits and how long each took to become active are
 //! metrics. It knows nothing about CSI, and never runs a waiter's work:
-//! firing a watch only hands the rest to the waiter's driver.
+//! firing a watch only hands the rest to the waiter's driver, and no watch
+//! is fired while the poller's state is locked. A panic in a tick ends
+//! that tick's waits with Internal; the thread goes on.
 
 use super::types::{Filesystem, FilesystemAccessPolicy, Readiness, Snapshot, Status};
 use super::Cloud;
+use crate::backoff::Backoff;
 use crate::flow::{self, Slot, Step};
+use crate::mutex::{lock, wait_timeout};
 use crate::Error;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Bounds of every wait. `timeout` is `LINODE_WAIT_TIMEOUT`.
@@ -38,6 +47,11 @@ impl WaitPolicy {
             max_delay: Duration::from_secs(4),
         }
     }
+
+    /// ×1.5 per poll from `initial_delay` up to `max_delay`.
+    fn backoff(&self) -> Backoff {
+        Backoff::growing(self.initial_delay, self.max_delay, 3, 2)
+    }
 }
 
 impl Default for WaitPolicy {
@@ -54,10 +68,22 @@ pub struct Poller {
 }
 
 struct Shared {
+    /// Tries each request once.
     cloud: Arc<dyn Cloud>,
     policy: WaitPolicy,
     state: Mutex<State>,
     changed: Condvar,
+    polls: AtomicU64,
+    failed_polls: AtomicU64,
+}
+
+/// What the poller's requests did so far: each refresh of a group is one
+/// poll (one request, or a few for a group whose list lags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PollCounts {
+    pub polls: u64,
+    /// Polls that failed transiently; their waits went on.
+    pub failed: u64,
 }
 
 #[derive(Default)]
@@ -125,12 +151,8 @@ impl Target for Filesystem {
         if let [id] = ids[..] {
             // A lone object costs a plain GET, not one of the scarce
             // paginated requests.
-            match cloud.get_filesystem(space, id) {
-                Ok(fs) => {
-                    found.insert((space, id, 0), fs);
-                }
-                Err(Error::NotFound(_)) => {}
-                Err(e) => return Err(e),
+            if let Some(fs) = absent_is_none(cloud.get_filesystem(space, id))? {
+                found.insert((space, id, 0), fs);
             }
             return Ok(found);
         }
@@ -144,12 +166,8 @@ impl Target for Filesystem {
             .copied()
             .collect();
         for key in unlisted {
-            match cloud.get_filesystem(space, key.1) {
-                Ok(fs) => {
-                    found.insert(key, fs);
-                }
-                Err(Error::NotFound(_)) => {}
-                Err(e) => return Err(e),
+            if let Some(fs) = absent_is_none(cloud.get_filesystem(space, key.1))? {
+                found.insert(key, fs);
             }
         }
         Ok(found)
@@ -178,27 +196,18 @@ impl Target for Snapshot {
     ) -> crate::Result<BTreeMap<Key, Self>> {
         let mut found = BTreeMap::new();
         if let [key] = keys {
-            match cloud.get_snapshot(space, fs, key.2) {
-                Ok(s) => {
-                    found.insert(*key, s);
-                }
-                Err(Error::NotFound(_)) => {}
-                Err(e) => return Err(e),
+            if let Some(s) = absent_is_none(cloud.get_snapshot(space, fs, key.2))? {
+                found.insert(*key, s);
             }
             return Ok(found);
         }
         let wanted: BTreeSet<&Key> = keys.iter().collect();
-        match cloud.list_snapshots(space, fs) {
-            Ok(all) => {
-                for s in all {
-                    let key = (space, fs, s.id);
-                    if wanted.contains(&key) {
-                        found.insert(key, s);
-                    }
-                }
+        // A filesystem that is gone has no snapshots.
+        for s in absent_is_none(cloud.list_snapshots(space, fs))?.unwrap_or_default() {
+            let key = (space, fs, s.id);
+            if wanted.contains(&key) {
+                found.insert(key, s);
             }
-            Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e),
         }
         Ok(found)
     }
@@ -225,19 +234,47 @@ impl Target for FilesystemAccessPolicy {
         _: &[Key],
     ) -> crate::Result<BTreeMap<Key, Self>> {
         let mut found = BTreeMap::new();
-        match cloud.get_filesystem_access_policy(space, fs) {
-            Ok(p) => {
-                found.insert((space, fs, 0), p);
-            }
-            Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e),
+        let policy = absent_is_none(cloud.get_filesystem_access_policy(space, fs))?;
+        if let Some(p) = policy.flatten() {
+            found.insert((space, fs, 0), p);
         }
         Ok(found)
     }
 }
 
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+/// A read of one object (or of a list under it): `None` when it is gone.
+fn absent_is_none<T>(read: crate::Result<T>) -> crate::Result<Option<T>> {
+    match read {
+        Ok(v) => Ok(Some(v)),
+        Err(Error::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Failures a later poll can get past: throttling, the backend's own
+/// errors, timeouts and the network. Anything else (the token refused, a
+/// request the API calls invalid) will not change by waiting.
+fn transient(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Unavailable(_) | Error::Internal(_) | Error::DeadlineExceeded(_)
+    )
+}
+
+/// Watches answered under the lock, fired once it is released.
+type Fired = Vec<Box<dyn FnOnce() + Send>>;
+
+fn fire_all(fired: Fired) {
+    for fire in fired {
+        fire();
+    }
+}
+
+fn answer<V: Send + 'static>(fired: &mut Fired, w: &Watch<V>, outcome: crate::Result<V>) {
+    let slot = w.slot.clone();
+    fired.push(Box::new(move || {
+        slot.fire(outcome);
+    }));
 }
 
 impl Poller {
@@ -245,10 +282,12 @@ impl Poller {
     /// and the waits it still had are over.
     pub fn new(cloud: Arc<dyn Cloud>, policy: WaitPolicy) -> Poller {
         let shared = Arc::new(Shared {
-            cloud,
+            cloud: cloud.single_attempt(),
             policy,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
+            polls: AtomicU64::new(0),
+            failed_polls: AtomicU64::new(0),
         });
         let polled = Arc::downgrade(&shared);
         // Weak, so the metrics never keep a dropped poller's thread alive.
@@ -310,6 +349,14 @@ impl Poller {
         self.watch((space, fs, 0), what, policy, then)
     }
 
+    /// The polls made so far, and how many failed transiently.
+    pub fn counts(&self) -> PollCounts {
+        PollCounts {
+            polls: self.shared.polls.load(Ordering::Relaxed),
+            failed: self.shared.failed_polls.load(Ordering::Relaxed),
+        }
+    }
+
     /// Waits pending right now, by kind.
     pub fn pending(&self) -> PendingWaits {
         let mut state = lock(&self.shared.state);
@@ -361,7 +408,7 @@ fn terminal(what: &str, status: &str) -> Error {
 }
 
 /// The groups to refresh this tick, with the keys each had when taken.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Due {
     filesystems: BTreeMap<Key, Vec<Key>>,
     snapshots: BTreeMap<Key, Vec<Key>>,
@@ -387,15 +434,37 @@ impl State {
     }
 }
 
-fn expire<V: Target>(watches: &mut Vec<Watch<V>>, now: Instant, timeout: Duration) {
+fn expire<V: Target>(
+    watches: &mut Vec<Watch<V>>,
+    now: Instant,
+    timeout: Duration,
+    fired: &mut Fired,
+) {
     watches.retain(|w| {
         if now.duration_since(w.since) < timeout {
             return true;
         }
-        w.slot.fire(Err(Error::DeadlineExceeded(format!(
+        let late = Error::DeadlineExceeded(format!(
             "{} did not become active within {timeout:?}",
             w.what
-        ))));
+        ));
+        answer(fired, w, Err(late));
+        false
+    });
+}
+
+/// Ends the watches of `groups` with `e` (their tick panicked).
+fn fail<V: Target>(
+    watches: &mut Vec<Watch<V>>,
+    groups: &BTreeMap<Key, Vec<Key>>,
+    e: &Error,
+    fired: &mut Fired,
+) {
+    watches.retain(|w| {
+        if !groups.contains_key(&V::group(w.key)) {
+            return true;
+        }
+        answer(fired, w, Err(e.clone()));
         false
     });
 }
@@ -423,11 +492,19 @@ fn next_wake<V: Target>(watches: &[Watch<V>], timeout: Duration) -> Option<Insta
 
 type Fetched<V> = Vec<(Key, Vec<Key>, crate::Result<BTreeMap<Key, V>>)>;
 
-fn fetch_all<V: Target>(cloud: &dyn Cloud, groups: BTreeMap<Key, Vec<Key>>) -> Fetched<V> {
+fn fetch_all<V: Target>(shared: &Shared, groups: BTreeMap<Key, Vec<Key>>) -> Fetched<V> {
     groups
         .into_iter()
         .map(|(group, keys)| {
-            let result = V::fetch(cloud, group, &keys);
+            let result = V::fetch(shared.cloud.as_ref(), group, &keys);
+            shared.polls.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = &result {
+                if transient(e) {
+                    shared.failed_polls.fetch_add(1, Ordering::Relaxed);
+                    crate::metrics::poll_failed(V::KIND);
+                    log::info!("polling Linode for {}: {e}; the waits go on", V::KIND);
+                }
+            }
             (group, keys, result)
         })
         .collect()
@@ -436,14 +513,15 @@ fn fetch_all<V: Target>(cloud: &dyn Cloud, groups: BTreeMap<Key, Vec<Key>>) -> F
 /// Hands each refreshed watch its object, or backs it off. Objects made
 /// together become active together: once one of a group has, the rest of
 /// the group go back to fast polls rather than overshoot by a long backoff.
-fn settle<V: Target>(watches: &mut Vec<Watch<V>>, fetched: Fetched<V>, policy: &WaitPolicy) {
+fn settle<V: Target>(
+    watches: &mut Vec<Watch<V>>,
+    fetched: Fetched<V>,
+    policy: &WaitPolicy,
+    fired: &mut Fired,
+) {
     let now = Instant::now();
+    let backoff = policy.backoff();
     for (_, keys, result) in fetched {
-        if let Err(e) = &result {
-            if matches!(e, Error::Unavailable(_)) {
-                log::info!("polling Linode: {e}; the waits go on");
-            }
-        }
         let mut progress = false;
         watches.retain_mut(|w| {
             if !keys.contains(&w.key) {
@@ -458,7 +536,7 @@ fn settle<V: Target>(watches: &mut Vec<Watch<V>>, fetched: Fetched<V>, policy: &
                         Readiness::Pending => None,
                     },
                 },
-                Err(Error::Unavailable(_)) => None,
+                Err(e) if transient(e) => None,
                 Err(e) => Some(Err(e.clone())),
             };
             match outcome {
@@ -467,11 +545,11 @@ fn settle<V: Target>(watches: &mut Vec<Watch<V>>, fetched: Fetched<V>, policy: &
                         progress = true;
                         crate::metrics::wait_ended_active(V::KIND, now.duration_since(w.since));
                     }
-                    w.slot.fire(outcome);
+                    answer(fired, w, outcome);
                     false
                 }
                 None => {
-                    w.delay = (w.delay * 3 / 2).min(policy.max_delay);
+                    w.delay = backoff.after(w.delay);
                     w.due = now + w.delay;
                     true
                 }
@@ -486,57 +564,182 @@ fn settle<V: Target>(watches: &mut Vec<Watch<V>>, fetched: Fetched<V>, policy: &
     }
 }
 
+/// Blocks until some group is due (firing expired watches as it goes);
+/// `None` once the poller was dropped and has nothing left to watch.
+fn next_due(shared: &Arc<Shared>) -> Option<Due> {
+    let timeout = shared.policy.timeout;
+    loop {
+        let mut state = lock(&shared.state);
+        state.prune();
+        let now = Instant::now();
+        let mut expired = Fired::new();
+        expire(&mut state.filesystems, now, timeout, &mut expired);
+        expire(&mut state.snapshots, now, timeout, &mut expired);
+        expire(&mut state.policies, now, timeout, &mut expired);
+        if !expired.is_empty() {
+            drop(state);
+            fire_all(expired);
+            continue;
+        }
+        let due = Due {
+            filesystems: due(&state.filesystems, now),
+            snapshots: due(&state.snapshots, now),
+            policies: due(&state.policies, now),
+        };
+        if !due.is_empty() {
+            return Some(due);
+        }
+        let next = [
+            next_wake(&state.filesystems, timeout),
+            next_wake(&state.snapshots, timeout),
+            next_wake(&state.policies, timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        // Idle, it still wakes now and then to notice it was dropped.
+        let wait = next.map_or(Duration::from_secs(1), |at| {
+            at.saturating_duration_since(now)
+        });
+        let (state, _) = wait_timeout(&shared.changed, state, wait);
+        if state.is_empty() && Arc::strong_count(shared) == 1 {
+            return None;
+        }
+    }
+}
+
+/// Refreshes the due groups (no lock held), then answers what they say.
+fn tick(shared: &Shared, due: Due) {
+    let filesystems = fetch_all::<Filesystem>(shared, due.filesystems);
+    let snapshots = fetch_all::<Snapshot>(shared, due.snapshots);
+    let policies = fetch_all::<FilesystemAccessPolicy>(shared, due.policies);
+    let mut fired = Fired::new();
+    {
+        let mut state = lock(&shared.state);
+        settle(
+            &mut state.filesystems,
+            filesystems,
+            &shared.policy,
+            &mut fired,
+        );
+        settle(&mut state.snapshots, snapshots, &shared.policy, &mut fired);
+        settle(&mut state.policies, policies, &shared.policy, &mut fired);
+    }
+    fire_all(fired);
+}
+
 fn run(weak: std::sync::Weak<Shared>) {
     loop {
         let Some(shared) = weak.upgrade() else {
             return;
         };
-        let timeout = shared.policy.timeout;
-        let due = {
-            let mut state = lock(&shared.state);
-            loop {
-                state.prune();
-                let now = Instant::now();
-                expire(&mut state.filesystems, now, timeout);
-                expire(&mut state.snapshots, now, timeout);
-                expire(&mut state.policies, now, timeout);
-                let due = Due {
-                    filesystems: due(&state.filesystems, now),
-                    snapshots: due(&state.snapshots, now),
-                    policies: due(&state.policies, now),
-                };
-                if !due.is_empty() {
-                    break due;
-                }
-                let next = [
-                    next_wake(&state.filesystems, timeout),
-                    next_wake(&state.snapshots, timeout),
-                    next_wake(&state.policies, timeout),
-                ]
-                .into_iter()
-                .flatten()
-                .min();
-                // Idle, it still wakes now and then to notice it was dropped.
-                let wait = next.map_or(Duration::from_secs(1), |at| {
-                    at.saturating_duration_since(now)
-                });
-                state = shared
-                    .changed
-                    .wait_timeout(state, wait)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-                if state.is_empty() && Arc::strong_count(&shared) == 1 {
-                    return;
+        let Some(due) = next_due(&shared) else {
+            return;
+        };
+        let polled = due.clone();
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| tick(&shared, due))) {
+            let e = flow::panicked("a Linode poll", &*panic);
+            let mut fired = Fired::new();
+            {
+                let mut state = lock(&shared.state);
+                fail(&mut state.filesystems, &polled.filesystems, &e, &mut fired);
+                fail(&mut state.snapshots, &polled.snapshots, &e, &mut fired);
+                fail(&mut state.policies, &polled.policies, &e, &mut fired);
+            }
+            fire_all(fired);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::{done, Flow, Thunk};
+    use crate::linode::{
+        CloneFilesystem, FilesystemAccessPolicyUpdate, Instance, InstanceConfig, InstanceInterface,
+        NewFilesystem, Space, SpaceAccessPolicy, WriteError,
+    };
+    use std::sync::mpsc;
+
+    /// A backend whose every call panics, as a bug in decoding might.
+    struct Panics;
+
+    macro_rules! panicking {
+        ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+            $(fn $name(&self, $($arg: $ty),*) -> $ret {
+                $(let _ = $arg;)*
+                panic!(concat!("injected: ", stringify!($name)))
+            })*
+        };
+    }
+
+    impl Cloud for Panics {
+        fn single_attempt(&self) -> Arc<dyn Cloud> {
+            Arc::new(Panics)
+        }
+        panicking! {
+            list_spaces() -> crate::Result<Vec<Space>>;
+            get_space(a: u64) -> crate::Result<Space>;
+            find_spaces_by_label(a: &str) -> crate::Result<Vec<Space>>;
+            get_space_access_policy(a: u64) -> crate::Result<Option<SpaceAccessPolicy>>;
+            list_filesystems(a: u64) -> crate::Result<Vec<Filesystem>>;
+            find_filesystems(a: u64, b: &str, c: &str) -> crate::Result<Vec<Filesystem>>;
+            create_filesystem(a: u64, b: &NewFilesystem) -> Result<Filesystem, WriteError>;
+            find_filesystems_by_ids(a: u64, b: &[u64]) -> crate::Result<Vec<Filesystem>>;
+            find_filesystems_by_tag(a: u64, b: &str) -> crate::Result<Vec<Filesystem>>;
+            get_filesystem(a: u64, b: u64) -> crate::Result<Filesystem>;
+            update_filesystem_tags(a: u64, b: u64, c: &[String]) -> crate::Result<Filesystem>;
+            delete_filesystem(a: u64, b: u64) -> crate::Result<()>;
+            get_filesystem_access_policy(a: u64, b: u64)
+                -> crate::Result<Option<FilesystemAccessPolicy>>;
+            put_filesystem_access_policy(a: u64, b: u64, c: &FilesystemAccessPolicyUpdate)
+                -> Result<FilesystemAccessPolicy, WriteError>;
+            list_snapshots(a: u64, b: u64) -> crate::Result<Vec<Snapshot>>;
+            create_snapshot(a: u64, b: u64, c: &str, d: &[String]) -> Result<Snapshot, WriteError>;
+            get_snapshot(a: u64, b: u64, c: u64) -> crate::Result<Snapshot>;
+            delete_snapshot(a: u64, b: u64, c: u64) -> crate::Result<()>;
+            clone_snapshot(a: u64, b: u64, c: u64, d: &CloneFilesystem)
+                -> Result<Filesystem, WriteError>;
+            get_instance(a: u64) -> crate::Result<Instance>;
+            list_instance_configs(a: u64) -> crate::Result<Vec<InstanceConfig>>;
+            list_instance_interfaces(a: u64) -> crate::Result<Vec<InstanceInterface>>;
+        }
+    }
+
+    fn wait_on(poller: &Poller, id: u64) -> crate::Result<Filesystem> {
+        let fs: Filesystem = serde_json::from_value(
+            serde_json::json!({"id": id, "space_id": 7, "status": "creating"}),
+        )
+        .unwrap();
+        let (tx, rx) = mpsc::channel::<Thunk<Filesystem>>();
+        match poller.filesystem(fs, done) {
+            Ok(Flow::Parked(p)) => {
+                let _held = p.park(Box::new(move |rest| {
+                    let _ = tx.send(rest);
+                }));
+                let rest = rx.recv_timeout(Duration::from_secs(10)).expect("answered");
+                match rest() {
+                    Ok(Flow::Ready(fs)) => Ok(fs),
+                    Ok(Flow::Parked(_)) => panic!("parked again"),
+                    Err(e) => Err(e),
                 }
             }
+            _ => panic!("a creating filesystem parks"),
+        }
+    }
+
+    #[test]
+    fn a_panicking_poll_answers_its_waits_internal_and_the_poller_goes_on() {
+        let policy = WaitPolicy {
+            timeout: Duration::from_secs(10),
+            initial_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(20),
         };
-        let cloud = shared.cloud.as_ref();
-        let filesystems = fetch_all::<Filesystem>(cloud, due.filesystems);
-        let snapshots = fetch_all::<Snapshot>(cloud, due.snapshots);
-        let policies = fetch_all::<FilesystemAccessPolicy>(cloud, due.policies);
-        let mut state = lock(&shared.state);
-        settle(&mut state.filesystems, filesystems, &shared.policy);
-        settle(&mut state.snapshots, snapshots, &shared.policy);
-        settle(&mut state.policies, policies, &shared.policy);
+        let poller = Poller::new(Arc::new(Panics), policy);
+        for id in [1, 2] {
+            let err = wait_on(&poller, id).unwrap_err();
+            assert!(matches!(err, Error::Internal(_)), "{id}: {err:?}");
+        }
+        assert_eq!(poller.pending(), PendingWaits::default());
     }
 }

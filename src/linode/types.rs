@@ -2,6 +2,18 @@
 //! linode-api.md). Responses ignore unknown fields and keep nullable fields as
 //! `Option`; every status is an open enum so a new backend value never breaks
 //! decoding. No HTTP and no behaviour beyond decoding lives here.
+//!
+//! Backends differ (linode-api.md and the variants others have seen), and Go
+//! clients read a `null` or missing value as its zero value; so do these
+//! types, except for the ESSENTIAL fields, without which an object cannot be
+//! named or addressed: `id` of every object, `space_id` of a filesystem, and
+//! `space_id` and `filesystem_id` of a snapshot (its handle and its poll key
+//! are made of them), `vpc_id` of an interface's VPC. Everything else
+//! defaults: a string to `""`, a list to empty, a bool to false, an optional
+//! value to `None`, a status to an unknown (empty) one, which waits treat
+//! like any status they do not know. An object of a list missing an
+//! essential field is skipped with a warning (see `Page`); a single object
+//! missing one fails to decode.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -115,6 +127,14 @@ open_enum!(
     }
 );
 
+/// A status the answer did not give (null or missing): unknown, so waited
+/// on like any status this client does not know.
+impl Default for Status {
+    fn default() -> Status {
+        Status::Unknown(String::new())
+    }
+}
+
 /// What a poll of an asynchronous object says about waiting for `active`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Readiness {
@@ -163,34 +183,58 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
+/// Each item that decodes; one that does not (an essential field missing or
+/// of the wrong type) is logged and left out, so one odd object never fails
+/// a whole list.
+fn decodable_items<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let items: Vec<serde_json::Value> = null_as_default(d)?;
+    Ok(items
+        .into_iter()
+        .filter_map(|item| match T::deserialize(item) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                log::warn!(
+                    "Linode API: skipping a {} of a list: {e}",
+                    std::any::type_name::<T>()
+                        .rsplit("::")
+                        .next()
+                        .unwrap_or("value")
+                );
+                None
+            }
+        })
+        .collect())
+}
+
 /// `{data, page, pages, results}` list envelope.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(bound(deserialize = "T: Deserialize<'de>"))]
 pub struct Page<T> {
-    #[serde(default = "Vec::new", deserialize_with = "null_as_default")]
+    #[serde(default = "Vec::new", deserialize_with = "decodable_items")]
     pub data: Vec<T>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub page: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub pages: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub results: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Space {
     pub id: u64,
+    #[serde(default, deserialize_with = "null_as_default")]
     pub label: String,
-    #[serde(default)]
     pub description: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
     pub status: Status,
-    #[serde(default)]
     pub max_capacity_bytes: Option<i64>,
-    #[serde(default)]
     pub used_capacity_bytes: Option<i64>,
-    #[serde(default)]
     pub created: Option<String>,
-    #[serde(default)]
     pub updated: Option<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub tags: Vec<String>,
@@ -199,22 +243,16 @@ pub struct Space {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct VpcAclSubnet {
     pub id: u64,
-    #[serde(default)]
     pub label: Option<String>,
-    #[serde(default)]
     pub url: Option<String>,
-    #[serde(default)]
     pub range: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct VpcAcl {
     pub id: u64,
-    #[serde(default)]
     pub label: Option<String>,
-    #[serde(default)]
     pub url: Option<String>,
-    #[serde(default)]
     pub range: Option<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub subnets: Vec<VpcAclSubnet>,
@@ -222,32 +260,26 @@ pub struct VpcAcl {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct SpaceAccessPolicy {
-    #[serde(default)]
     pub space_id: Option<u64>,
-    #[serde(default)]
     pub label: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub enabled: bool,
     #[serde(default, deserialize_with = "null_as_default")]
     pub vpc_acl: Vec<VpcAcl>,
-    #[serde(default)]
     pub mtls_ca_cert: Option<String>,
-    #[serde(default)]
     pub mtls_mode: Option<MtlsMode>,
+    #[serde(default, deserialize_with = "null_as_default")]
     pub status: Status,
-    #[serde(default)]
     pub created: Option<String>,
-    #[serde(default)]
     pub updated: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct FilesystemStats {
-    #[serde(default)]
+    /// Where an earlier API shape reports the size (not on the filesystem).
+    pub max_capacity_bytes: Option<i64>,
     pub used_capacity_bytes: Option<i64>,
-    #[serde(default)]
     pub used_file_count: Option<i64>,
-    #[serde(default)]
     pub collected_at: Option<String>,
 }
 
@@ -255,67 +287,68 @@ pub struct FilesystemStats {
 pub struct Filesystem {
     pub id: u64,
     pub space_id: u64,
+    #[serde(default, deserialize_with = "null_as_default")]
     pub label: String,
+    #[serde(default, deserialize_with = "null_as_default")]
     pub region: String,
     #[serde(default, deserialize_with = "null_as_default")]
     pub protocol_versions: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
     pub status: Status,
     /// Each entry is `[ipv6]:/export`; empty until the filesystem is active.
     #[serde(default, deserialize_with = "null_as_default")]
     pub mount_target_ips: Vec<String>,
     /// `host:/export`, the authoritative mount source; `None` until ready.
-    #[serde(default)]
     pub mount_target_fqdn: Option<String>,
-    #[serde(default)]
     pub max_capacity_bytes: Option<i64>,
-    #[serde(default)]
     pub max_file_count: Option<i64>,
-    #[serde(default)]
     pub snapshot_usage_bytes: Option<i64>,
     /// A string although other ids are integers (per the contract).
-    #[serde(default)]
     pub ldap_config_id: Option<String>,
-    #[serde(default)]
     pub source_snapshot_id: Option<u64>,
-    #[serde(default)]
     pub created: Option<String>,
-    #[serde(default)]
     pub updated: Option<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub tags: Vec<String>,
-    #[serde(default)]
     pub stats: Option<FilesystemStats>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct LinodeAcl {
     pub id: u64,
-    #[serde(default)]
     pub label: Option<String>,
-    #[serde(default)]
     pub url: Option<String>,
-    #[serde(default)]
     pub ipv6: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct FilesystemAccessPolicy {
+    #[serde(default, deserialize_with = "null_as_default")]
     pub filesystem_id: u64,
-    #[serde(default)]
     pub label: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub enabled: bool,
     #[serde(default, deserialize_with = "null_as_default")]
     pub linode_acl: Vec<LinodeAcl>,
-    #[serde(default)]
     pub squash_policy: Option<SquashPolicy>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub protocols: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
     pub status: Status,
-    #[serde(default)]
     pub created: Option<String>,
-    #[serde(default)]
     pub updated: Option<String>,
+}
+
+impl Filesystem {
+    /// The size, from either documented shape: the filesystem's own
+    /// `max_capacity_bytes`, or else its `stats.max_capacity_bytes`.
+    pub fn capacity_bytes(&self) -> Option<i64> {
+        self.max_capacity_bytes.or_else(|| {
+            self.stats
+                .as_ref()
+                .and_then(|stats| stats.max_capacity_bytes)
+        })
+    }
 }
 
 impl FilesystemAccessPolicy {
@@ -330,25 +363,20 @@ pub struct Snapshot {
     pub id: u64,
     pub filesystem_id: u64,
     pub space_id: u64,
+    #[serde(default, deserialize_with = "null_as_default")]
     pub label: String,
+    #[serde(default, deserialize_with = "null_as_default")]
     pub status: Status,
-    #[serde(default)]
     pub created: Option<String>,
     /// Missing from the documented snapshot schema, but Linode objects carry
     /// it; the driver reads it only when `created` is null or unreadable.
-    #[serde(default)]
     pub updated: Option<String>,
-    #[serde(default)]
     pub expiration: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub locked: bool,
-    #[serde(default)]
     pub source: Option<SnapshotSource>,
-    #[serde(default)]
     pub policy_id: Option<u64>,
-    #[serde(default)]
     pub size_bytes: Option<i64>,
-    #[serde(default)]
     pub aggregated_size_bytes: Option<i64>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub tags: Vec<String>,
@@ -365,20 +393,14 @@ has_status!(
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Instance {
     pub id: u64,
-    #[serde(default)]
     pub label: Option<String>,
-    #[serde(default)]
     pub region: Option<String>,
-    #[serde(default)]
     pub status: Option<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub ipv4: Vec<String>,
-    #[serde(default)]
     pub ipv6: Option<String>,
     /// Absent on instances predating Linode Interfaces.
-    #[serde(default)]
     pub interface_generation: Option<InterfaceGeneration>,
-    #[serde(default)]
     pub lke_cluster_id: Option<u64>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub tags: Vec<String>,
@@ -386,34 +408,26 @@ pub struct Instance {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ConfigInterfaceIpv4 {
-    #[serde(default)]
     pub vpc: Option<String>,
-    #[serde(default)]
     pub nat_1_1: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ConfigInterface {
-    #[serde(default)]
     pub id: Option<u64>,
-    #[serde(default)]
     pub purpose: Option<InterfacePurpose>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub primary: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub active: bool,
-    #[serde(default)]
     pub vpc_id: Option<u64>,
-    #[serde(default)]
     pub subnet_id: Option<u64>,
-    #[serde(default)]
     pub ipv4: Option<ConfigInterfaceIpv4>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct InstanceConfig {
     pub id: u64,
-    #[serde(default)]
     pub label: Option<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub interfaces: Vec<ConfigInterface>,
@@ -422,7 +436,6 @@ pub struct InstanceConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct InterfaceVpc {
     pub vpc_id: u64,
-    #[serde(default)]
     pub subnet_id: Option<u64>,
 }
 
@@ -430,7 +443,6 @@ pub struct InterfaceVpc {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct InstanceInterface {
     pub id: u64,
-    #[serde(default)]
     pub vpc: Option<InterfaceVpc>,
 }
 
@@ -655,5 +667,55 @@ mod tests {
             serde_json::json!({"label":"pvc-b","enabled":false,"linode_ids":[],
                 "squash_policy":"root_squash","protocols":["nfsv4"]})
         );
+    }
+
+    #[test]
+    fn nulls_and_missing_fields_decode_to_defaults() {
+        let fs: Filesystem = serde_json::from_str(
+            r#"{"id":301,"space_id":7,"label":null,"status":null,"tags":null,
+                "stats":{"max_capacity_bytes":5368709120}}"#,
+        )
+        .unwrap();
+        assert_eq!((fs.label.as_str(), fs.region.as_str()), ("", ""));
+        assert_eq!(fs.status, Status::default());
+        assert_eq!(fs.status.readiness(), Readiness::Pending);
+        assert_eq!(fs.capacity_bytes(), Some(5 << 30), "capacity in stats");
+        let policy: FilesystemAccessPolicy =
+            serde_json::from_str(r#"{"enabled":null,"linode_acl":null,"status":"active"}"#)
+                .unwrap();
+        assert!(!policy.enabled && policy.linode_ids().is_empty());
+        let snap: Snapshot = serde_json::from_str(
+            r#"{"id":9,"filesystem_id":301,"space_id":7,"locked":null,"label":null}"#,
+        )
+        .unwrap();
+        assert!(!snap.locked);
+        let space: Space = serde_json::from_str(r#"{"id":7}"#).unwrap();
+        assert_eq!(space.label, "");
+    }
+
+    #[test]
+    fn a_list_skips_objects_missing_an_essential_field() {
+        let page: Page<Filesystem> = serde_json::from_str(
+            r#"{"data":[{"id":1,"space_id":7},{"space_id":7,"label":"no-id"},
+                {"id":3,"label":"no-space"},{"id":4,"space_id":7}],
+                "page":1,"pages":null,"results":4}"#,
+        )
+        .unwrap();
+        let ids: Vec<u64> = page.data.iter().map(|f| f.id).collect();
+        assert_eq!(ids, [1, 4]);
+        assert_eq!(page.pages, 0);
+        assert!(serde_json::from_str::<Filesystem>(r#"{"space_id":7}"#).is_err());
+    }
+
+    #[test]
+    fn capacity_is_read_from_either_shape() {
+        let top: Filesystem = serde_json::from_str(
+            r#"{"id":1,"space_id":7,"max_capacity_bytes":10,"stats":{"max_capacity_bytes":20}}"#,
+        )
+        .unwrap();
+        assert_eq!(top.capacity_bytes(), Some(10));
+        let none: Filesystem =
+            serde_json::from_str(r#"{"id":1,"space_id":7,"stats":null}"#).unwrap();
+        assert_eq!(none.capacity_bytes(), None);
     }
 }

@@ -57,8 +57,13 @@ static LINODE_DURATION: Histogram = Histogram::new(
 );
 static LINODE_RETRIES: Counter = Counter::new(
     "csi_linode_request_retries_total",
-    "Linode API requests sent again after a transient answer (429, 502, 503, 504, Linode busy).",
+    "Linode API requests sent again after a transient answer (408, 429, 502, 503, 504, Linode busy, a proxy's HTML 400).",
     &["method", "endpoint"],
+);
+static LINODE_POLL_FAILURES: Counter = Counter::new(
+    "csi_linode_poll_failures_total",
+    "Polls of the shared poller that failed transiently (429, 5xx, timeout, no answer), by kind polled; their waits went on.",
+    &["kind"],
 );
 static LINODE_THROTTLED: Counter = Counter::new(
     "csi_linode_throttled_total",
@@ -161,13 +166,14 @@ static CPU_SECONDS: Computed = Computed::counter(
 );
 
 /// Every family, in scrape order.
-static FAMILIES: [&dyn Family; 23] = [
+static FAMILIES: [&dyn Family; 24] = [
     &BUILD_INFO,
     &RPC_DURATION,
     &RPC_IN_FLIGHT,
     &RPC_PARKED,
     &LINODE_DURATION,
     &LINODE_RETRIES,
+    &LINODE_POLL_FAILURES,
     &LINODE_THROTTLED,
     &LINODE_REMAINING,
     &LINODE_LIMIT,
@@ -355,6 +361,11 @@ pub fn watch_pending_waits(
         }
         None => false,
     }));
+}
+
+/// A poll of `kind` objects failed transiently; its waits go on.
+pub fn poll_failed(kind: &'static str) {
+    LINODE_POLL_FAILURES.inc(&[kind]);
 }
 
 /// A wait for a `kind` object ended with it active after `waited`.

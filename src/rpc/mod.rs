@@ -470,10 +470,8 @@ impl Pool {
 /// A panic in one RPC must not take the worker (or the process) down; the
 /// caller gets Internal and the next request is served.
 fn run_guarded<T>(method: &str, work: impl FnOnce() -> crate::Result<T>) -> crate::Result<T> {
-    catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|_| {
-        log::error!("{method}: handler panicked");
-        Err(Error::Internal(format!("{method}: internal error")))
-    })
+    catch_unwind(AssertUnwindSafe(work))
+        .unwrap_or_else(|panic| Err(crate::flow::panicked(method, &*panic)))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 use crate::flow::Pending;
 use crate::Error;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -91,7 +92,13 @@ impl Registry {
                     if !e.pending.is_pending() {
                         return false;
                     }
-                    match e.call.liveness() {
+                    // A check that panics must not end the thread that
+                    // watches every parked call: that call is answered.
+                    let liveness = catch_unwind(AssertUnwindSafe(|| e.call.liveness()))
+                        .unwrap_or_else(|panic| {
+                            Liveness::Gone(crate::flow::panicked("a parked call's check", &*panic))
+                        });
+                    match liveness {
                         Liveness::Alive => true,
                         Liveness::Gone(err) => {
                             gone.push((e.call.clone(), e.pending.clone(), err));
@@ -103,7 +110,9 @@ impl Registry {
             for (call, pending, err) in gone {
                 // The event may have fired meanwhile: then the call goes on.
                 if pending.cancel() {
-                    call.abandon(err);
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| call.abandon(err))) {
+                        crate::flow::panicked("answering a parked call", &*panic);
+                    }
                 }
             }
             std::thread::sleep(CHECK_EVERY);

@@ -88,6 +88,20 @@ impl FaultRule {
         FaultRule::status(method, pattern, 400).reason("Linode busy.")
     }
 
+    /// 408 with the JSON envelope (linodego retries it).
+    pub fn request_timeout(method: &str, pattern: &str) -> FaultRule {
+        FaultRule::status(method, pattern, 408).reason("Request Timeout")
+    }
+
+    /// 400 as nginx in front of the API sends it: `Server: nginx`,
+    /// `Content-Type: text/html` (linodego retries it; it is not the
+    /// API's own validation 400).
+    pub fn proxy_bad_request(method: &str, pattern: &str) -> FaultRule {
+        FaultRule::status(method, pattern, 400)
+            .reason("Bad Request")
+            .html()
+    }
+
     /// Delay matching requests, then serve them normally.
     pub fn latency(method: &str, pattern: &str, delay: Duration) -> FaultRule {
         FaultRule::new(method, pattern, FaultAction::Latency(delay))
@@ -113,8 +127,8 @@ impl FaultRule {
         self
     }
 
-    /// Answer a status rule with an HTML page instead of the JSON envelope
-    /// (a proxy's 502; with status 200, an undecodable success).
+    /// Answer a status rule with a proxy's (nginx) HTML page instead of the
+    /// JSON envelope (a proxy's 502; with status 200, an undecodable success).
     pub fn html(mut self) -> FaultRule {
         if let FaultAction::Status { html, .. } = &mut self.action {
             *html = true;
@@ -170,6 +184,8 @@ pub enum Injected {
     /// Applied, then its reply held past the client's timeout: the answer
     /// never reaches the caller.
     Drop,
+    /// Answered `400` with a proxy's (nginx) `text/html` page; nothing happens.
+    ProxyBadRequest,
 }
 
 impl std::fmt::Display for Injected {
@@ -179,13 +195,14 @@ impl std::fmt::Display for Injected {
             Injected::Lost => f.write_str("lost"),
             Injected::Slow => f.write_str("slow"),
             Injected::Drop => f.write_str("drop"),
+            Injected::ProxyBadRequest => f.write_str("html-400"),
         }
     }
 }
 
 impl FaultProfile {
     /// `"429:0.1,503:0.05,lost:0.02,slow:0.01,drop:0.01"`: an HTTP error
-    /// status or `lost`/`slow`/`drop`, each with a probability in [0, 1],
+    /// status or `lost`/`slow`/`drop`/`html-400`, each with a probability in [0, 1],
     /// adding up to at most 1. `hold` is how long `slow` and `drop` keep a
     /// request: longer than the client's request timeout.
     pub fn parse(spec: &str, hold: Duration) -> crate::Result<FaultProfile> {
@@ -199,6 +216,7 @@ impl FaultProfile {
                 "lost" => Injected::Lost,
                 "slow" => Injected::Slow,
                 "drop" => Injected::Drop,
+                "html-400" => Injected::ProxyBadRequest,
                 code => code
                     .parse()
                     .ok()
@@ -206,7 +224,7 @@ impl FaultProfile {
                     .map(Injected::Status)
                     .ok_or_else(|| {
                         bad(format!(
-                            "{code:?} is not an HTTP error status, lost, slow or drop"
+                            "{code:?} is not an HTTP error status, lost, slow, drop or html-400"
                         ))
                     })?,
             };
@@ -224,13 +242,15 @@ impl FaultProfile {
         Ok(FaultProfile { entries, hold })
     }
 
-    pub(super) fn pick(&self, roll: f64) -> Option<Injected> {
+    /// The fault `roll` (in [0, 1)) picks, with where in that fault's
+    /// probability band it fell (in [0, 1)).
+    pub(super) fn pick_within(&self, roll: f64) -> Option<(Injected, f64)> {
         let mut acc = 0.0;
         for (kind, p) in &self.entries {
-            acc += p;
-            if roll < acc {
-                return Some(*kind);
+            if roll < acc + p {
+                return Some((*kind, (roll - acc) / p));
             }
+            acc += p;
         }
         None
     }
@@ -336,13 +356,21 @@ mod tests {
         let hold = Duration::from_secs(2);
         let p =
             FaultProfile::parse("429:0.1, 503:0.05, lost:0.1, slow:0.1, drop:0.1", hold).unwrap();
-        assert_eq!(p.pick(0.05), Some(Injected::Status(429)));
-        assert_eq!(p.pick(0.12), Some(Injected::Status(503)));
-        assert_eq!(p.pick(0.2), Some(Injected::Lost));
-        assert_eq!(p.pick(0.3), Some(Injected::Slow));
-        assert_eq!(p.pick(0.4), Some(Injected::Drop));
-        assert_eq!(p.pick(0.5), None);
+        let pick = |p: &FaultProfile, roll| p.pick_within(roll).map(|(kind, _)| kind);
+        assert_eq!(pick(&p, 0.05), Some(Injected::Status(429)));
+        assert_eq!(pick(&p, 0.12), Some(Injected::Status(503)));
+        assert_eq!(pick(&p, 0.2), Some(Injected::Lost));
+        assert_eq!(pick(&p, 0.3), Some(Injected::Slow));
+        assert_eq!(pick(&p, 0.4), Some(Injected::Drop));
+        assert_eq!(pick(&p, 0.5), None);
         assert_eq!(p.hold(), hold);
+        let within = |roll| p.pick_within(roll).map(|(k, w)| (k, (w * 100.0).round()));
+        assert_eq!(within(0.025), Some((Injected::Status(429), 25.0)));
+        assert_eq!(within(0.14), Some((Injected::Status(503), 80.0)));
+        assert_eq!(
+            pick(&FaultProfile::parse("html-400:0.5", hold).unwrap(), 0.1),
+            Some(Injected::ProxyBadRequest)
+        );
         for bad in [
             "429",
             "abc:0.1",
@@ -353,6 +381,6 @@ mod tests {
         ] {
             assert!(FaultProfile::parse(bad, hold).is_err(), "{bad}");
         }
-        assert_eq!(FaultProfile::parse("", hold).unwrap().pick(0.0), None);
+        assert_eq!(pick(&FaultProfile::parse("", hold).unwrap(), 0.0), None);
     }
 }

@@ -10,6 +10,9 @@ use super::state::{
 use serde_json::{json, Value};
 
 const MAX_LABEL_BYTES: usize = 63;
+/// Modelled, not documented: what a backend whose create takes no capacity
+/// gives every filesystem (1 TiB, the size the contract's fixtures use).
+const FORK_FILESYSTEM_CAPACITY: i64 = 1 << 40;
 
 fn validate_label(value: Option<&Value>, errors: &mut Vec<(Option<String>, String)>) {
     let field = Some("label".to_string());
@@ -68,20 +71,6 @@ fn validate_tags(value: Option<&Value>, errors: &mut Vec<(Option<String>, String
     })
 }
 
-fn new_policy(label: &str, squash: &str, created: i64) -> PolicyRec {
-    PolicyRec {
-        label: label.to_string(),
-        enabled: false,
-        linode_ids: Vec::new(),
-        squash_policy: squash.to_string(),
-        protocols: vec!["nfsv4".to_string()],
-        updating_until: None,
-        error: false,
-        created,
-        updated: None,
-    }
-}
-
 fn insert_filesystem(
     state: &mut State,
     space_id: u64,
@@ -95,7 +84,7 @@ fn insert_filesystem(
     state.next_filesystem_id += 1;
     let now = now_ms();
     let created = (now / 1000) as i64;
-    let policy = new_policy(label, &state.default_squash_policy, created);
+    let policy = PolicyRec::fresh(label, &state.default_squash_policy, created);
     state.filesystems.insert(
         id,
         FsRec {
@@ -140,7 +129,13 @@ pub(super) fn create_filesystem(
     b: &serde_json::Map<String, Value>,
 ) -> ApiResult {
     state.space(space_id)?;
-    let capacity = b.get("max_capacity_bytes").and_then(Value::as_i64);
+    // The fork's create body has no capacity: a sent one is an unknown
+    // field (ignored, §9.4), and the backend sizes the filesystem itself.
+    let in_stats = state.dialect.capacity_in_stats;
+    let capacity = match in_stats {
+        true => Some(FORK_FILESYSTEM_CAPACITY),
+        false => b.get("max_capacity_bytes").and_then(Value::as_i64),
+    };
     let id = insert_from_body(state, space_id, b, capacity.unwrap_or(0), None, |errors| {
         if capacity.is_none_or(|c| c <= 0) {
             errors.push((
@@ -312,7 +307,7 @@ pub(super) fn put_policy(
         .get_mut(&fs_id)
         .ok_or_else(ApiError::not_found)?;
     let old = fs.policy.clone();
-    let fresh = new_policy(&fs.label, &default_squash, old.created);
+    let fresh = PolicyRec::fresh(&fs.label, &default_squash, old.created);
     let base = if merge { &old } else { &fresh };
     fs.policy = PolicyRec {
         label: b

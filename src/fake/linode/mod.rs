@@ -11,10 +11,11 @@
 //! `state` (records and status machines), `render` (their JSON), `server`
 //! (one request's pipeline), `routes` (the endpoint table), `handlers` (the
 //! mutating endpoints), `query` (`X-Filter` and pagination), `api_error` (the
-//! error envelope), `faults` (rules, profiles, hangs) and `persist` (the
-//! state file).
+//! error envelope), `dialect` (how a backend variant writes answers),
+//! `faults` (rules, profiles, hangs) and `persist` (the state file).
 
 mod api_error;
+mod dialect;
 mod faults;
 mod handlers;
 mod persist;
@@ -26,9 +27,9 @@ mod server;
 mod state;
 
 pub use self::faults::{FaultProfile, FaultRule, Hang, Injected};
-pub use self::seed::{InstanceSeed, Seed, SpaceSeed, VpcAttachment};
+pub use self::seed::{FilesystemSeed, InstanceSeed, Seed, SpaceSeed, VpcAttachment};
 pub use self::server::RequestRecord;
-pub use self::state::{FakeEvent, Lifecycle, PolicyPut, SnapshotTimes};
+pub use self::state::{FakeEvent, Lifecycle, PolicyPut, SnapshotTimes, TagFilter};
 
 use self::faults::{FaultAction, Gate, Gates};
 use self::server::{lock, Shared};
@@ -39,7 +40,7 @@ use crate::linode::types::{Filesystem, FilesystemAccessPolicy, Snapshot};
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -83,6 +84,7 @@ impl FakeLinode {
             limiter: Mutex::new(None),
             throttled: AtomicU64::new(0),
             injected: Mutex::default(),
+            html_errors: AtomicBool::new(false),
         });
         let handler = Arc::clone(&shared);
         let http = HttpServer::start("fake-linode", Arc::new(move |r| handler.handle(r)))?;
@@ -171,6 +173,41 @@ impl FakeLinode {
         self.mutate(|s| s.snapshots_held_by_clones = held);
     }
 
+    /// What filesystem lists do with `tags` in an `X-Filter` (refuse it
+    /// with 400, or drop it and filter by the other keys).
+    pub fn set_tag_filter(&self, mode: TagFilter) {
+        self.mutate(|s| s.tag_filter = mode);
+    }
+
+    /// Whether the filesystem access-policy endpoints exist (the default);
+    /// without them GET and PUT answer 404 for filesystems that exist.
+    pub fn set_filesystem_policy_endpoints(&self, available: bool) {
+        self.mutate(|s| s.no_filesystem_policy = !available);
+    }
+
+    /// The earlier fork's filesystem shape: a create without
+    /// `max_capacity_bytes` (one sent is an unknown field, ignored; the
+    /// backend gives every filesystem the same capacity) and answers that
+    /// show the capacity only as `stats.max_capacity_bytes`.
+    pub fn set_capacity_in_stats(&self, on: bool) {
+        self.mutate(|s| s.dialect.capacity_in_stats = on);
+    }
+
+    /// Answers written as a Go backend can: empty lists, `false` and zero
+    /// sizes as `null`, access-policy labels `null`, some optional fields
+    /// left out (the list is in `dialect.rs`); a `null` in a request body
+    /// counts as not sent.
+    pub fn set_null_fields(&self, on: bool) {
+        self.mutate(|s| s.dialect.null_fields = on);
+    }
+
+    /// Part of the fault profile's injected 429s and 503s answer `408`
+    /// (JSON envelope) or nginx's `400` page (`text/html`) instead, chosen
+    /// by the same roll, so a fault seed replays them exactly.
+    pub fn set_html_errors(&self, on: bool) {
+        self.shared.html_errors.store(on, Ordering::SeqCst);
+    }
+
     /// Serve `/interfaces` in the paginated envelope instead of `{"interfaces": [...]}`.
     pub fn set_interfaces_paginated(&self, paginated: bool) {
         self.mutate(|s| s.interfaces_paginated = paginated);
@@ -216,6 +253,13 @@ impl FakeLinode {
             s.spaces
                 .insert(space.id, SpaceRec::from_seed(&space, created))
         });
+    }
+
+    /// A filesystem someone else made, already active; its id, or `None`
+    /// when its space does not exist.
+    pub fn add_filesystem(&self, filesystem: FilesystemSeed) -> Option<u64> {
+        let created = now_secs();
+        self.mutate(|s| s.insert_existing(&filesystem, created))
     }
 
     pub fn add_instance(&self, instance: InstanceSeed) {

@@ -71,6 +71,30 @@ pub(super) fn apply_filter(
     Ok(out)
 }
 
+/// The `X-Filter` a backend that ignores `keys` acts on: those keys dropped
+/// at the top level and inside `+and`/`+or`. A header that is not a JSON
+/// object is passed on unchanged (and refused as before).
+pub(super) fn drop_filter_keys(header: &str, keys: &[&str]) -> String {
+    fn strip(value: &mut Value, keys: &[&str]) {
+        let Value::Object(obj) = value else {
+            return;
+        };
+        obj.retain(|k, _| !keys.contains(&k.as_str()));
+        for combinator in ["+and", "+or"] {
+            if let Some(Value::Array(list)) = obj.get_mut(combinator) {
+                list.iter_mut().for_each(|sub| strip(sub, keys));
+            }
+        }
+    }
+    match serde_json::from_str::<Value>(header) {
+        Ok(mut filter @ Value::Object(_)) => {
+            strip(&mut filter, keys);
+            filter.to_string()
+        }
+        _ => header.to_string(),
+    }
+}
+
 const OPERATORS: [&str; 7] = ["+eq", "+neq", "+gt", "+gte", "+lt", "+lte", "+contains"];
 
 fn check_filter(obj: &serde_json::Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
@@ -203,5 +227,18 @@ mod tests {
             run(r#"{"size":1}"#).unwrap_err().errors[0].1,
             "Cannot filter on size"
         );
+    }
+
+    #[test]
+    fn dropped_filter_keys_vanish_everywhere_else_stays() {
+        let drop = |f: &str| {
+            serde_json::from_str::<Value>(&drop_filter_keys(f, &["tags"])).unwrap_or(Value::Null)
+        };
+        assert_eq!(drop(r#"{"tags":"x","label":"a"}"#), json!({"label": "a"}));
+        assert_eq!(
+            drop(r#"{"+and":[{"tags":"x"},{"region":"r"}],"+or":[{"tags":"y"}]}"#),
+            json!({"+and": [{}, {"region": "r"}], "+or": [{}]})
+        );
+        assert_eq!(drop_filter_keys("not json", &["tags"]), "not json");
     }
 }

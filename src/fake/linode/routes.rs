@@ -7,8 +7,8 @@ use super::handlers::{
     clone_snapshot, create_filesystem, create_snapshot, delete_filesystem, delete_snapshot,
     put_policy, update_filesystem,
 };
-use super::query::{apply_filter, paginate};
-use super::state::{FakeEvent, State};
+use super::query::{apply_filter, drop_filter_keys, paginate};
+use super::state::{FakeEvent, State, TagFilter};
 use crate::fake::HttpRequest;
 use serde_json::{json, Value};
 
@@ -34,9 +34,16 @@ pub(super) fn route(
         mutated: false,
     };
     let method = req.method.as_str();
+    // A Go backend decodes `null` into an unset pointer: as if not sent.
+    let null_is_unset = state.dialect.null_fields;
     let body = || -> Result<serde_json::Map<String, Value>, ApiError> {
         match serde_json::from_str::<Value>(&req.body) {
-            Ok(Value::Object(m)) => Ok(m),
+            Ok(Value::Object(mut m)) => {
+                if null_is_unset {
+                    m.retain(|_, v| !v.is_null());
+                }
+                Ok(m)
+            }
             _ => Err(ApiError::new(
                 400,
                 None,
@@ -82,12 +89,16 @@ pub(super) fn route(
                         .filter(|f| f.space_id == sid)
                         .map(|f| state.fs_json(f))
                         .collect();
-                    let keys: &[&str] = if state.no_filesystem_id_filter {
-                        &["label", "region", "status", "tags"]
-                    } else {
-                        &["id", "label", "region", "status", "tags"]
+                    let keys: Vec<&str> = ["id", "label", "region", "status", "tags"]
+                        .into_iter()
+                        .filter(|k| *k != "id" || !state.no_filesystem_id_filter)
+                        .filter(|k| *k != "tags" || state.tag_filter != TagFilter::Refused)
+                        .collect();
+                    let filter = match (state.tag_filter, x_filter) {
+                        (TagFilter::Ignored, Some(f)) => Some(drop_filter_keys(f, &["tags"])),
+                        (_, f) => f.map(str::to_string),
                     };
-                    apply_filter(items, x_filter, keys)
+                    apply_filter(items, filter.as_deref(), &keys)
                 })
                 .and_then(|i| paginate(i, req, forced)),
         ),
@@ -124,6 +135,11 @@ pub(super) fn route(
                 mutated: result.is_ok(),
                 result,
             }
+        }
+        ("GET" | "PUT", ["nfs", "spaces", _, "filesystems", _, "access-policy"])
+            if state.no_filesystem_policy =>
+        {
+            read(Err(ApiError::not_found()))
         }
         ("GET", ["nfs", "spaces", sid, "filesystems", fid, "access-policy"]) => read(
             ids(&[sid, fid])

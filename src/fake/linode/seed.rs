@@ -85,6 +85,55 @@ pub struct InstanceSeed {
     pub vpcs: Vec<VpcAttachment>,
 }
 
+fn default_filesystem_capacity() -> i64 {
+    100 * (1 << 30)
+}
+
+/// A filesystem that exists before the scenario starts: made by someone
+/// else sharing the Space (another cluster, a person, another driver), so
+/// it never carries this driver's mark unless the seed says so. It is
+/// `active` with its mount targets from the start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilesystemSeed {
+    pub space_id: u64,
+    pub label: String,
+    pub region: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default = "default_filesystem_capacity")]
+    pub max_capacity_bytes: i64,
+}
+
+impl FilesystemSeed {
+    pub fn new(space_id: u64, label: &str, region: &str) -> FilesystemSeed {
+        FilesystemSeed {
+            space_id,
+            label: label.to_string(),
+            region: region.to_string(),
+            tags: Vec::new(),
+            max_capacity_bytes: default_filesystem_capacity(),
+        }
+    }
+
+    pub fn tag(mut self, tag: &str) -> FilesystemSeed {
+        self.tags.push(tag.to_string());
+        self
+    }
+
+    /// The filesystems of other users that dev mode seeds into a shared
+    /// Space so an ignored tag filter shows: `foreign-a` untagged,
+    /// `foreign-b` with a team tag, `foreign-c` with another CSI driver's
+    /// mark (a tag of the same kind as ours, but not ours).
+    pub fn foreign(space_id: u64, region: &str) -> Vec<FilesystemSeed> {
+        vec![
+            FilesystemSeed::new(space_id, "foreign-a", region),
+            FilesystemSeed::new(space_id, "foreign-b", region).tag("team-analytics"),
+            FilesystemSeed::new(space_id, "foreign-c", region).tag("csi.example.com"),
+        ]
+    }
+}
+
 /// The readable starting point of a scenario (JSON, see [`Seed::from_json`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -98,6 +147,9 @@ pub struct Seed {
     pub spaces: Vec<SpaceSeed>,
     #[serde(default)]
     pub instances: Vec<InstanceSeed>,
+    /// Filesystems already there (in spaces of this seed; others are skipped).
+    #[serde(default)]
+    pub filesystems: Vec<FilesystemSeed>,
     /// Time from create/clone/policy PUT to `active` (0 = active at the next read).
     #[serde(default)]
     pub activation_delay_ms: u64,
@@ -119,6 +171,7 @@ impl Default for Seed {
             regions: default_regions(),
             spaces: Vec::new(),
             instances: Vec::new(),
+            filesystems: Vec::new(),
             activation_delay_ms: 0,
             deletion_delay_ms: 0,
             default_squash_policy: default_squash(),
@@ -140,6 +193,11 @@ impl Seed {
 
     pub fn with_instance(mut self, instance: InstanceSeed) -> Seed {
         self.instances.push(instance);
+        self
+    }
+
+    pub fn with_filesystem(mut self, filesystem: FilesystemSeed) -> Seed {
+        self.filesystems.push(filesystem);
         self
     }
 }

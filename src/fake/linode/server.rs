@@ -12,7 +12,7 @@ use crate::fake::{HttpRequest, HttpResponse};
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The request log keeps the newest entries only, so a long `dev` run stays small.
@@ -64,6 +64,8 @@ pub(super) struct Shared {
     pub(super) throttled: AtomicU64,
     /// Random faults injected so far, by kind.
     pub(super) injected: Mutex<BTreeMap<Injected, u64>>,
+    /// Part of the injected 429/503s become 408s and nginx 400 pages.
+    pub(super) html_errors: AtomicBool,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -162,12 +164,7 @@ impl Shared {
                     html,
                 } => {
                     let mut r = if html {
-                        HttpResponse {
-                            status,
-                            headers: vec![("Content-Type".into(), "text/html".into())],
-                            body: format!("<html><body><h1>{status} {reason}</h1></body></html>")
-                                .into_bytes(),
-                        }
+                        proxy_page(status, &reason)
                     } else {
                         ApiError::new(status, None, &reason).response()
                     };
@@ -184,6 +181,9 @@ impl Shared {
             *lock(&self.injected).entry(kind).or_default() += 1;
         }
         match injected {
+            Some(Injected::Status(408)) => {
+                return ApiError::new(408, None, "Request Timeout").response()
+            }
             Some(Injected::Status(code)) => {
                 let r = ApiError::new(code, None, "Injected failure").response();
                 return if code == 429 {
@@ -192,6 +192,7 @@ impl Shared {
                     r
                 };
             }
+            Some(Injected::ProxyBadRequest) => return proxy_page(400, "Bad Request"),
             Some(Injected::Slow) => std::thread::sleep(hold.unwrap_or_default()),
             _ => {}
         }
@@ -199,10 +200,12 @@ impl Shared {
         let routed = {
             let mut state = lock(&self.state);
             let advanced = state.advance(now_ms(), &mut events);
-            let routed = route(&mut state, req, path, &mut events);
+            let mut routed = route(&mut state, req, path, &mut events);
             if advanced || routed.mutated {
                 self.persist(&state);
             }
+            let dialect = state.dialect;
+            routed.result = routed.result.map(|v| dialect.write(&req.method, path, v));
             routed
         };
         self.notify(&events);
@@ -259,7 +262,19 @@ impl Shared {
         *x ^= *x << 13;
         *x ^= *x >> 7;
         *x ^= *x << 17;
-        let kind = profile.pick((*x >> 11) as f64 / (1u64 << 53) as f64)?;
+        let (kind, within) = profile.pick_within((*x >> 11) as f64 / (1u64 << 53) as f64)?;
+        let kind = match kind {
+            // Where in its band the roll fell picks the form, so the same
+            // requests fail with or without the quirk, and a seed replays it.
+            Injected::Status(429 | 503) if self.html_errors.load(Ordering::SeqCst) => {
+                match within {
+                    w if w < 1.0 / 3.0 => Injected::Status(408),
+                    w if w < 2.0 / 3.0 => Injected::ProxyBadRequest,
+                    _ => kind,
+                }
+            }
+            kind => kind,
+        };
         Some((kind, profile.hold()))
     }
 
@@ -280,6 +295,16 @@ impl Shared {
             }
         }
     }
+}
+
+/// The error page a proxy in front of the API (nginx) answers with:
+/// `text/html`, not the JSON envelope.
+pub(super) fn proxy_page(status: u16, reason: &str) -> HttpResponse {
+    let body = format!(
+        "<html><head><title>{status} {reason}</title></head>\n\
+         <body><h1>{status} {reason}</h1><hr><p>nginx</p></body></html>\n"
+    );
+    HttpResponse::raw(status, "text/html", body.into_bytes()).with_header("Server", "nginx")
 }
 
 /// A GET of a collection: Linode's paginated (scarce) request class.

@@ -4,7 +4,8 @@
 //! or render the wire format.
 
 use super::api_error::ApiError;
-use super::seed::{InstanceSeed, Seed, SpaceSeed};
+use super::dialect::Dialect;
+use super::seed::{FilesystemSeed, InstanceSeed, Seed, SpaceSeed};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -43,6 +44,21 @@ pub enum PolicyPut {
     FullReplace,
     /// Omitted fields keep their value.
     Merge,
+}
+
+/// What a filesystem list does with a `tags` key in its `X-Filter`. The
+/// contract documents filtering by `label` and `region` only; no other
+/// client filters NFS filesystems by tag.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TagFilter {
+    /// Filters by tag membership, like other Linode lists.
+    #[default]
+    Honoured,
+    /// `400 Cannot filter on tags` (field `X-Filter`), as the API answers
+    /// an unknown filter key.
+    Refused,
+    /// The `tags` key is dropped; the other keys still filter.
+    Ignored,
 }
 
 /// Something dev mode mirrors on disk. Export paths look like `/<label>-<hex id>`.
@@ -176,6 +192,16 @@ pub(super) struct State {
     /// not documented.
     #[serde(default)]
     pub(super) snapshots_held_by_clones: bool,
+    #[serde(default)]
+    pub(super) tag_filter: TagFilter,
+    /// A backend without the filesystem access-policy endpoints (Linode's
+    /// own driver once turned every policy call off for one): they answer
+    /// 404 for filesystems that exist.
+    #[serde(default)]
+    pub(super) no_filesystem_policy: bool,
+    /// How answers are written (capacity in `stats`, Go-style nulls).
+    #[serde(default)]
+    pub(super) dialect: Dialect,
     pub(super) spaces: BTreeMap<u64, SpaceRec>,
     pub(super) instances: BTreeMap<u64, InstanceSeed>,
     pub(super) filesystems: BTreeMap<u64, FsRec>,
@@ -205,7 +231,7 @@ pub(super) fn export_path(label: &str, id: u64) -> String {
 impl State {
     pub(super) fn from_seed(seed: &Seed) -> State {
         let created = now_secs();
-        State {
+        let mut state = State {
             regions: seed.regions.clone(),
             activation_delay_ms: seed.activation_delay_ms,
             deletion_delay_ms: seed.deletion_delay_ms,
@@ -219,6 +245,9 @@ impl State {
             no_filesystem_id_filter: false,
             omit_source_snapshot_id: false,
             snapshots_held_by_clones: false,
+            tag_filter: TagFilter::Honoured,
+            no_filesystem_policy: false,
+            dialect: Dialect::default(),
             spaces: seed
                 .spaces
                 .iter()
@@ -232,7 +261,41 @@ impl State {
             filesystem_lifecycles: BTreeMap::new(),
             snapshot_lifecycles: BTreeMap::new(),
             policy_lifecycles: BTreeMap::new(),
+        };
+        for fs in &seed.filesystems {
+            state.insert_existing(fs, created);
         }
+        state
+    }
+
+    /// A filesystem that was already there (made by someone else): active,
+    /// mount targets shown, the next id. `None` when its space is unknown.
+    pub(super) fn insert_existing(&mut self, seed: &FilesystemSeed, created: i64) -> Option<u64> {
+        self.spaces.get(&seed.space_id)?;
+        let id = self.next_filesystem_id;
+        self.next_filesystem_id += 1;
+        let policy = PolicyRec::fresh(&seed.label, &self.default_squash_policy, created);
+        self.filesystems.insert(
+            id,
+            FsRec {
+                id,
+                space_id: seed.space_id,
+                label: seed.label.clone(),
+                region: seed.region.clone(),
+                tags: seed.tags.clone(),
+                max_capacity_bytes: seed.max_capacity_bytes,
+                source_snapshot_id: None,
+                phase: Phase::Active,
+                transition_at: 0,
+                mount_targets: true,
+                hide_fqdn: false,
+                hide_ips: false,
+                created,
+                updated: created,
+                policy,
+            },
+        );
+        Some(id)
     }
 
     /// Moves every status machine to `now`; returns whether anything changed.
@@ -336,6 +399,23 @@ impl State {
             .get(&snap_id)
             .filter(|s| s.filesystem_id == fs_id)
             .ok_or_else(ApiError::not_found)
+    }
+}
+
+impl PolicyRec {
+    /// The policy every new filesystem starts with (contract §9 item 10).
+    pub(super) fn fresh(label: &str, squash: &str, created: i64) -> PolicyRec {
+        PolicyRec {
+            label: label.to_string(),
+            enabled: false,
+            linode_ids: Vec::new(),
+            squash_policy: squash.to_string(),
+            protocols: vec!["nfsv4".to_string()],
+            updating_until: None,
+            error: false,
+            created,
+            updated: None,
+        }
     }
 }
 

@@ -1,0 +1,612 @@
+//! One Linode API request, and a logical call made of several: the URL, the
+//! auth and identity headers, `X-Filter`, pagination, the bounded retries
+//! and the pacing (see `pacer`), the request metrics, and the reading of an
+//! answer — the success body, or the error envelope and what its status
+//! means. This is the one place an HTTP status is classified (retryable or
+//! not, and the `Error` it becomes). It knows no endpoint by name; it never
+//! puts the token anywhere but the `Authorization` header, and never retries
+//! a POST.
+
+use super::error::Error;
+use super::pacer::{Observed, Pacer, RateLimitState, RequestClass};
+use super::types::Page;
+use crate::backoff::Backoff;
+use crate::secret::Secret;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Safety net against a server that reports an absurd `pages`.
+const MAX_PAGES: u32 = 10_000;
+/// Upper bound on the connect phase; the request timeout bounds the rest.
+const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What every Linode request says about who sends it (Linode's logs and
+/// support see it): the driver and its version with the build revision.
+pub fn user_agent() -> String {
+    format!("linode-nfs-csi/{}", crate::identity::version())
+}
+
+/// Backoff for retryable answers (429, 408, 502, 503, 504, `Linode busy.`,
+/// a proxy's HTML 400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Total tries including the first; 1 disables retries.
+    pub max_attempts: u32,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+    /// A server's `Retry-After` is honoured up to this long.
+    pub retry_after_cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(4),
+            retry_after_cap: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Wait before retry number `retry` (1-based): doubling to the cap.
+    fn backoff(&self, retry: u32) -> Duration {
+        Backoff::doubling(self.base_delay, self.max_delay).nth(retry)
+    }
+}
+
+/// Everything the Linode client needs.
+#[derive(Debug, Clone)]
+pub struct LinodeSettings {
+    /// Scheme + host (+ optional path prefix), WITHOUT the API version.
+    pub base_url: String,
+    pub api_version: String,
+    pub token: Secret,
+    /// Extra root CA (PEM) for a non-public endpoint (`LINODE_CA`).
+    pub ca_file: Option<PathBuf>,
+    /// Per HTTP request; the connect phase gets at most 5 s of it.
+    pub request_timeout: Duration,
+    pub user_agent: String,
+    pub retry: RetryPolicy,
+}
+
+impl LinodeSettings {
+    /// Production defaults (`https://api.linode.com`, `v4beta`, 10 s) for `token`.
+    pub fn new(token: impl Into<String>) -> LinodeSettings {
+        LinodeSettings {
+            base_url: "https://api.linode.com".to_string(),
+            api_version: "v4beta".to_string(),
+            token: Secret::new(token),
+            ca_file: None,
+            request_timeout: Duration::from_secs(10),
+            user_agent: user_agent(),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Method {
+    fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+        }
+    }
+}
+
+/// One HTTP answer, any status.
+struct Answer {
+    status: u16,
+    retry_after: Option<u64>,
+    maintenance: bool,
+    /// `Content-Type: text/html`: a proxy's page, not the API's JSON.
+    html: bool,
+    budget: Observed,
+    body: String,
+}
+
+#[derive(Deserialize)]
+struct ErrorEnvelope {
+    #[serde(default)]
+    errors: Vec<ErrorItem>,
+}
+
+#[derive(Deserialize)]
+struct ErrorItem {
+    reason: Option<String>,
+    field: Option<String>,
+}
+
+impl Answer {
+    fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    fn reasons(&self) -> Vec<(Option<String>, String)> {
+        let parsed: Vec<_> = serde_json::from_str::<ErrorEnvelope>(&self.body)
+            .map(|env| {
+                env.errors
+                    .into_iter()
+                    .filter_map(|e| e.reason.map(|r| (e.field, r)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if parsed.is_empty() {
+            // Not the envelope (an HTML 502 from a proxy, say): the status text
+            // says as much as the body and cannot flood a log line.
+            let text = ureq::http::StatusCode::from_u16(self.status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("unexpected response");
+            return vec![(None, text.to_string())];
+        }
+        parsed
+    }
+
+    fn is_busy(&self) -> bool {
+        self.status == 400 && self.reasons().iter().any(|(_, r)| r == "Linode busy.")
+    }
+
+    /// A 400 the API did not write: nginx answers a request it dropped
+    /// (an overloaded or restarting upstream) with an HTML 400.
+    fn is_proxy_refusal(&self) -> bool {
+        self.status == 400 && self.html
+    }
+
+    /// Transient by the contract: 429, 408, 502/503/504 (but not a 503
+    /// announcing maintenance, which will not clear in seconds), `Linode
+    /// busy.` and a proxy's HTML 400.
+    fn is_retryable(&self) -> bool {
+        match self.status {
+            408 | 429 | 502 | 504 => true,
+            503 => !self.maintenance,
+            400 => self.is_busy() || self.is_proxy_refusal(),
+            _ => false,
+        }
+    }
+
+    fn into_error(self) -> Error {
+        Error::Status {
+            status: self.status,
+            transient: self.is_proxy_refusal(),
+            reasons: self.reasons(),
+        }
+    }
+}
+
+/// PEM → certificates; empty input or no CERTIFICATE block is an error
+/// naming `what`, so a wrong file fails at startup rather than at first TLS.
+pub(crate) fn pem_certificates(
+    pem: &[u8],
+    what: &str,
+) -> crate::Result<Vec<ureq::tls::Certificate<'static>>> {
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "{what}: invalid PEM: {e}"
+                )))
+            }
+        }
+    }
+    if certs.is_empty() {
+        return Err(crate::Error::InvalidArgument(format!(
+            "{what}: no PEM certificate found"
+        )));
+    }
+    Ok(certs)
+}
+
+/// Maps a ureq failure; a timeout is told apart because it maps differently.
+pub(crate) fn transport_error(e: ureq::Error) -> Error {
+    match e {
+        ureq::Error::Timeout(t) => Error::Timeout(t.to_string()),
+        other => Error::Transport(other.to_string()),
+    }
+}
+
+/// The HTTP side of the client. Clones share the connection pool and the
+/// pacer (one budget per token); each clone has its own retry policy.
+#[derive(Debug, Clone)]
+pub struct Transport {
+    agent: ureq::Agent,
+    /// `{base_url}/{api_version}` without a trailing slash.
+    api_root: String,
+    token: Secret,
+    user_agent: String,
+    retry: RetryPolicy,
+    pacer: Arc<Pacer>,
+}
+
+impl Transport {
+    pub fn new(settings: LinodeSettings) -> crate::Result<Transport> {
+        if settings.token.is_empty() {
+            return Err(crate::Error::InvalidArgument(
+                "Linode API token is empty".to_string(),
+            ));
+        }
+        let mut config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(settings.request_timeout))
+            .timeout_connect(Some(settings.request_timeout.min(MAX_CONNECT_TIMEOUT)))
+            // A redirect would cross to a URL we did not configure; surface it.
+            .max_redirects(0);
+        if let Some(path) = &settings.ca_file {
+            let what = format!("LINODE_CA {}", path.display());
+            let pem = std::fs::read(path)
+                .map_err(|e| crate::Error::InvalidArgument(format!("{what}: {e}")))?;
+            // LINODE_CA is an extra root: the public roots stay trusted, so a
+            // CA for a private proxy does not break the public endpoint.
+            let mut certs: Vec<ureq::tls::Certificate<'static>> =
+                webpki_root_certs::TLS_SERVER_ROOT_CERTS
+                    .iter()
+                    .map(|der| ureq::tls::Certificate::from_der(der.as_ref()))
+                    .collect();
+            certs.extend(pem_certificates(&pem, &what)?);
+            let roots = ureq::tls::RootCerts::new_with_certs(&certs);
+            config = config.tls_config(ureq::tls::TlsConfig::builder().root_certs(roots).build());
+        }
+        let api_root = format!(
+            "{}/{}",
+            settings.base_url.trim_end_matches('/'),
+            settings.api_version.trim_matches('/')
+        );
+        Ok(Transport {
+            agent: config.build().new_agent(),
+            api_root,
+            token: settings.token,
+            user_agent: settings.user_agent,
+            pacer: Arc::new(Pacer::new(settings.retry.retry_after_cap)),
+            retry: settings.retry,
+        })
+    }
+
+    /// The same transport, trying each request once: for a caller whose
+    /// own schedule is its retry (the poller's next tick).
+    pub fn single_attempt(&self) -> Transport {
+        Transport {
+            retry: RetryPolicy {
+                max_attempts: 1,
+                ..self.retry
+            },
+            ..self.clone()
+        }
+    }
+
+    /// The token's budget of `class` as the API last reported it.
+    pub fn rate_limit(&self, class: RequestClass) -> RateLimitState {
+        self.pacer.state(class)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/{}", self.api_root, path.trim_start_matches('/'))
+    }
+
+    /// Never lets the token escape inside an error (a proxy or a buggy
+    /// backend could echo the Authorization header in its body).
+    fn scrub(&self, e: Error) -> Error {
+        let clean = |s: String| s.replace(self.token.expose(), "***");
+        match e {
+            Error::Status {
+                status,
+                transient,
+                reasons,
+            } => Error::Status {
+                status,
+                transient,
+                reasons: reasons
+                    .into_iter()
+                    .map(|(f, r)| (f.map(clean), clean(r)))
+                    .collect(),
+            },
+            Error::Transport(m) => Error::Transport(clean(m)),
+            Error::Decode(m) => Error::Decode(clean(m)),
+            Error::Timeout(m) => Error::Timeout(clean(m)),
+        }
+    }
+
+    fn once(
+        &self,
+        method: Method,
+        url: &str,
+        filter: Option<&str>,
+        body: Option<&[u8]>,
+    ) -> Result<Answer, Error> {
+        let mut req = ureq::http::Request::builder()
+            .method(method.as_str())
+            .uri(url)
+            .header("Authorization", format!("Bearer {}", self.token.expose()))
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json")
+            .header("User-Agent", &self.user_agent);
+        if let Some(f) = filter {
+            req = req.header("X-Filter", f);
+        }
+        let sent = match body {
+            Some(b) => req.body(b).map(|r| self.agent.run(r)),
+            None => req.body(()).map(|r| self.agent.run(r)),
+        };
+        let mut response = sent
+            // http::Error's text names the problem, never the header value.
+            .map_err(|e| Error::Transport(format!("invalid request: {e}")))?
+            .map_err(transport_error)?;
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let budget = Observed::from_headers(response.status().as_u16(), header);
+        let maintenance = header("X-Maintenance-Mode").is_some();
+        let html = header("Content-Type")
+            .is_some_and(|t| t.trim().to_ascii_lowercase().starts_with("text/html"));
+        let body = response
+            .body_mut()
+            .read_to_string()
+            .map_err(transport_error)?;
+        Ok(Answer {
+            status: budget.status,
+            retry_after: budget.retry_after,
+            maintenance,
+            html,
+            budget,
+            body,
+        })
+    }
+
+    /// One logical call: retries idempotent methods on transient answers,
+    /// returns the success body or the decoded error. Every attempt waits
+    /// for its turn at the pacer first, which is also what spaces retries
+    /// after a 429.
+    pub fn call(
+        &self,
+        method: Method,
+        path: &str,
+        filter: Option<&str>,
+        body: Option<&[u8]>,
+    ) -> Result<String, Error> {
+        let url = self.url(path);
+        let class = if method == Method::Get && path.contains("?page=") {
+            RequestClass::List
+        } else {
+            RequestClass::Other
+        };
+        let mut attempt = 1;
+        loop {
+            self.pacer.wait_turn(class);
+            let started = Instant::now();
+            let sent = self.once(method, &url, filter, body);
+            let status = sent.as_ref().ok().map(|r| r.status);
+            crate::metrics::linode_request(method.as_str(), path, status, started.elapsed());
+            let reply = sent.map_err(|e| self.scrub(e))?;
+            self.pacer.observe(class, &reply.budget);
+            crate::metrics::linode_budget(
+                class.label(),
+                reply.status == 429,
+                reply.budget.limit,
+                reply.budget.remaining,
+            );
+            log::debug!(
+                "Linode {} {} -> {} in {:?}",
+                method.as_str(),
+                path,
+                reply.status,
+                started.elapsed()
+            );
+            if reply.is_success() {
+                return Ok(reply.body);
+            }
+            if method != Method::Post && reply.is_retryable() && attempt < self.retry.max_attempts {
+                let wait = match reply.status {
+                    429 => Duration::ZERO,
+                    _ => self.retry.backoff(attempt),
+                };
+                log::info!(
+                    "Linode {} {} answered {}; retry {}/{}{}",
+                    method.as_str(),
+                    path,
+                    reply.status,
+                    attempt,
+                    self.retry.max_attempts - 1,
+                    match reply.status {
+                        429 => format!(" after its Retry-After ({:?} s)", reply.retry_after),
+                        _ => format!(" in {wait:?}"),
+                    }
+                );
+                std::thread::sleep(wait);
+                crate::metrics::linode_retry(method.as_str(), path);
+                attempt += 1;
+                continue;
+            }
+            return Err(self.scrub(reply.into_error()));
+        }
+    }
+
+    fn decode<T: DeserializeOwned>(&self, path: &str, body: &str) -> Result<T, Error> {
+        serde_json::from_str(body).map_err(|e| self.scrub(Error::Decode(format!("{path}: {e}"))))
+    }
+
+    pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, Error> {
+        let body = self.call(Method::Get, path, None, None)?;
+        self.decode(path, &body)
+    }
+
+    pub fn send<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> Result<T, Error> {
+        let bytes = serde_json::to_vec(body).map_err(|e| Error::Decode(e.to_string()))?;
+        let reply = self.call(method, path, None, Some(&bytes))?;
+        self.decode(path, &reply)
+    }
+
+    pub fn delete(&self, path: &str) -> Result<(), Error> {
+        // The body is `{}`; nothing in it is worth failing over.
+        self.call(Method::Delete, path, None, None).map(drop)
+    }
+
+    pub fn page<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        page: u32,
+        page_size: Option<u32>,
+        filter: Option<&str>,
+    ) -> Result<T, Error> {
+        let mut full = format!("{path}?page={page}");
+        if let Some(size) = page_size {
+            full.push_str(&format!("&page_size={size}"));
+        }
+        let body = self.call(Method::Get, &full, filter, None)?;
+        self.decode(&full, &body)
+    }
+
+    /// Pages 2..=`first.pages` appended to `first.data`.
+    pub fn rest_of_pages<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        first: Page<T>,
+        page_size: Option<u32>,
+        filter: Option<&str>,
+    ) -> Result<Vec<T>, Error> {
+        let pages = first.pages;
+        if pages > MAX_PAGES {
+            return Err(Error::Decode(format!(
+                "{path}: implausible page count {pages}"
+            )));
+        }
+        let mut out = first.data;
+        for n in 2..=pages {
+            let next: Page<T> = self.page(path, n, page_size, filter)?;
+            out.extend(next.data);
+        }
+        Ok(out)
+    }
+
+    /// Every page of a list, optionally filtered.
+    pub fn list<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        page_size: Option<u32>,
+        filter: Option<&serde_json::Value>,
+    ) -> Result<Vec<T>, Error> {
+        let filter = filter.map(|f| f.to_string());
+        let first: Page<T> = self.page(path, 1, page_size, filter.as_deref())?;
+        self.rest_of_pages(path, first, page_size, filter.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let p = RetryPolicy::default();
+        let got: Vec<_> = (1..=7).map(|n| p.backoff(n).as_millis()).collect();
+        assert_eq!(got, [250, 500, 1000, 2000, 4000, 4000, 4000]);
+        assert_eq!(p.backoff(200), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn url_joins_base_version_and_path_without_duplicate_slashes() {
+        let mut s = LinodeSettings::new("t");
+        s.base_url = "http://127.0.0.1:1/prefix/".into();
+        s.api_version = "/v4beta/".into();
+        let t = Transport::new(s).unwrap();
+        assert_eq!(
+            t.url("/nfs/spaces"),
+            "http://127.0.0.1:1/prefix/v4beta/nfs/spaces"
+        );
+    }
+
+    #[test]
+    fn debug_output_hides_the_token() {
+        let s = LinodeSettings::new("sekrit-token-value");
+        assert!(!format!("{s:?}").contains("sekrit"));
+        let t = Transport::new(s).unwrap();
+        assert!(!format!("{t:?}").contains("sekrit"));
+    }
+
+    #[test]
+    fn empty_token_is_rejected() {
+        let err = Transport::new(LinodeSettings::new("")).unwrap_err();
+        assert!(matches!(err, crate::Error::InvalidArgument(_)));
+    }
+
+    #[test]
+    fn a_ca_file_without_certificates_is_rejected() {
+        let dir = std::env::temp_dir().join(format!("lnc-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("empty.pem");
+        std::fs::write(&path, "not a pem").unwrap();
+        let mut s = LinodeSettings::new("t");
+        s.ca_file = Some(path);
+        let err = Transport::new(s).unwrap_err();
+        assert!(matches!(err, crate::Error::InvalidArgument(_)));
+        assert!(err.message().contains("LINODE_CA"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn answer(status: u16, body: &str, maintenance: bool, html: bool) -> Answer {
+        Answer {
+            status,
+            retry_after: None,
+            maintenance,
+            html,
+            budget: Observed::default(),
+            body: body.into(),
+        }
+    }
+
+    #[test]
+    fn reply_classification() {
+        let reply = |status, body: &str, maintenance| answer(status, body, maintenance, false);
+        assert!(reply(429, "", false).is_retryable());
+        assert!(reply(502, "<html>", false).is_retryable());
+        assert!(reply(503, "", false).is_retryable());
+        assert!(!reply(503, "", true).is_retryable());
+        assert!(reply(504, "", false).is_retryable());
+        assert!(reply(400, r#"{"errors":[{"reason":"Linode busy."}]}"#, false).is_retryable());
+        assert!(!reply(400, r#"{"errors":[{"reason":"bad"}]}"#, false).is_retryable());
+        assert!(!reply(500, "", false).is_retryable());
+        assert_eq!(
+            reply(502, "<html>bad</html>", false).reasons(),
+            vec![(None, "Bad Gateway".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_timeout_and_a_proxys_html_400_are_transient() {
+        assert!(answer(408, "", false, false).is_retryable());
+        let html = answer(400, "<html>400 Bad Request</html>", false, true);
+        assert!(html.is_retryable());
+        let e = crate::Error::from(html.into_error());
+        assert!(matches!(e, crate::Error::Unavailable(_)), "{e:?}");
+        let json = answer(400, r#"{"errors":[{"reason":"bad"}]}"#, false, false);
+        assert!(!json.is_retryable());
+        let e = crate::Error::from(json.into_error());
+        assert!(matches!(e, crate::Error::InvalidArgument(_)), "{e:?}");
+        let e = crate::Error::from(answer(408, "", false, false).into_error());
+        assert!(matches!(e, crate::Error::Unavailable(_)), "{e:?}");
+    }
+}
