@@ -249,6 +249,26 @@ fn the_combined_variants_with_408s_and_nginx_pages_in_node_mode() {
     combined_variants("node");
 }
 
+/// A state dir left by a killed session keeps its filesystems, not its quirks.
+#[test]
+fn a_restart_with_other_quirks_does_not_inherit_the_old_ones() {
+    let state = StateDir::new("e2e-quirk-restart");
+    let mut first = Dev::start(&state, &[("DEV_QUIRKS", "tag-filter-refused,null-fields")]);
+    let volume = create_volume(&first, "pvc-quirk-restart", GIB);
+    assert_eq!(state.linode()["tag_filter"], "Refused");
+    first.driver.signal(libc::SIGKILL);
+    first.driver.wait_exit(std::time::Duration::from_secs(10));
+    drop(first);
+
+    let second = Dev::start(&state, &[]);
+    let persisted = state.linode();
+    assert_eq!(persisted["tag_filter"], "Honoured");
+    assert_eq!(persisted["dialect"]["null_fields"], false);
+    assert_eq!(labels(&state).len(), 4, "the filesystems stay: {persisted}");
+    assert_eq!(listed_ids(&second), vec![volume.volume_id.clone()]);
+    delete_volume(&second, &volume.volume_id);
+}
+
 #[test]
 fn dev_mode_refuses_contradicting_or_unknown_quirks() {
     for quirks in ["tag-filter-refused,tag-filter-ignored", "nulls"] {
