@@ -692,6 +692,7 @@ mod tests {
             delete_filesystem(a: u64, b: u64) -> crate::Result<()>;
             get_filesystem_access_policy(a: u64, b: u64)
                 -> crate::Result<Option<FilesystemAccessPolicy>>;
+            lacks_filesystem_policies() -> bool;
             put_filesystem_access_policy(a: u64, b: u64, c: &FilesystemAccessPolicyUpdate)
                 -> Result<FilesystemAccessPolicy, WriteError>;
             list_snapshots(a: u64, b: u64) -> crate::Result<Vec<Snapshot>>;
