@@ -191,20 +191,23 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
             linode.set_fault_seed(seed);
         }
     }
-    for quirk in &dev.quirks {
-        match quirk {
-            DevQuirk::NoSourceSnapshotId => linode.set_omit_source_snapshot_id(true),
-            DevQuirk::SnapshotsHeldByClones => linode.set_snapshots_held_by_clones(true),
-            DevQuirk::NoIdFilter => linode.set_filesystem_id_filter(false),
-            DevQuirk::TagFilterRefused => linode.set_tag_filter(TagFilter::Refused),
-            DevQuirk::TagFilterIgnored => linode.set_tag_filter(TagFilter::Ignored),
-            DevQuirk::NoFilesystemPolicy => linode.set_filesystem_policy_endpoints(false),
-            DevQuirk::CapacityInStats => linode.set_capacity_in_stats(true),
-            DevQuirk::NullFields => linode.set_null_fields(true),
-            DevQuirk::HtmlErrors => linode.set_html_errors(true),
-            DevQuirk::ForeignFilesystems => {}
-        }
-    }
+    // Every knob is set either way: a state file left by a session with
+    // other quirks must not carry them over.
+    let on = |q: DevQuirk| dev.quirks.contains(&q);
+    linode.set_omit_source_snapshot_id(on(DevQuirk::NoSourceSnapshotId));
+    linode.set_snapshots_held_by_clones(on(DevQuirk::SnapshotsHeldByClones));
+    linode.set_filesystem_id_filter(!on(DevQuirk::NoIdFilter));
+    linode.set_tag_filter(if on(DevQuirk::TagFilterRefused) {
+        TagFilter::Refused
+    } else if on(DevQuirk::TagFilterIgnored) {
+        TagFilter::Ignored
+    } else {
+        TagFilter::Honoured
+    });
+    linode.set_filesystem_policy_endpoints(!on(DevQuirk::NoFilesystemPolicy));
+    linode.set_capacity_in_stats(on(DevQuirk::CapacityInStats));
+    linode.set_null_fields(on(DevQuirk::NullFields));
+    linode.set_html_errors(on(DevQuirk::HtmlErrors));
     if let Some(limits) = dev.rate_limits {
         linode.set_rate_limit(Some(RateLimit {
             list: limits.list,

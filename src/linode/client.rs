@@ -35,7 +35,8 @@ struct Learnt {
     no_tag_filter: AtomicBool,
     /// The backend was seen without a per-filesystem access-policy
     /// endpoint (warned about once; every read still asks, since a
-    /// policy may appear later than its filesystem).
+    /// policy may appear later than its filesystem; new squash policies
+    /// are refused up front).
     no_filesystem_policy: AtomicBool,
 }
 
@@ -322,6 +323,10 @@ impl Cloud for LinodeCloud {
             Err(e) if matches!(e.status(), Some(404 | 501)) => missing(self),
             Err(e) => ctx(Err(e), what),
         }
+    }
+
+    fn lacks_filesystem_policies(&self) -> bool {
+        self.learnt.no_filesystem_policy.load(Ordering::Relaxed)
     }
 
     fn put_filesystem_access_policy(

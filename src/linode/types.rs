@@ -472,9 +472,12 @@ pub struct CloneFilesystem {
 }
 
 /// Full-replace body of `PUT …/filesystems/{id}/access-policy`: every field
-/// is always sent, because an omitted field resets to its default.
+/// is always sent, because an omitted field resets to its default; except an
+/// empty label, which the API refuses (1-63 characters): a backend that shows
+/// the policy's label as `null` is sent none back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FilesystemAccessPolicyUpdate {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub label: String,
     pub enabled: bool,
     pub linode_ids: Vec<u64>,
