@@ -142,6 +142,22 @@ fn capacity_in_stats_is_reported() {
     assert_eq!(got.capacity_bytes, backend, "read from stats, not 0");
     assert_eq!(listed[0].volume.capacity_bytes, backend);
     delete_volume(&dev, &volume.volume_id);
+
+    // A range the backend's own size breaks: not promised (0 is "unknown"
+    // in CSI), and the same request again is the same volume.
+    let mut exact = create_req("pvc-quirk-cap-exact", GIB);
+    exact.capacity_range.as_mut().unwrap().limit_bytes = GIB;
+    let first = retry(|| dev.controller.create_volume_opt(&exact, call()))
+        .expect("CreateVolume with an exact range")
+        .volume
+        .unwrap();
+    assert_eq!(first.capacity_bytes, 0, "never a size above limit_bytes");
+    let again = retry(|| dev.controller.create_volume_opt(&exact, call()))
+        .expect("the same CreateVolume again")
+        .volume
+        .unwrap();
+    assert_eq!(again, first);
+    delete_volume(&dev, &first.volume_id);
 }
 
 /// Node mode through publish and unpublish, whose policy reads and full

@@ -236,7 +236,12 @@ fn created(
     mtls: Option<&MtlsMode>,
 ) -> csi::CreateVolumeResponse {
     let mut volume = volume_of(fs, mtls);
-    if volume.capacity_bytes == 0 {
+    if sized_by_backend(fs) {
+        if !fits(want, volume.capacity_bytes) {
+            // Not what was asked, and not a size to promise either.
+            volume.capacity_bytes = 0;
+        }
+    } else if volume.capacity_bytes == 0 {
         volume.capacity_bytes = want.capacity;
     }
     if let Some((source, raw)) = &want.source {
@@ -347,7 +352,7 @@ fn adopt(
                 want.label, fs.region
             )));
         }
-        if let Some(capacity) = fs.capacity_bytes() {
+        if let (Some(capacity), false) = (fs.capacity_bytes(), sized_by_backend(&fs)) {
             if !fits(&want, capacity) {
                 return Err(Error::AlreadyExists(format!(
                     "NFS filesystem \"{}\" already exists with incompatible capacity {capacity}",
@@ -543,6 +548,15 @@ fn wait_made(
         require_mount_target(&fs)?;
         done(fs)
     })
+}
+
+/// A backend whose create takes no capacity shows one only in `stats`: the
+/// size is its own choice, the same whatever was asked. It is reported when
+/// it meets the requested range, else as unknown (0, which CSI allows for
+/// a share whose size is not the volume's), and it cannot tell two requests
+/// apart, so an adopted filesystem is not refused for it.
+fn sized_by_backend(fs: &Filesystem) -> bool {
+    fs.max_capacity_bytes.is_none() && fs.capacity_bytes().is_some()
 }
 
 /// Whether a filesystem of `capacity` bytes meets the requested range.
