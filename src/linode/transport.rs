@@ -449,6 +449,9 @@ impl Transport {
             RequestClass::Other
         };
         let mut attempt = 1;
+        // An attempt the backend may have carried out (a 502, a 504)
+        // decides what the call reports, even if a later one was refused.
+        let mut maybe_applied: Option<Error> = None;
         loop {
             self.pacer.wait_turn(class);
             let started = Instant::now();
@@ -490,12 +493,21 @@ impl Transport {
                         _ => format!(" in {wait:?}"),
                     }
                 );
+                let failed = reply.into_error();
+                if failed.maybe_applied() {
+                    maybe_applied = Some(failed);
+                }
                 std::thread::sleep(wait);
                 crate::metrics::linode_retry(method.as_str(), path);
                 attempt += 1;
                 continue;
             }
-            return Err(self.scrub(reply.into_error()));
+            let failed = reply.into_error();
+            let reported = match maybe_applied {
+                Some(earlier) if !failed.maybe_applied() => earlier,
+                _ => failed,
+            };
+            return Err(self.scrub(reported));
         }
     }
 
