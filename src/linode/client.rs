@@ -176,7 +176,7 @@ impl Cloud for LinodeCloud {
             Ok(policy) => Ok(Some(policy)),
             // Backends without the endpoint answer 404 or 501 (linode-api.md
             // §3.4); only here does 501 mean "absent" rather than a failure.
-            Err(e) if matches!(e.status(), Some(404 | 501)) => Ok(None),
+            Err(e) if e.is_missing_endpoint() => Ok(None),
             Err(e) => Err(e),
         };
         ctx(policy, || {
@@ -320,7 +320,7 @@ impl Cloud for LinodeCloud {
             Ok(policy) => Ok(Some(policy)),
             // Backends without the endpoint answer 404 or 501 (linode-api.md
             // §3.4), like the Space's.
-            Err(e) if matches!(e.status(), Some(404 | 501)) => missing(self),
+            Err(e) if e.is_missing_endpoint() => missing(self),
             Err(e) => ctx(Err(e), what),
         }
     }

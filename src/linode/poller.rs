@@ -414,7 +414,7 @@ fn terminal(what: &str, status: &str) -> Error {
 
 /// At most this many groups are being refreshed at once, each on its own
 /// short-lived thread, so a group whose requests hang holds back no other.
-const MAX_POLLS_IN_FLIGHT: usize = 4;
+const MAX_POLLS_IN_FLIGHT: usize = 8;
 
 /// A group being refreshed: its kind and group key.
 type Polling = (&'static str, Key);
@@ -489,18 +489,21 @@ fn due<V: Target>(
     out
 }
 
-/// When the next watch is due or expires; a group being refreshed is
-/// rescheduled when its refresh ends, so only its expiry counts.
+/// When the next watch is due or expires. A group being refreshed is
+/// rescheduled when its refresh ends, and with every refresh slot taken
+/// none can start before one ends (which wakes the poller): then only
+/// expiries count.
 fn next_wake<V: Target>(
     watches: &[Watch<V>],
     timeout: Duration,
     polling: &BTreeSet<Polling>,
 ) -> Option<Instant> {
+    let full = polling.len() >= MAX_POLLS_IN_FLIGHT;
     watches
         .iter()
         .map(|w| {
             let expiry = w.since + timeout;
-            if polling.contains(&(V::KIND, V::group(w.key))) {
+            if full || polling.contains(&(V::KIND, V::group(w.key))) {
                 expiry
             } else {
                 w.due.min(expiry)
