@@ -6,6 +6,7 @@
 //! the continuation runs. Nothing here owns a thread, blocks, or knows about
 //! gRPC or Linode.
 
+use crate::mutex::lock;
 use std::sync::{Arc, Mutex};
 
 /// What a step of work returns: a failure, its value, or a parked flow.
@@ -62,10 +63,7 @@ type Continuation<V> = Box<dyn FnOnce(V) + Send>;
 
 impl<V> Slot<V> {
     fn take(&self) -> Option<Continuation<V>> {
-        self.continuation
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        lock(&self.continuation).take()
     }
 
     /// Delivers the event; false when nobody waits for it any more.
@@ -81,10 +79,7 @@ impl<V> Slot<V> {
 
     /// False once fired or cancelled: the source can drop its watch.
     pub fn is_waiting(&self) -> bool {
-        self.continuation
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
+        lock(&self.continuation).is_some()
     }
 }
 
@@ -187,7 +182,7 @@ impl<V: Send + 'static> Handoff<V> {
     /// Delivers `value`; false when the receiver parked and then left, so
     /// nobody will see it.
     pub fn send(&self, value: V) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = lock(&self.state);
         match std::mem::replace(&mut *state, HandoffState::Done) {
             HandoffState::Empty => {
                 *state = HandoffState::Sent(value);
@@ -208,7 +203,7 @@ impl<V: Send + 'static> Handoff<V> {
     ) -> Step<T> {
         park(
             move |slot: Arc<Slot<V>>| {
-                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                let mut state = lock(&self.state);
                 match std::mem::replace(&mut *state, HandoffState::Done) {
                     HandoffState::Sent(value) => {
                         drop(state);

@@ -5,6 +5,7 @@
 //! at construction. Each request's duration and outcome is a metric. It
 //! must never log or return a bearer token.
 
+use crate::mutex::lock;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -116,7 +117,7 @@ impl Bearer {
                 refresh,
                 cached,
             } => {
-                let mut guard = cached.lock().unwrap_or_else(|p| p.into_inner());
+                let mut guard = lock(cached);
                 if guard.1.elapsed() >= *refresh {
                     match read_token(path) {
                         Ok(t) => *guard = (t, Instant::now()),

@@ -7,9 +7,10 @@
 
 use super::params::SpaceRef;
 use crate::linode::{Cloud, MtlsMode, Space};
+use crate::mutex::lock;
 use crate::Error;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub struct Spaces {
@@ -35,10 +36,6 @@ impl Spaces {
         }
     }
 
-    fn cache(&self) -> MutexGuard<'_, Cache> {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn fresh(&self, at: Instant) -> bool {
         at.elapsed() < self.ttl
     }
@@ -47,7 +44,7 @@ impl Spaces {
     /// Space carries (none is NotFound, several FailedPrecondition).
     pub fn resolve(&self, space: &SpaceRef) -> Result<Space, Error> {
         let cached = {
-            let cache = self.cache();
+            let cache = lock(&self.cache);
             let id = match space {
                 SpaceRef::Id(id) => Some(*id),
                 SpaceRef::Label(label) => cache
@@ -83,7 +80,7 @@ impl Spaces {
             }
         };
         let now = Instant::now();
-        let mut cache = self.cache();
+        let mut cache = lock(&self.cache);
         if let SpaceRef::Label(label) = space {
             cache.by_label.insert(label.clone(), (found.id, now));
         }
@@ -94,8 +91,7 @@ impl Spaces {
     /// The Space's mTLS mode, read only to tell the node how to mount; a
     /// backend that shows no policy for the Space leaves it unknown.
     pub fn mtls_mode(&self, space_id: u64) -> Result<Option<MtlsMode>, Error> {
-        let cached = self
-            .cache()
+        let cached = lock(&self.cache)
             .mtls
             .get(&space_id)
             .filter(|(_, at)| self.fresh(*at))
@@ -112,7 +108,7 @@ impl Spaces {
                 return Err(e);
             }
         };
-        self.cache()
+        lock(&self.cache)
             .mtls
             .insert(space_id, (mode.clone(), Instant::now()));
         Ok(mode)
@@ -120,7 +116,7 @@ impl Spaces {
 
     /// Drops everything known about a Space that answered 404.
     pub fn forget(&self, space_id: u64) {
-        let mut cache = self.cache();
+        let mut cache = lock(&self.cache);
         cache.by_id.remove(&space_id);
         cache.mtls.remove(&space_id);
         cache.by_label.retain(|_, (id, _)| *id != space_id);

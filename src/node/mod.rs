@@ -20,6 +20,7 @@ pub(crate) use stats::parse_stats;
 use crate::capabilities;
 use crate::locks::OpLocks;
 use crate::mount::Mounter;
+use crate::mutex::lock;
 use crate::proto::{csi, csi_grpc};
 use crate::rpc::Rpc;
 use crate::{Error, Result};
@@ -72,12 +73,7 @@ impl NodePlugin {
         let watched = Arc::downgrade(&stats_pending);
         crate::metrics::watch_stuck_statvfs(move || {
             let pending = watched.upgrade()?;
-            let stuck = pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .values()
-                .filter(|stuck| **stuck)
-                .count();
+            let stuck = lock(&pending).values().filter(|stuck| **stuck).count();
             Some(stuck)
         });
         NodePlugin {

@@ -16,6 +16,7 @@ mod reply;
 pub use reply::redacted;
 
 use crate::flow::{Flow, Step};
+use crate::mutex::{lock, wait, wait_timeout};
 use crate::Error;
 use futures_core::Stream;
 use grpcio::{ClientStreamingSink, Deadline, RequestStream, RpcContext, UnarySink};
@@ -83,7 +84,7 @@ impl Rpc {
         let parked = Registry::start();
         let (watched_pool, watched_parked) = (Arc::downgrade(&pool), Arc::downgrade(&parked));
         crate::metrics::watch_rpcs_in_flight(move || {
-            watched_pool.upgrade().map(|p| p.lock().in_flight)
+            watched_pool.upgrade().map(|p| lock(&p.state).in_flight)
         });
         crate::metrics::watch_rpcs_parked(move || watched_parked.upgrade().map(|r| r.count()));
         Rpc { pool, parked }
@@ -294,7 +295,7 @@ struct Call<Resp> {
 
 impl<Resp: MessageFull> Answer<Resp> for Call<Resp> {
     fn answer(&self, result: crate::Result<Resp>) {
-        let reply = self.reply.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let reply = lock(&self.reply).take();
         if let Some(reply) = reply {
             futures_executor::block_on(reply.send(result));
             self.pool.finish();
@@ -312,7 +313,7 @@ impl<Resp: MessageFull> Waiting for Call<Resp> {
     }
 
     fn abandon(&self, err: Error) {
-        let reply = self.reply.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let reply = lock(&self.reply).take();
         if let Some(reply) = reply {
             let pool = self.pool.clone();
             self.pool.push_resumed(Box::new(move || {
@@ -374,10 +375,7 @@ impl Caller {
                     .into(),
             ));
         }
-        let alive = self
-            .stream
-            .as_ref()
-            .is_none_or(|s| (s.lock().unwrap_or_else(|p| p.into_inner()))());
+        let alive = self.stream.as_ref().is_none_or(|s| (lock(s))());
         if alive {
             Liveness::Alive
         } else {
@@ -394,13 +392,9 @@ async fn next_message<Req>(stream: &mut RequestStream<Req>) -> Option<grpcio::Re
 }
 
 impl Pool {
-    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Counts a new request in unless the queue is full.
     fn admit(&self) -> bool {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         if state.queue.len() >= self.capacity {
             return false;
         }
@@ -409,7 +403,7 @@ impl Pool {
     }
 
     fn push(&self, job: Job) {
-        self.lock().queue.push_back(job);
+        lock(&self.state).queue.push_back(job);
         self.work_ready.notify_one();
     }
 
@@ -420,11 +414,11 @@ impl Pool {
     }
 
     fn begin(&self) {
-        self.lock().in_flight += 1;
+        lock(&self.state).in_flight += 1;
     }
 
     fn finish(&self) {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         state.in_flight -= 1;
         if state.in_flight == 0 {
             self.idle.notify_all();
@@ -434,15 +428,12 @@ impl Pool {
     fn run(&self) {
         loop {
             let job = {
-                let mut state = self.lock();
+                let mut state = lock(&self.state);
                 loop {
                     if let Some(job) = state.queue.pop_front() {
                         break job;
                     }
-                    state = self
-                        .work_ready
-                        .wait(state)
-                        .unwrap_or_else(|p| p.into_inner());
+                    state = wait(&self.work_ready, state);
                 }
             };
             job();
@@ -451,17 +442,13 @@ impl Pool {
 
     fn wait_idle(&self, grace: Duration) -> usize {
         let deadline = Instant::now() + grace;
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         while state.in_flight > 0 {
             let now = Instant::now();
             if now >= deadline {
                 break;
             }
-            state = self
-                .idle
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            state = wait_timeout(&self.idle, state, deadline - now).0;
         }
         state.in_flight
     }
