@@ -11,6 +11,7 @@
 //! refusal (kubelet tries again on socket events), and is removed first on
 //! shutdown. It holds no CSI logic.
 
+use crate::backoff::Backoff;
 use crate::config::RegistrationConfig;
 use crate::identity::DRIVER_NAME;
 use crate::proto::{pluginregistration as reg, pluginregistration_grpc as reg_grpc};
@@ -34,6 +35,7 @@ const SUPPORTED_VERSIONS: &[&str] = &["1.0.0"];
 /// [`LAST_RETRY`] and starts over once kubelet accepts.
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const LAST_RETRY: Duration = Duration::from_secs(60);
+const RETRY: Backoff = Backoff::doubling(FIRST_RETRY, LAST_RETRY);
 /// `sun_path` holds 108 bytes with the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
 const SETTING: &str = "KUBELET_REGISTRATION_DIR";
@@ -200,10 +202,10 @@ impl Keeper {
     fn run(self, server: Server, inbox: Receiver<Event>) {
         let mut server = Some(server);
         let mut generation = 0;
-        let mut backoff = FIRST_RETRY;
+        let mut backoff = RETRY.first;
         loop {
             match inbox.recv() {
-                Ok(Event::Registered(g)) if g == generation => backoff = FIRST_RETRY,
+                Ok(Event::Registered(g)) if g == generation => backoff = RETRY.first,
                 Ok(Event::Refused(g)) if g == generation => {
                     if let Some(server) = server.take() {
                         self.withdraw(server);
@@ -218,7 +220,7 @@ impl Keeper {
                         if stopped_during(&inbox, backoff) {
                             return;
                         }
-                        backoff = (backoff * 2).min(LAST_RETRY);
+                        backoff = RETRY.after(backoff);
                         generation += 1;
                         match self.serve(generation) {
                             Ok(fresh) => {
