@@ -14,13 +14,12 @@
 use crate::backoff::Backoff;
 use crate::config::RegistrationConfig;
 use crate::identity::DRIVER_NAME;
-use crate::proto::{pluginregistration as reg, pluginregistration_grpc as reg_grpc};
+use crate::proto::pluginregistration as reg;
+use crate::rpc::registrar::{rpc_name, Registrar};
 use crate::rpc::Rpc;
 use crate::socket_file;
 use crate::systemd_notify::Notifier;
-use grpcio::{
-    EnvBuilder, Environment, RpcContext, Server, ServerBuilder, ServerCredentials, UnarySink,
-};
+use grpcio::{EnvBuilder, Environment, Server, ServerBuilder, ServerCredentials};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -172,13 +171,15 @@ impl Keeper {
     /// Serves on the staging path, then renames the socket into place.
     fn serve(&self, generation: u64) -> Result<Server, String> {
         self.paths.clear()?;
-        let service = reg_grpc::create_registration(RegistrationService {
-            rpc: self.rpc.clone(),
-            endpoint: self.endpoint.clone(),
-            generation,
-            events: self.events.clone(),
-            notifier: self.notifier.clone(),
-        });
+        let service = registration_service(
+            self.rpc.clone(),
+            RegistrationService {
+                endpoint: self.endpoint.clone(),
+                generation,
+                events: self.events.clone(),
+                notifier: self.notifier.clone(),
+            },
+        );
         let mut server = ServerBuilder::new(self.env.clone())
             .register_service(service)
             .build()
@@ -282,42 +283,34 @@ fn stopped_during(inbox: &Receiver<Event>, pause: Duration) -> bool {
     }
 }
 
-#[derive(Clone)]
+/// What one registration socket answers from.
 struct RegistrationService {
-    rpc: Rpc,
     endpoint: String,
     generation: u64,
     events: Sender<Event>,
     notifier: Notifier,
 }
 
-impl reg_grpc::Registration for RegistrationService {
-    fn get_info(
-        &mut self,
-        ctx: RpcContext,
-        req: reg::InfoRequest,
-        sink: UnarySink<reg::PluginInfo>,
-    ) {
-        let endpoint = self.endpoint.clone();
-        self.rpc.inline(&ctx, "GetInfo", req, sink, move |_| {
+/// The [`Name`](crate::rpc::registrar::Name) of a Registration RPC.
+macro_rules! name {
+    ($rpc:literal) => {
+        rpc_name!("pluginregistration.Registration", $rpc)
+    };
+}
+
+fn registration_service(rpc: Rpc, service: RegistrationService) -> grpcio::Service {
+    Registrar::new(rpc, Arc::new(service))
+        .inline(name!("GetInfo"), |service, _: reg::InfoRequest| {
             let mut info = reg::PluginInfo::new();
             info.type_ = PLUGIN_TYPE.to_string();
             info.name = DRIVER_NAME.to_string();
-            info.endpoint = endpoint;
+            info.endpoint = service.endpoint.clone();
             info.supported_versions = SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect();
             Ok(info)
-        });
-    }
-
-    fn notify_registration_status(
-        &mut self,
-        ctx: RpcContext,
-        req: reg::RegistrationStatus,
-        sink: UnarySink<reg::RegistrationStatusResponse>,
-    ) {
-        let service = self.clone();
-        self.rpc
-            .inline(&ctx, "NotifyRegistrationStatus", req, sink, move |status| {
+        })
+        .inline(
+            name!("NotifyRegistrationStatus"),
+            |service, status: reg::RegistrationStatus| {
                 let event = if status.plugin_registered {
                     log::info!("kubelet registered {DRIVER_NAME} at {}", service.endpoint);
                     service.notifier.status("serving; registered with kubelet");
@@ -336,6 +329,7 @@ impl reg_grpc::Registration for RegistrationService {
                 // The keeper is gone only once the driver stops.
                 let _ = service.events.send(event);
                 Ok(reg::RegistrationStatusResponse::new())
-            });
-    }
+            },
+        )
+        .build()
 }

@@ -11,6 +11,7 @@
 //! [`Rpc::streamed`].
 
 mod parked;
+pub mod registrar;
 mod reply;
 
 pub use reply::redacted;
