@@ -19,7 +19,7 @@ use crate::rpc::registrar::{rpc_name, Registrar};
 use crate::rpc::Rpc;
 use crate::socket_file;
 use crate::systemd_notify::Notifier;
-use grpcio::{EnvBuilder, Environment, Server, ServerBuilder, ServerCredentials};
+use grpcio::{Environment, Server, ServerBuilder, ServerCredentials};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -91,17 +91,18 @@ pub fn prepare(config: &RegistrationConfig) -> Result<Prepared, String> {
 }
 
 impl Prepared {
-    /// Serves the Registration service; call once the CSI endpoint serves,
-    /// because kubelet calls NodeGetInfo there before it answers.
-    pub fn start(self, rpc: &Rpc, notifier: Notifier) -> Result<Registration, String> {
+    /// Serves the Registration service on `env`, the CSI server's own
+    /// completion queues; call once the CSI endpoint serves, because kubelet
+    /// calls NodeGetInfo there before it answers.
+    pub fn start(
+        self,
+        env: Arc<Environment>,
+        rpc: &Rpc,
+        notifier: Notifier,
+    ) -> Result<Registration, String> {
         let (events, inbox) = mpsc::channel();
         let keeper = Keeper {
-            env: Arc::new(
-                EnvBuilder::new()
-                    .cq_count(1)
-                    .name_prefix("grpc-reg")
-                    .build(),
-            ),
+            env,
             paths: self.paths,
             endpoint: self.endpoint,
             rpc: rpc.clone(),
