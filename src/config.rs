@@ -58,7 +58,6 @@ pub struct LinodeConfig {
     pub token: String,
     pub ca_file: Option<PathBuf>,
     pub request_timeout: Duration,
-    pub wait_timeout: Duration,
 }
 
 impl fmt::Debug for LinodeConfig {
@@ -70,7 +69,6 @@ impl fmt::Debug for LinodeConfig {
             .field("token", &"***")
             .field("ca_file", &self.ca_file)
             .field("request_timeout", &self.request_timeout)
-            .field("wait_timeout", &self.wait_timeout)
             .finish()
     }
 }
@@ -116,12 +114,16 @@ pub struct Config {
     pub endpoint: Endpoint,
     /// Present for the controller role only; the node never sees the token.
     pub linode: Option<LinodeConfig>,
+    /// `LINODE_WAIT_TIMEOUT`, for the real client and dev mode's alike.
     pub wait_timeout: Duration,
     pub space_cache_ttl: Duration,
     pub access_policy_mode: AccessPolicyMode,
     pub default_capacity_bytes: i64,
     pub node_name: Option<String>,
     pub kubeconfig: Option<PathBuf>,
+    /// The in-cluster API server, `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`
+    /// (kubelet sets both in every pod; no flag); `None` outside a cluster.
+    pub kube_service: Option<String>,
     pub metadata_url: String,
     pub worker_threads: usize,
     pub nfs_mount_helper: PathBuf,
@@ -407,15 +409,7 @@ pub fn from_args_and_env(
 
 impl Config {
     fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let or_default = |var: &str| -> String {
-            get(var).unwrap_or_else(|| {
-                SETTINGS
-                    .iter()
-                    .find(|s| s.var == var)
-                    .map(|s| s.default.to_string())
-                    .unwrap_or_default()
-            })
-        };
+        let or_default = |var: &str| -> String { get(var).unwrap_or_else(|| default_of(var)) };
         let duration = |var: &str| -> Result<Duration, ConfigError> {
             let raw = or_default(var);
             parse_duration(&raw).map_err(|e| ConfigError::new(format!("{var}: {e}")))
@@ -444,11 +438,8 @@ impl Config {
         };
         let endpoint = match (role, get("CSI_ENDPOINT")) {
             // dev mode keeps everything, its socket included, in its state dir.
-            (Role::Dev, None) => {
-                let dir = PathBuf::from(or_default("DEV_STATE_DIR"));
-                Endpoint::Unix(absolute(&dir)?.join("csi.sock"))
-            }
-            (_, raw) => parse_endpoint(raw.as_deref().unwrap_or("unix:///csi/csi.sock"))
+            (Role::Dev, None) => dev_socket(&or_default("DEV_STATE_DIR"))?,
+            _ => parse_endpoint(&or_default("CSI_ENDPOINT"))
                 .map_err(|e| ConfigError::new(format!("CSI_ENDPOINT: {e}")))?,
         };
         let access_policy_mode = match or_default("NFS_ACCESS_POLICY_MODE").as_str() {
@@ -478,7 +469,6 @@ impl Config {
                     token,
                     ca_file: get("LINODE_CA").map(PathBuf::from),
                     request_timeout,
-                    wait_timeout,
                 })
             }
             Role::Node | Role::Dev => None,
@@ -532,6 +522,10 @@ impl Config {
             default_capacity_bytes,
             node_name,
             kubeconfig: get("KUBECONFIG").map(PathBuf::from),
+            kube_service: kube_service(
+                get("KUBERNETES_SERVICE_HOST"),
+                get("KUBERNETES_SERVICE_PORT"),
+            ),
             metadata_url: url("METADATA_URL")?,
             worker_threads,
             nfs_mount_helper: PathBuf::from(or_default("NFS_MOUNT_HELPER")),
@@ -547,6 +541,47 @@ impl Config {
             notify_socket: get("NOTIFY_SOCKET"),
         })
     }
+}
+
+/// The documented default of `var`.
+fn default_of(var: &str) -> String {
+    SETTINGS
+        .iter()
+        .find(|s| s.var == var)
+        .map(|s| s.default.to_string())
+        .unwrap_or_default()
+}
+
+/// The dev role's socket: `csi.sock` in its state directory.
+fn dev_socket(state_dir: &str) -> Result<Endpoint, ConfigError> {
+    Ok(Endpoint::Unix(
+        absolute(&PathBuf::from(state_dir))?.join("csi.sock"),
+    ))
+}
+
+/// The endpoint the `client` subcommand dials: `--endpoint`, else
+/// `$CSI_ENDPOINT`, else the dev role's socket under the default
+/// `DEV_STATE_DIR` (`./dev/csi.sock`).
+pub fn client_endpoint(
+    flag: Option<String>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Endpoint, String> {
+    match flag.or_else(|| env("CSI_ENDPOINT")) {
+        Some(raw) => parse_endpoint(&raw),
+        None => dev_socket(&default_of("DEV_STATE_DIR")).map_err(|e| e.message),
+    }
+}
+
+/// The in-cluster API server's URL from the variables kubelet sets in every
+/// pod, an IPv6 host in brackets; `None` unless both are set.
+fn kube_service(host: Option<String>, port: Option<String>) -> Option<String> {
+    let (host, port) = (host?, port?);
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    Some(format!("https://{host}:{port}"))
 }
 
 /// Checks the two registration variables against the role and endpoint.
@@ -597,13 +632,16 @@ fn registration(
 /// endpoint as a plain path, so a `unix://` prefix is dropped here rather
 /// than announced.
 pub fn parse_plugin_endpoint(raw: &str) -> Result<PathBuf, String> {
-    let path = raw.strip_prefix("unix://").unwrap_or(raw);
-    if !path.starts_with('/') || path.len() < 2 || path.ends_with('/') {
-        return Err(format!(
+    socket_path(raw.strip_prefix("unix://").unwrap_or(raw)).ok_or_else(|| {
+        format!(
             "invalid endpoint {raw:?}: want the absolute path of the CSI socket as kubelet sees it"
-        ));
-    }
-    Ok(PathBuf::from(path))
+        )
+    })
+}
+
+/// `path` when it can name a socket: absolute, not the root, not a directory.
+fn socket_path(path: &str) -> Option<PathBuf> {
+    (path.starts_with('/') && path.len() >= 2 && !path.ends_with('/')).then(|| PathBuf::from(path))
 }
 
 /// `dir` against the working directory, `.` components dropped, so paths
@@ -659,12 +697,9 @@ pub fn parse_url(raw: &str) -> Result<String, String> {
 /// `unix:///abs/path` or `tcp://host:port`.
 pub fn parse_endpoint(raw: &str) -> Result<Endpoint, String> {
     if let Some(path) = raw.strip_prefix("unix://") {
-        if !path.starts_with('/') || path.len() < 2 || path.ends_with('/') {
-            return Err(format!(
-                "invalid endpoint {raw:?}: want unix:///absolute/path/to/socket"
-            ));
-        }
-        return Ok(Endpoint::Unix(PathBuf::from(path)));
+        return socket_path(path).map(Endpoint::Unix).ok_or_else(|| {
+            format!("invalid endpoint {raw:?}: want unix:///absolute/path/to/socket")
+        });
     }
     if let Some(addr) = raw.strip_prefix("tcp://") {
         let port_ok = addr
@@ -998,12 +1033,44 @@ mod tests {
             ],
         );
         assert_eq!(c.endpoint, Endpoint::Tcp("127.0.0.1:9".into()));
-        assert_eq!(
-            c.linode.as_ref().unwrap().wait_timeout,
-            Duration::from_secs(60)
-        );
+        assert_eq!(c.wait_timeout, Duration::from_secs(60));
         assert!(!format!("{c:?}").contains("s3cr3t"));
         assert!(parse(&["--no-such-flag=1"], &[]).is_err());
+    }
+
+    #[test]
+    fn the_client_dials_its_flag_then_csi_endpoint_then_the_dev_socket() {
+        let env = |k: &str| (k == "CSI_ENDPOINT").then(|| "unix:///from/env".to_string());
+        assert_eq!(
+            client_endpoint(Some("tcp://h:1".into()), env),
+            Ok(Endpoint::Tcp("h:1".into()))
+        );
+        assert_eq!(
+            client_endpoint(None, env),
+            Ok(Endpoint::Unix("/from/env".into()))
+        );
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            client_endpoint(None, |_| None),
+            Ok(Endpoint::Unix(cwd.join("dev/csi.sock")))
+        );
+        assert!(client_endpoint(Some("csi.sock".into()), |_| None).is_err());
+    }
+
+    #[test]
+    fn the_in_cluster_api_server_comes_from_the_service_variables() {
+        let controller = [("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")];
+        assert_eq!(config(&[], &controller).kube_service, None);
+        let with = |host: &str| {
+            let mut env = controller.to_vec();
+            env.extend([
+                ("KUBERNETES_SERVICE_HOST", host),
+                ("KUBERNETES_SERVICE_PORT", "443"),
+            ]);
+            config(&[], &env).kube_service
+        };
+        assert_eq!(with("10.0.0.1").as_deref(), Some("https://10.0.0.1:443"));
+        assert_eq!(with("fd00::1").as_deref(), Some("https://[fd00::1]:443"));
     }
 
     #[test]
@@ -1016,7 +1083,7 @@ mod tests {
             ("https://api.linode.com", "v4beta")
         );
         assert_eq!(l.request_timeout, Duration::from_secs(10));
-        assert_eq!(l.wait_timeout, Duration::from_secs(300));
+        assert_eq!(c.wait_timeout, Duration::from_secs(300));
         assert_eq!(c.access_policy_mode, AccessPolicyMode::Space);
         assert_eq!(c.worker_threads, 8);
         assert_eq!(c.space_cache_ttl, Duration::from_secs(60));

@@ -430,31 +430,19 @@ fn percent_encode(s: &str) -> String {
 
 impl KubeClient {
     /// A kubeconfig file when given (`KUBECONFIG`), else the in-cluster
-    /// service account (`KUBERNETES_SERVICE_HOST`/`PORT`).
-    pub fn from_env(kubeconfig: Option<&Path>) -> crate::Result<KubeClient> {
-        match kubeconfig {
-            Some(path) => KubeClient::from_kubeconfig(path),
-            None => {
-                let host = std::env::var("KUBERNETES_SERVICE_HOST").unwrap_or_default();
-                let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_default();
-                if host.is_empty() || port.is_empty() {
-                    return Err(crate::Error::InvalidArgument(
-                        "not running in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) \
-                         and KUBECONFIG not set"
-                            .to_string(),
-                    ));
-                }
-                let host = if host.contains(':') {
-                    format!("[{host}]")
-                } else {
-                    host
-                };
-                KubeClient::in_cluster(
-                    &format!("https://{host}:{port}"),
-                    Path::new(SERVICE_ACCOUNT_DIR),
-                    TOKEN_REFRESH,
-                )
+    /// service account and `in_cluster`, the API server's URL
+    /// ([`crate::config::Config::kube_service`]).
+    pub fn new(kubeconfig: Option<&Path>, in_cluster: Option<&str>) -> crate::Result<KubeClient> {
+        match (kubeconfig, in_cluster) {
+            (Some(path), _) => KubeClient::from_kubeconfig(path),
+            (None, Some(server)) => {
+                KubeClient::in_cluster(server, Path::new(SERVICE_ACCOUNT_DIR), TOKEN_REFRESH)
             }
+            (None, None) => Err(crate::Error::InvalidArgument(
+                "not running in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) \
+                 and KUBECONFIG not set"
+                    .to_string(),
+            )),
         }
     }
 

@@ -48,7 +48,7 @@ pub fn controller_service(
             cloud: Arc::new(cloud),
             kube,
             mode: config.access_policy_mode,
-            wait: WaitPolicy::new(linode.wait_timeout),
+            wait: WaitPolicy::new(config.wait_timeout),
             default_capacity_bytes: config.default_capacity_bytes,
             space_cache_ttl: config.space_cache_ttl,
             request_timeout: linode.request_timeout,

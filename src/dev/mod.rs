@@ -203,7 +203,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         .map_err(|e| fail("fake metadata service", e))?;
     let kubeconfig = write_kubeconfig(&state, &kube.url())?;
     let kube_client =
-        || KubeClient::from_env(Some(&kubeconfig)).map_err(|e| fail("Kubernetes client", e));
+        || KubeClient::new(Some(&kubeconfig), None).map_err(|e| fail("Kubernetes client", e));
 
     let linode_config = LinodeConfig {
         url: linode.url(),
@@ -211,7 +211,6 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         token: linode.token(),
         ca_file: None,
         request_timeout: dev.request_timeout,
-        wait_timeout: config.wait_timeout,
     };
     let controller = wiring::controller_service(config, &linode_config, kube_client()?, rpc)?;
 
