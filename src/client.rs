@@ -4,6 +4,7 @@
 //! backend or the mount table itself.
 
 use crate::config::{client_endpoint, parse_quantity, Endpoint};
+use crate::controller::keys::{ROOT_SQUASH, SPACE_ID, SPACE_LABEL, TAGS};
 use crate::proto::{csi, csi_grpc};
 use csi::volume_capability::access_mode::Mode;
 use grpcio::{ChannelBuilder, Environment};
@@ -13,13 +14,6 @@ use std::sync::Arc;
 /// StorageClass parameters used when `--param` is not given: the Storage
 /// Space `dev` mode seeds.
 pub const DEV_SPACE_LABEL: &str = "dev-space";
-
-// The driver's parameter keys, as a StorageClass or VolumeAttributesClass
-// spells them; the driver validates every value.
-const SPACE_LABEL: &str = "linodenfs.csi.linode.com/space-label";
-const SPACE_ID: &str = "linodenfs.csi.linode.com/space-id";
-const TAGS: &str = "linodenfs.csi.linode.com/tags";
-const ROOT_SQUASH: &str = "linodenfs.csi.linode.com/filesystem-root-squash";
 
 const USAGE: &str = "\
 Usage: linode-nfs-csi client [--endpoint unix:///path/csi.sock] COMMAND ARGS

@@ -21,7 +21,7 @@ mod spaces;
 mod tags;
 
 pub use cluster::Cluster;
-pub use params::{Mutable, Params, SpaceRef};
+pub use params::{keys, Mutable, Params, SpaceRef};
 // The request parsers the handlers run first, for `crate::fuzzing`.
 pub(crate) use provision::{capability_problem, check_capabilities, parse_create};
 pub(crate) use publish::linode_id;

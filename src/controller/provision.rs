@@ -375,8 +375,7 @@ fn check_source(want: &CreateRequest, fs: &Filesystem) -> Result<(), Error> {
             Some((sourced(&tags::source_volume(&vol)), format!("volume {vol}")))
         }
     };
-    let has_source =
-        fs.source_snapshot_id.is_some() || fs.tags.iter().any(|t| t.starts_with("csi-source-"));
+    let has_source = fs.source_snapshot_id.is_some() || tags::records_a_source(&fs.tags);
     match made_from {
         None if !has_source => Ok(()),
         None => Err(Error::AlreadyExists(format!(

@@ -9,10 +9,12 @@ pub mod exports;
 
 use crate::client::DEV_SPACE_LABEL;
 use crate::config::{Config, DevQuirk, LinodeConfig};
+use crate::controller::keys::SPACE_LABEL;
 use crate::fake::{
     FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, InstanceSeed, Seed,
     SpaceSeed,
 };
+use crate::identity::DRIVER_NAME;
 use crate::kube::KubeClient;
 use crate::metadata::MetadataClient;
 use crate::mount::LinuxMounter;
@@ -257,7 +259,7 @@ fn write_storage_class(state: &Path) -> Result<PathBuf, String> {
     let path = state.join("storageclass.yaml");
     let text = format!(
         "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: linode-nfs-dev\n\
-         provisioner: linodenfs.csi.linode.com\nparameters:\n  linodenfs.csi.linode.com/space-label: {DEV_SPACE_LABEL}\n\
+         provisioner: {DRIVER_NAME}\nparameters:\n  {SPACE_LABEL}: {DEV_SPACE_LABEL}\n\
          reclaimPolicy: Delete\nallowVolumeExpansion: false\n"
     );
     std::fs::write(&path, text).map_err(|e| format!("dev mode: write {}: {e}", path.display()))?;
