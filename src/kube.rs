@@ -381,51 +381,31 @@ pub(crate) fn resolve_kubeconfig_with(
     })
 }
 
-/// Standard base64 (with or without padding, whitespace ignored).
+/// Standard base64, with or without padding, whitespace ignored (kubeconfig
+/// writers wrap long `*-data` values).
 fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    let mut padding = false;
-    for c in s.bytes().filter(|c| !c.is_ascii_whitespace()) {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => {
-                padding = true;
-                continue;
-            }
-            _ => return None,
-        };
-        if padding {
-            return None;
-        }
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    // Six leftover bits cannot come from whole bytes.
-    (bits < 6).then_some(out)
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::Engine;
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+            .with_decode_allow_trailing_bits(true),
+    );
+    let compact: String = s.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    LENIENT.decode(compact).ok()
 }
 
-/// Percent-encoding for a path segment or query value (RFC 3986 unreserved kept).
+/// RFC 3986's unreserved characters, the only ones kept as they are.
+const RESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encoding for a path segment or query value.
 fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, RESERVED).to_string()
 }
 
 impl KubeClient {
