@@ -247,7 +247,7 @@ impl FakeKube {
             requests: AtomicUsize::new(0),
         });
         let handler = Arc::clone(&shared);
-        let http = HttpServer::start("fake-kube", Arc::new(move |r| handler.handle(r)))?;
+        let http = super::serve("fake-kube", Arc::new(move |r| handler.handle(r)))?;
         Ok(FakeKube { shared, http })
     }
 

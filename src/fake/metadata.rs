@@ -120,7 +120,7 @@ impl FakeMetadata {
             requests: AtomicUsize::new(0),
         });
         let handler = Arc::clone(&shared);
-        let http = HttpServer::start("fake-metadata", Arc::new(move |r| handler.handle(r)))?;
+        let http = super::serve("fake-metadata", Arc::new(move |r| handler.handle(r)))?;
         Ok(FakeMetadata {
             addr: http.addr(),
             shared,

@@ -85,7 +85,7 @@ impl FakeLinode {
             injected: Mutex::default(),
         });
         let handler = Arc::clone(&shared);
-        let http = HttpServer::start("fake-linode", Arc::new(move |r| handler.handle(r)))?;
+        let http = crate::fake::serve("fake-linode", Arc::new(move |r| handler.handle(r)))?;
         Ok(FakeLinode { shared, http })
     }
 
