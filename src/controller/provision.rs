@@ -434,7 +434,7 @@ fn provision(
                     let posted = post_clone(&c2, &want2, snap, space_id, &region, size_gib);
                     wait_made(&c2, &want2, space_id, &region, posted)
                 })
-                .settle(move |made| match made {
+                .then_result(move |made| match made {
                     // A clone that cannot be made does not keep its copy;
                     // a retry takes it again.
                     Err(e) if !transient(&e) => {

@@ -288,7 +288,7 @@ fn apply_batch(
             .iter()
             .map(|ch| matches!(ch, Change::Allow(_) | Change::Squash { .. }))
             .collect();
-        return settled(c, vol, current).settle(move |settled| {
+        return settled(c, vol, current).then_result(move |settled| {
             done(
                 results
                     .into_iter()
@@ -324,7 +324,7 @@ fn apply_batch(
             Err(e)
         }
     };
-    written.settle(move |written| {
+    written.then_result(move |written| {
         done(match written {
             Ok(()) => results,
             Err(e) => results

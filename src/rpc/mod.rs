@@ -23,7 +23,7 @@ use futures_core::Stream;
 use grpcio::{ClientStreamingSink, Deadline, RequestStream, RpcContext, UnarySink};
 use parked::{Liveness, Registry, Waiting};
 use protobuf::MessageFull;
-use reply::{log_request, Reply, Sending, Sink};
+use reply::{log_request, Responder, Sending, Sink};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -104,7 +104,7 @@ impl Rpc {
         Resp: MessageFull,
         F: FnOnce(Req) -> crate::Result<Resp> + Send + 'static,
     {
-        let reply = Reply::new(method, Instant::now(), Sink::Unary(sink));
+        let reply = Responder::new(method, Instant::now(), Sink::Unary(sink));
         let caller = Caller::unary(ctx.deadline());
         if let Some(busy) = self.start(reply, caller, req, move |req| work(req).map(Flow::Ready)) {
             ctx.spawn(busy);
@@ -129,7 +129,7 @@ impl Rpc {
         Resp: MessageFull,
         F: FnOnce(Req) -> Step<Resp> + Send + 'static,
     {
-        let reply = Reply::new(method, Instant::now(), Sink::Streamed(sink));
+        let reply = Responder::new(method, Instant::now(), Sink::Streamed(sink));
         let deadline = ctx.deadline();
         let rpc = self.clone();
         ctx.spawn(async move {
@@ -169,7 +169,7 @@ impl Rpc {
     /// queue is full (on the completion queue: never wait for it here).
     fn start<Req, Resp, F>(
         &self,
-        reply: Reply<Resp>,
+        reply: Responder<Resp>,
         caller: Caller,
         req: Req,
         work: F,
@@ -213,7 +213,7 @@ impl Rpc {
         Resp: MessageFull,
         F: FnOnce(Req) -> crate::Result<Resp>,
     {
-        let reply = Reply::new(method, Instant::now(), Sink::Unary(sink));
+        let reply = Responder::new(method, Instant::now(), Sink::Unary(sink));
         log_request(method, &req);
         self.pool.begin();
         let result = run_guarded(method, move || work(req));
@@ -224,7 +224,7 @@ impl Rpc {
     /// Runs a flow that answers nobody (a batch applied on behalf of several
     /// calls); its failure is only logged. It is not counted as in flight.
     pub fn detach(&self, what: &'static str, step: Step<()>) {
-        self.drive(Arc::new(Detached(what)), what, step);
+        self.drive(Arc::new(NoCaller(what)), what, step);
     }
 
     /// Takes a step's outcome to its caller, or parks it: the continuation
@@ -243,7 +243,7 @@ impl Rpc {
                 let resumed = to.clone();
                 let pending = parked.park(Box::new(move |rest| {
                     let again = rpc.clone();
-                    rpc.pool.push_resumed(Box::new(move || {
+                    rpc.pool.push(Box::new(move || {
                         let step = run_guarded(method, rest);
                         again.drive(resumed, method, step);
                     }));
@@ -289,7 +289,7 @@ trait Answer<T>: Send + Sync {
 
 /// One accepted call until it is answered.
 struct Call<Resp> {
-    reply: Mutex<Option<Reply<Resp>>>,
+    reply: Mutex<Option<Responder<Resp>>>,
     caller: Caller,
     pool: Arc<Pool>,
 }
@@ -317,7 +317,7 @@ impl<Resp: MessageFull> Waiting for Call<Resp> {
         let reply = lock(&self.reply).take();
         if let Some(reply) = reply {
             let pool = self.pool.clone();
-            self.pool.push_resumed(Box::new(move || {
+            self.pool.push(Box::new(move || {
                 futures_executor::block_on(reply.send(Err(err)));
                 pool.finish();
             }));
@@ -325,9 +325,10 @@ impl<Resp: MessageFull> Waiting for Call<Resp> {
     }
 }
 
-struct Detached(&'static str);
+/// Where a detached flow's outcome goes: to nobody, a failure only logged.
+struct NoCaller(&'static str);
 
-impl Answer<()> for Detached {
+impl Answer<()> for NoCaller {
     fn answer(&self, result: crate::Result<()>) {
         if let Err(e) = result {
             log::warn!("{}: {e}", self.0);
@@ -403,15 +404,12 @@ impl Pool {
         true
     }
 
+    /// Queues `job`; it never refuses. Admission is [`Pool::admit`]'s, once
+    /// per call, so the rest of an accepted call (a resumed flow, an
+    /// abandoned call's answer) always runs.
     fn push(&self, job: Job) {
         lock(&self.state).queue.push_back(job);
         self.work_ready.notify_one();
-    }
-
-    /// The rest of an accepted call never waits for admission: refusing it
-    /// would drop a call that was already promised an answer.
-    fn push_resumed(&self, job: Job) {
-        self.push(job)
     }
 
     fn begin(&self) {
