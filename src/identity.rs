@@ -10,22 +10,7 @@ use crate::rpc::Rpc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-pub const DRIVER_NAME: &str = "linodenfs.csi.linode.com";
-
-/// The git revision the binary was built from; empty when unknown.
-pub fn revision() -> &'static str {
-    env!("GIT_REVISION")
-}
-
-/// Crate version plus the git revision it was built from, when known.
-pub fn version() -> String {
-    let rev = revision();
-    if rev.is_empty() {
-        env!("CARGO_PKG_VERSION").to_string()
-    } else {
-        format!("{}+{rev}", env!("CARGO_PKG_VERSION"))
-    }
-}
+pub use crate::build_info::{revision, version, DRIVER_NAME};
 
 /// The [`Name`](crate::rpc::registrar::Name) of an Identity RPC.
 macro_rules! name {

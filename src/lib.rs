@@ -9,6 +9,7 @@
 
 pub mod backoff;
 pub mod bounded;
+pub mod build_info;
 pub mod capabilities;
 pub mod client;
 pub mod config;

@@ -19,12 +19,14 @@ mod publish;
 mod snapshots;
 mod spaces;
 mod tags;
+mod volume_capability;
 
 pub use cluster::Cluster;
 pub use params::{keys, Mutable, Params, SpaceRef};
 // The request parsers the handlers run first, for `crate::fuzzing`.
-pub(crate) use provision::{capability_problem, check_capabilities, parse_create};
+pub(crate) use provision::parse_create;
 pub(crate) use publish::linode_id;
+pub(crate) use volume_capability::{capability_problem, check_capabilities};
 
 use crate::capabilities;
 use crate::config::AccessPolicyMode;

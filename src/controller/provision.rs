@@ -6,6 +6,7 @@
 
 use super::inspect::volume_of;
 use super::params::{Mutable, Params};
+use super::volume_capability::check_capabilities;
 use super::{clone, tags, Controller};
 use crate::flow::{done, Flow, Step, Then};
 use crate::handles::{label_for, SnapshotId, VolumeId};
@@ -15,43 +16,11 @@ use crate::linode::{
 };
 use crate::proto::csi;
 use crate::Error;
-use csi::volume_capability::access_mode::Mode;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The clone API sizes filesystems in whole GiB.
 const GIB: u64 = 1 << 30;
-
-/// Why a capability cannot be served, or `None` when it can: mount access
-/// with any of the seven defined access modes (NFS serves them all).
-pub fn capability_problem(cap: &csi::VolumeCapability) -> Option<String> {
-    if cap.has_block() {
-        return Some("only mount volume capabilities are supported".into());
-    }
-    if !cap.has_mount() {
-        return Some("no mount volume capability set".into());
-    }
-    let Some(mode) = cap.access_mode.as_ref() else {
-        return Some("volume access mode is required".into());
-    };
-    match mode.mode.enum_value() {
-        Ok(Mode::UNKNOWN) => Some("volume access mode is required".into()),
-        Ok(_) => None,
-        Err(n) => Some(format!("unsupported volume access mode {n}")),
-    }
-}
-
-/// Every capability, as CreateVolume and ControllerPublishVolume require.
-pub fn check_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Error> {
-    if caps.is_empty() {
-        return Err(Error::InvalidArgument(
-            "volume capabilities are required".into(),
-        ));
-    }
-    caps.iter()
-        .find_map(capability_problem)
-        .map_or(Ok(()), |m| Err(Error::InvalidArgument(m)))
-}
 
 /// What a new volume is made from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

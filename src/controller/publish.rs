@@ -13,7 +13,7 @@
 //! node are ordered by arrival, see `Arrivals`), and a PUT that timed out
 //! but lands later (the policy is in doubt for a while, see `in_doubt`).
 
-use super::provision::check_capabilities;
+use super::volume_capability::check_capabilities;
 use super::Controller;
 use crate::flow::{done, Flow, Handoff, Step, Then};
 use crate::handles::VolumeId;
