@@ -1,6 +1,11 @@
 //! Per-key operation locks that never block: a second caller for a held key
-//! gets `Aborted` and the sidecar retries later. Locks live in one process
-//! only; the controller relies on sidecar leader election for the rest.
+//! gets `Aborted` and its sidecar or kubelet retries later. A guard may
+//! travel with a parked flow (CreateVolume and ControllerModifyVolume keep
+//! theirs until they answer), so a key can stay held while no thread works
+//! on it. Callers choose the keys (`create/<label>`, `modify/<volume>`,
+//! `snapshot/<source>` in the controller; volume ids and target paths on the
+//! node). Locks live in one process only: across controller replicas the
+//! sidecars' leader election keeps one at work.
 
 use crate::mutex::lock;
 use crate::Error;
