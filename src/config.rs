@@ -15,6 +15,7 @@ pub use parse::{
     parse_url,
 };
 
+use crate::secret::Secret;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -63,26 +64,14 @@ pub enum AccessPolicyMode {
 }
 
 /// Settings of the Linode API client (controller and dev roles).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct LinodeConfig {
     pub url: String,
     pub api_version: String,
-    pub token: String,
+    /// A credential: it shows as `***`.
+    pub token: Secret,
     pub ca_file: Option<PathBuf>,
     pub request_timeout: Duration,
-}
-
-impl fmt::Debug for LinodeConfig {
-    // The token is a credential: it never reaches a log line.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LinodeConfig")
-            .field("url", &self.url)
-            .field("api_version", &self.api_version)
-            .field("token", &"***")
-            .field("ca_file", &self.ca_file)
-            .field("request_timeout", &self.request_timeout)
-            .finish()
-    }
 }
 
 /// Registration with kubelet's plugin watcher, done by the driver itself
@@ -478,7 +467,7 @@ impl Config {
                     api_version: or_default("LINODE_API_VERSION")
                         .trim_matches('/')
                         .to_string(),
-                    token,
+                    token: Secret::new(token),
                     ca_file: get("LINODE_CA").map(PathBuf::from),
                     request_timeout,
                 })

@@ -35,7 +35,7 @@ pub fn controller_service(
     kube: KubeClient,
     rpc: &Rpc,
 ) -> Result<grpcio::Service, String> {
-    let mut settings = LinodeSettings::new(linode.token.clone());
+    let mut settings = LinodeSettings::new(linode.token.expose());
     settings.base_url = linode.url.clone();
     settings.api_version = linode.api_version.clone();
     settings.ca_file = linode.ca_file.clone();

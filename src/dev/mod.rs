@@ -20,6 +20,7 @@ use crate::metadata::MetadataClient;
 use crate::mount::LinuxMounter;
 use crate::node::{self, NodeDeps};
 use crate::rpc::Rpc;
+use crate::secret::Secret;
 use crate::wiring::{self, Started};
 use exports::{DevMounter, Exports};
 use std::path::{Path, PathBuf};
@@ -210,7 +211,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     let linode_config = LinodeConfig {
         url: linode.url(),
         api_version: "v4beta".to_string(),
-        token: linode.token(),
+        token: Secret::new(linode.token()),
         ca_file: None,
         request_timeout: dev.request_timeout,
     };
