@@ -21,7 +21,6 @@ pub struct FakeNode {
     pub name: String,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
-    #[serde(default)]
     pub provider_id: Option<String>,
     /// `(type, address)`, e.g. `("InternalIP", "10.0.0.5")`.
     #[serde(default)]

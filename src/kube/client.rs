@@ -37,13 +37,12 @@ struct NodeObject {
 #[derive(Deserialize)]
 struct ObjectMeta {
     name: String,
-    #[serde(default)]
     labels: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize, Default)]
 struct NodeSpec {
-    #[serde(rename = "providerID", default)]
+    #[serde(rename = "providerID")]
     provider_id: Option<String>,
 }
 
@@ -57,7 +56,7 @@ struct NodeList {
 
 #[derive(Deserialize, Default)]
 struct ListMeta {
-    #[serde(rename = "continue", default)]
+    #[serde(rename = "continue")]
     next: Option<String>,
 }
 
@@ -78,9 +77,7 @@ impl From<NodeObject> for Node {
 /// A Kubernetes `Status` error body.
 #[derive(Deserialize)]
 struct StatusBody {
-    #[serde(default)]
     message: Option<String>,
-    #[serde(default)]
     reason: Option<String>,
 }
 

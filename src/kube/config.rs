@@ -27,7 +27,7 @@ pub(super) enum TokenSource {
 
 #[derive(Deserialize)]
 struct Kubeconfig {
-    #[serde(rename = "current-context", default)]
+    #[serde(rename = "current-context")]
     current_context: Option<String>,
     #[serde(default)]
     clusters: Vec<NamedCluster>,
@@ -46,9 +46,9 @@ struct NamedCluster {
 #[derive(Deserialize)]
 struct Cluster {
     server: String,
-    #[serde(rename = "certificate-authority", default)]
+    #[serde(rename = "certificate-authority")]
     ca_file: Option<String>,
-    #[serde(rename = "certificate-authority-data", default)]
+    #[serde(rename = "certificate-authority-data")]
     ca_data: Option<String>,
     #[serde(rename = "insecure-skip-tls-verify", default)]
     insecure: bool,
@@ -63,7 +63,6 @@ struct NamedContext {
 #[derive(Deserialize)]
 struct Context {
     cluster: String,
-    #[serde(default)]
     user: Option<String>,
 }
 
@@ -76,23 +75,20 @@ struct NamedUser {
 
 #[derive(Deserialize, Default)]
 struct User {
-    #[serde(default)]
     token: Option<String>,
-    #[serde(rename = "tokenFile", default)]
+    #[serde(rename = "tokenFile")]
     token_file: Option<String>,
-    #[serde(rename = "client-certificate", default)]
+    #[serde(rename = "client-certificate")]
     cert_file: Option<String>,
-    #[serde(rename = "client-certificate-data", default)]
+    #[serde(rename = "client-certificate-data")]
     cert_data: Option<String>,
-    #[serde(rename = "client-key", default)]
+    #[serde(rename = "client-key")]
     key_file: Option<String>,
-    #[serde(rename = "client-key-data", default)]
+    #[serde(rename = "client-key-data")]
     key_data: Option<String>,
-    #[serde(default)]
     exec: Option<serde_yaml_ng::Value>,
-    #[serde(rename = "auth-provider", default)]
+    #[serde(rename = "auth-provider")]
     auth_provider: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
     username: Option<String>,
 }
 
