@@ -6,7 +6,7 @@
 //! (`NOTIFY_SOCKET`, `KUBERNETES_SERVICE_HOST`/`PORT`) have none. Nothing
 //! else in the crate reads the environment for configuration: the `client`
 //! subcommand's endpoint is resolved here too ([`client_endpoint`]). The
-//! value parsers, shared with the client, are in [`parse`].
+//! value parsers, shared with the client, are in `config/parse.rs`.
 
 mod parse;
 

@@ -1,7 +1,7 @@
 //! Minimal Kubernetes REST client: read one Node, list Nodes by label
 //! selector. Where the API server is and how to authenticate comes from a
-//! kubeconfig file or the in-cluster service account ([`config`]); the
-//! requests, their metrics and the rotating bearer token are [`client`]'s.
+//! kubeconfig file or the in-cluster service account (`config`); the
+//! requests, their metrics and the rotating bearer token are `client`'s.
 //! Unsupported auth (exec plugins, auth-provider, basic) fails at
 //! construction. It must never log or return a bearer token.
 

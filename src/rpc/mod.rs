@@ -1,7 +1,7 @@
 //! How every RPC is run and answered: a bounded worker pool for anything that
 //! makes HTTP calls or syscalls, inline answers for cheap RPCs, parked flows
 //! for work that waits (they hold no worker, see [`crate::flow`]), and the
-//! single reply helper in [`reply`]. The metrics' in-flight and parked
+//! single reply helper in `reply`. The metrics' in-flight and parked
 //! gauges read this pool and registry at scrape time.
 //!
 //! grpcio runs handlers on completion-queue threads, and every call of one

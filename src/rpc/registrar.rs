@@ -2,7 +2,7 @@
 //! worker pool (`pooled`), on the pool and possibly parked (`parking`), or
 //! on the completion queue (`inline`, for answers computed in memory). One
 //! literal names each RPC, giving both its method path and its name in logs
-//! (see [`rpc_name!`]). Every service the driver serves is registered here;
+//! (see `rpc_name!`). Every service the driver serves is registered here;
 //! it knows nothing about what a handler does.
 
 use super::Rpc;
