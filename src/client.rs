@@ -3,7 +3,8 @@
 //! and kubelet would. It prints results as plain text and never touches the
 //! backend or the mount table itself.
 
-use crate::config::{parse_endpoint, parse_quantity, Endpoint};
+use crate::config::{client_endpoint, parse_quantity, Endpoint};
+use crate::controller::keys::{ROOT_SQUASH, SPACE_ID, SPACE_LABEL, TAGS};
 use crate::proto::{csi, csi_grpc};
 use csi::volume_capability::access_mode::Mode;
 use grpcio::{ChannelBuilder, Environment};
@@ -13,13 +14,6 @@ use std::sync::Arc;
 /// StorageClass parameters used when `--param` is not given: the Storage
 /// Space `dev` mode seeds.
 pub const DEV_SPACE_LABEL: &str = "dev-space";
-
-// The driver's parameter keys, as a StorageClass or VolumeAttributesClass
-// spells them; the driver validates every value.
-const SPACE_LABEL: &str = "linodenfs.csi.linode.com/space-label";
-const SPACE_ID: &str = "linodenfs.csi.linode.com/space-id";
-const TAGS: &str = "linodenfs.csi.linode.com/tags";
-const ROOT_SQUASH: &str = "linodenfs.csi.linode.com/filesystem-root-squash";
 
 const USAGE: &str = "\
 Usage: linode-nfs-csi client [--endpoint unix:///path/csi.sock] COMMAND ARGS
@@ -52,16 +46,11 @@ The endpoint defaults to $CSI_ENDPOINT, else unix://$PWD/dev/csi.sock.
 ";
 
 /// Runs one client command; the result is what to print, or an error line.
-pub fn run(args: &[String]) -> Result<String, String> {
+/// `env` looks up `CSI_ENDPOINT`.
+pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut args: Vec<String> = args.to_vec();
-    let endpoint = match take_flag(&mut args, "--endpoint")? {
-        Some(e) => e,
-        None => std::env::var("CSI_ENDPOINT").unwrap_or_else(|_| {
-            let cwd = std::env::current_dir().unwrap_or_default();
-            format!("unix://{}", cwd.join("dev/csi.sock").display())
-        }),
-    };
-    let target = match parse_endpoint(&endpoint)? {
+    let endpoint = take_flag(&mut args, "--endpoint")?;
+    let target = match client_endpoint(endpoint, env)? {
         Endpoint::Unix(path) => format!("unix:{}", path.display()),
         Endpoint::Tcp(addr) => addr,
     };

@@ -1,8 +1,21 @@
-//! Every setting the driver reads, read once at startup from the environment
-//! (as on Kubernetes) with command-line flags mirroring each variable, and
-//! validated before anything is served. Nothing else in the crate reads the
-//! environment for configuration.
+//! Every setting the driver reads, read once at startup, and validated
+//! before anything is served. Values come from the environment (as on
+//! Kubernetes) through the lookup `main` passes in; a flag mirrors each
+//! documented variable except `LINODE_TOKEN` (a command line is
+//! world-readable), and the variables only a service manager or kubelet set
+//! (`NOTIFY_SOCKET`, `KUBERNETES_SERVICE_HOST`/`PORT`) have none. Nothing
+//! else in the crate reads the environment for configuration: the `client`
+//! subcommand's endpoint is resolved here too ([`client_endpoint`]). The
+//! value parsers, shared with the client, are in `config/parse.rs`.
 
+mod parse;
+
+pub use parse::{
+    parse_duration, parse_endpoint, parse_listen_address, parse_plugin_endpoint, parse_quantity,
+    parse_url,
+};
+
+use crate::secret::Secret;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -51,28 +64,14 @@ pub enum AccessPolicyMode {
 }
 
 /// Settings of the Linode API client (controller and dev roles).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct LinodeConfig {
     pub url: String,
     pub api_version: String,
-    pub token: String,
+    /// A credential: it shows as `***`.
+    pub token: Secret,
     pub ca_file: Option<PathBuf>,
     pub request_timeout: Duration,
-    pub wait_timeout: Duration,
-}
-
-impl fmt::Debug for LinodeConfig {
-    // The token is a credential: it never reaches a log line.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LinodeConfig")
-            .field("url", &self.url)
-            .field("api_version", &self.api_version)
-            .field("token", &"***")
-            .field("ca_file", &self.ca_file)
-            .field("request_timeout", &self.request_timeout)
-            .field("wait_timeout", &self.wait_timeout)
-            .finish()
-    }
 }
 
 /// Registration with kubelet's plugin watcher, done by the driver itself
@@ -158,12 +157,16 @@ pub struct Config {
     pub endpoint: Endpoint,
     /// Present for the controller role only; the node never sees the token.
     pub linode: Option<LinodeConfig>,
+    /// `LINODE_WAIT_TIMEOUT`, for the real client and dev mode's alike.
     pub wait_timeout: Duration,
     pub space_cache_ttl: Duration,
     pub access_policy_mode: AccessPolicyMode,
     pub default_capacity_bytes: i64,
     pub node_name: Option<String>,
     pub kubeconfig: Option<PathBuf>,
+    /// The in-cluster API server, `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`
+    /// (kubelet sets both in every pod; no flag); `None` outside a cluster.
+    pub kube_service: Option<String>,
     pub metadata_url: String,
     pub worker_threads: usize,
     pub nfs_mount_helper: PathBuf,
@@ -499,15 +502,7 @@ pub fn from_args_and_env(
 
 impl Config {
     fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let or_default = |var: &str| -> String {
-            get(var).unwrap_or_else(|| {
-                SETTINGS
-                    .iter()
-                    .find(|s| s.var == var)
-                    .map(|s| s.default.to_string())
-                    .unwrap_or_default()
-            })
-        };
+        let or_default = |var: &str| -> String { get(var).unwrap_or_else(|| default_of(var)) };
         let duration = |var: &str| -> Result<Duration, ConfigError> {
             let raw = or_default(var);
             parse_duration(&raw).map_err(|e| ConfigError::new(format!("{var}: {e}")))
@@ -536,11 +531,8 @@ impl Config {
         };
         let endpoint = match (role, get("CSI_ENDPOINT")) {
             // dev mode keeps everything, its socket included, in its state dir.
-            (Role::Dev, None) => {
-                let dir = PathBuf::from(or_default("DEV_STATE_DIR"));
-                Endpoint::Unix(absolute(&dir)?.join("csi.sock"))
-            }
-            (_, raw) => parse_endpoint(raw.as_deref().unwrap_or("unix:///csi/csi.sock"))
+            (Role::Dev, None) => dev_socket(&or_default("DEV_STATE_DIR"))?,
+            _ => parse_endpoint(&or_default("CSI_ENDPOINT"))
                 .map_err(|e| ConfigError::new(format!("CSI_ENDPOINT: {e}")))?,
         };
         let access_policy_mode = match or_default("NFS_ACCESS_POLICY_MODE").as_str() {
@@ -567,10 +559,9 @@ impl Config {
                     api_version: or_default("LINODE_API_VERSION")
                         .trim_matches('/')
                         .to_string(),
-                    token,
+                    token: Secret::new(token),
                     ca_file: get("LINODE_CA").map(PathBuf::from),
                     request_timeout,
-                    wait_timeout,
                 })
             }
             Role::Node | Role::Dev => None,
@@ -629,6 +620,10 @@ impl Config {
             default_capacity_bytes,
             node_name,
             kubeconfig: get("KUBECONFIG").map(PathBuf::from),
+            kube_service: kube_service(
+                get("KUBERNETES_SERVICE_HOST"),
+                get("KUBERNETES_SERVICE_PORT"),
+            ),
             metadata_url: url("METADATA_URL")?,
             worker_threads,
             nfs_mount_helper: PathBuf::from(or_default("NFS_MOUNT_HELPER")),
@@ -644,6 +639,47 @@ impl Config {
             notify_socket: get("NOTIFY_SOCKET"),
         })
     }
+}
+
+/// The documented default of `var`.
+fn default_of(var: &str) -> String {
+    SETTINGS
+        .iter()
+        .find(|s| s.var == var)
+        .map(|s| s.default.to_string())
+        .unwrap_or_default()
+}
+
+/// The dev role's socket: `csi.sock` in its state directory.
+fn dev_socket(state_dir: &str) -> Result<Endpoint, ConfigError> {
+    Ok(Endpoint::Unix(
+        absolute(&PathBuf::from(state_dir))?.join("csi.sock"),
+    ))
+}
+
+/// The endpoint the `client` subcommand dials: `--endpoint`, else
+/// `$CSI_ENDPOINT`, else the dev role's socket under the default
+/// `DEV_STATE_DIR` (`./dev/csi.sock`).
+pub fn client_endpoint(
+    flag: Option<String>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Endpoint, String> {
+    match flag.or_else(|| env("CSI_ENDPOINT")) {
+        Some(raw) => parse_endpoint(&raw),
+        None => dev_socket(&default_of("DEV_STATE_DIR")).map_err(|e| e.message),
+    }
+}
+
+/// The in-cluster API server's URL from the variables kubelet sets in every
+/// pod, an IPv6 host in brackets; `None` unless both are set.
+fn kube_service(host: Option<String>, port: Option<String>) -> Option<String> {
+    let (host, port) = (host?, port?);
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    Some(format!("https://{host}:{port}"))
 }
 
 /// Checks the two registration variables against the role and endpoint.
@@ -690,19 +726,6 @@ fn registration(
     }))
 }
 
-/// The socket kubelet dials: an absolute path. kubelet takes the announced
-/// endpoint as a plain path, so a `unix://` prefix is dropped here rather
-/// than announced.
-pub fn parse_plugin_endpoint(raw: &str) -> Result<PathBuf, String> {
-    let path = raw.strip_prefix("unix://").unwrap_or(raw);
-    if !path.starts_with('/') || path.len() < 2 || path.ends_with('/') {
-        return Err(format!(
-            "invalid endpoint {raw:?}: want the absolute path of the CSI socket as kubelet sees it"
-        ));
-    }
-    Ok(PathBuf::from(path))
-}
-
 /// `dir` against the working directory, `.` components dropped, so paths
 /// printed and handed to clients work from anywhere.
 fn absolute(dir: &std::path::Path) -> Result<PathBuf, ConfigError> {
@@ -716,589 +739,5 @@ fn absolute(dir: &std::path::Path) -> Result<PathBuf, ConfigError> {
     Ok(full.components().collect())
 }
 
-/// `500ms`, `10s`, `5m`, `1h`; a bare number is rejected so units are never guessed.
-pub fn parse_duration(raw: &str) -> Result<Duration, String> {
-    let raw = raw.trim();
-    let split = raw
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("invalid duration {raw:?}: add a unit (ms, s, m or h)"))?;
-    let (number, unit) = raw.split_at(split);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {raw:?}: expected e.g. 500ms, 10s, 5m"))?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "s" => n.checked_mul(1_000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        _ => {
-            return Err(format!(
-                "invalid duration {raw:?}: unit must be ms, s, m or h"
-            ))
-        }
-    };
-    ms.map(Duration::from_millis)
-        .ok_or_else(|| format!("invalid duration {raw:?}: too large"))
-}
-
-/// An `http://` or `https://` base URL with a host, trailing `/` dropped.
-pub fn parse_url(raw: &str) -> Result<String, String> {
-    let rest = raw
-        .strip_prefix("https://")
-        .or_else(|| raw.strip_prefix("http://"))
-        .ok_or_else(|| format!("invalid URL {raw:?}: want http://host or https://host"))?;
-    if rest.is_empty() || rest.starts_with('/') || rest.contains(char::is_whitespace) {
-        return Err(format!("invalid URL {raw:?}: no host"));
-    }
-    Ok(raw.trim_end_matches('/').to_string())
-}
-
-/// `unix:///abs/path` or `tcp://host:port`.
-pub fn parse_endpoint(raw: &str) -> Result<Endpoint, String> {
-    if let Some(path) = raw.strip_prefix("unix://") {
-        if !path.starts_with('/') || path.len() < 2 || path.ends_with('/') {
-            return Err(format!(
-                "invalid endpoint {raw:?}: want unix:///absolute/path/to/socket"
-            ));
-        }
-        return Ok(Endpoint::Unix(PathBuf::from(path)));
-    }
-    if let Some(addr) = raw.strip_prefix("tcp://") {
-        let port_ok = addr
-            .rsplit_once(':')
-            .map(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
-            .unwrap_or(false);
-        if !port_ok {
-            return Err(format!("invalid endpoint {raw:?}: want tcp://host:port"));
-        }
-        return Ok(Endpoint::Tcp(addr.to_string()));
-    }
-    Err(format!(
-        "invalid endpoint {raw:?}: scheme must be unix:// or tcp://"
-    ))
-}
-
-/// `ip:port`, `[ipv6]:port` or `:port`. A name is refused rather than
-/// resolved. An IPv6 address without brackets is taken when the port after
-/// its last colon leaves a valid address, as `$(POD_IP):port` in a manifest
-/// gives on an IPv6 cluster.
-pub fn parse_listen_address(raw: &str) -> Result<ListenAddress, String> {
-    let invalid =
-        || format!("invalid address {raw:?}: want ip:port or :port (e.g. 127.0.0.1:29662)");
-    if let Ok(addr) = raw.parse::<std::net::SocketAddr>() {
-        return Ok(ListenAddress {
-            ip: Some(addr.ip()),
-            port: addr.port(),
-        });
-    }
-    let (host, port) = raw.rsplit_once(':').ok_or_else(invalid)?;
-    let port = port.parse::<u16>().map_err(|_| invalid())?;
-    let ip = match host {
-        "" => None,
-        _ => Some(
-            host.parse::<std::net::Ipv6Addr>()
-                .map_err(|_| invalid())?
-                .into(),
-        ),
-    };
-    Ok(ListenAddress { ip, port })
-}
-
-/// A size as bytes or with a binary suffix (`Ki`, `Mi`, `Gi`, `Ti`), as in Kubernetes quantities.
-pub fn parse_quantity(raw: &str) -> Result<i64, String> {
-    let raw = raw.trim();
-    let (number, factor) = [
-        ("Ki", 1i64 << 10),
-        ("Mi", 1 << 20),
-        ("Gi", 1 << 30),
-        ("Ti", 1 << 40),
-    ]
-    .iter()
-    .find_map(|(suffix, f)| raw.strip_suffix(suffix).map(|n| (n, *f)))
-    .unwrap_or((raw, 1));
-    number
-        .parse::<i64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .and_then(|n| n.checked_mul(factor))
-        .ok_or_else(|| {
-            format!("invalid size {raw:?}: want a positive number of bytes or e.g. 10Gi")
-        })
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashMap;
-
-    fn parse(args: &[&str], env: &[(&str, &str)]) -> Result<Command, ConfigError> {
-        let env: HashMap<String, String> = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        from_args_and_env(&args, |k| env.get(k).cloned())
-    }
-
-    fn config(args: &[&str], env: &[(&str, &str)]) -> Config {
-        match parse(args, env) {
-            Ok(Command::Serve(c)) => *c,
-            other => panic!("expected a config, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        for bad in [
-            "",
-            "10",
-            "s",
-            "1.5s",
-            "-1s",
-            "10 s",
-            "3d",
-            "99999999999999999999h",
-        ] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
-        }
-    }
-
-    #[test]
-    fn endpoints() {
-        assert_eq!(
-            parse_endpoint("unix:///csi/csi.sock"),
-            Ok(Endpoint::Unix("/csi/csi.sock".into()))
-        );
-        assert_eq!(
-            parse_endpoint("tcp://127.0.0.1:10000"),
-            Ok(Endpoint::Tcp("127.0.0.1:10000".into()))
-        );
-        assert_eq!(
-            parse_endpoint("tcp://[::1]:10000"),
-            Ok(Endpoint::Tcp("[::1]:10000".into()))
-        );
-        for bad in [
-            "unix://relative",
-            "unix:///",
-            "/csi/csi.sock",
-            "http://x:1",
-            "tcp://host",
-            "tcp://:80",
-            "tcp://h:99999",
-        ] {
-            assert!(parse_endpoint(bad).is_err(), "{bad:?} should be rejected");
-        }
-    }
-
-    #[test]
-    fn urls_need_a_scheme_and_a_host() {
-        assert_eq!(
-            parse_url("https://api.linode.com/"),
-            Ok("https://api.linode.com".into())
-        );
-        assert_eq!(
-            parse_url("http://169.254.169.254"),
-            Ok("http://169.254.169.254".into())
-        );
-        for bad in [
-            "169.254.169.254",
-            "ftp://x",
-            "https://",
-            "http:///x",
-            "https://a b",
-        ] {
-            assert!(parse_url(bad).is_err(), "{bad:?} should be rejected");
-        }
-        let node = [("DRIVER_ROLE", "node"), ("NODE_NAME", "n")];
-        let err = parse(&["--metadata-url", "169.254.169.254"], &node).unwrap_err();
-        assert!(err.message.starts_with("METADATA_URL: "), "{}", err.message);
-        let err = parse(
-            &[],
-            &[
-                ("DRIVER_ROLE", "controller"),
-                ("LINODE_TOKEN", "t"),
-                ("LINODE_URL", "api.linode.com"),
-            ],
-        )
-        .unwrap_err();
-        assert!(err.message.starts_with("LINODE_URL: "), "{}", err.message);
-    }
-
-    #[test]
-    fn zero_timeouts_are_refused_but_a_zero_grace_is_not() {
-        let controller = [("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")];
-        for var in [
-            "LINODE_WAIT_TIMEOUT",
-            "LINODE_REQUEST_TIMEOUT",
-            "NFS_MOUNT_TIMEOUT",
-        ] {
-            let mut env = controller.to_vec();
-            env.push((var, "0s"));
-            let err = parse(&[], &env).unwrap_err();
-            assert_eq!(err.message, format!("{var}: must be greater than zero"));
-        }
-        let mut env = controller.to_vec();
-        env.push(("SHUTDOWN_GRACE", "0s"));
-        assert_eq!(config(&[], &env).shutdown_grace, Duration::ZERO);
-    }
-
-    #[test]
-    fn the_token_has_no_flag_and_the_log_filter_has_one() {
-        let err = parse(&["controller", "--linode-token", "secret-value"], &[]).unwrap_err();
-        assert!(err.message.starts_with("LINODE_TOKEN: "), "{}", err.message);
-        assert!(!err.message.contains("secret-value"));
-        let node = [
-            ("DRIVER_ROLE", "node"),
-            ("NODE_NAME", "n"),
-            ("RUST_LOG", "warn"),
-        ];
-        assert_eq!(config(&[], &node).log_filter, "warn");
-        assert_eq!(config(&["--rust-log=debug"], &node).log_filter, "debug");
-    }
-
-    #[test]
-    fn metrics_addresses() {
-        let ok = |raw: &str| parse_listen_address(raw).unwrap().to_string();
-        assert_eq!(ok("127.0.0.1:29662"), "127.0.0.1:29662");
-        assert_eq!(ok(":29662"), ":29662");
-        assert_eq!(ok("[::1]:29662"), "[::1]:29662");
-        assert_eq!(ok("fd00::5:29662"), "[fd00::5]:29662");
-        assert_eq!(ok("0.0.0.0:0"), "0.0.0.0:0");
-        for bad in [
-            "29662",
-            "localhost:29662",
-            "1.2.3.4",
-            ":",
-            ":99999",
-            "1.2.3.4:x",
-            "[::1]",
-        ] {
-            assert!(
-                parse_listen_address(bad).is_err(),
-                "{bad:?} should be rejected"
-            );
-        }
-        let node = [("DRIVER_ROLE", "node"), ("NODE_NAME", "n")];
-        assert_eq!(config(&[], &node).metrics_address, None);
-        let on = config(&["--metrics-address", ":29662"], &node);
-        assert_eq!(
-            on.metrics_address,
-            Some(ListenAddress {
-                ip: None,
-                port: 29662
-            })
-        );
-        let err = parse(&["--metrics-address=localhost:1"], &node).unwrap_err();
-        assert!(
-            err.message.starts_with("METRICS_ADDRESS: "),
-            "{}",
-            err.message
-        );
-    }
-
-    #[test]
-    fn quantities() {
-        assert_eq!(parse_quantity("10Gi"), Ok(10 << 30));
-        assert_eq!(parse_quantity("1048576"), Ok(1 << 20));
-        assert!(parse_quantity("0").is_err());
-        assert!(parse_quantity("10G").is_err());
-    }
-
-    #[test]
-    fn roles() {
-        assert_eq!(
-            config(&[], &[("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")]).role,
-            Role::Controller
-        );
-        assert_eq!(
-            config(&[], &[("DRIVER_ROLE", "node"), ("NODE_NAME", "n1")]).role,
-            Role::Node
-        );
-        let dev = config(&["dev"], &[("DEV_STATE_DIR", "/tmp/devstate")]);
-        assert_eq!(dev.role, Role::Dev);
-        assert_eq!(
-            dev.endpoint,
-            Endpoint::Unix("/tmp/devstate/csi.sock".into())
-        );
-        let err = parse(&[], &[("DRIVER_ROLE", "both")]).unwrap_err();
-        assert_eq!(
-            err,
-            ConfigError {
-                message: "invalid driver role \"both\"".into(),
-                exit_code: 2
-            }
-        );
-        assert_eq!(parse(&[], &[]).unwrap_err().exit_code, 2);
-    }
-
-    #[test]
-    fn dev_rate_limits() {
-        let limits = |raw: &str| {
-            config(&["dev"], &[("DEV_RATE_LIMITS", raw)])
-                .dev
-                .unwrap()
-                .rate_limits
-        };
-        assert_eq!(limits(""), None);
-        assert_eq!(
-            limits("list:200,other:400,window:60s"),
-            Some(DevRateLimits {
-                list: 200,
-                other: 400,
-                window: Duration::from_secs(60)
-            })
-        );
-        assert_eq!(
-            limits(" other:40 , list:20 "),
-            Some(DevRateLimits {
-                list: 20,
-                other: 40,
-                window: Duration::from_secs(60)
-            })
-        );
-        assert_eq!(
-            limits("list:20,other:40,window:2s").unwrap().window,
-            Duration::from_secs(2)
-        );
-        for bad in [
-            "list:20",
-            "other:40",
-            "list:0,other:40",
-            "list:x,other:40",
-            "list:20,other:40,window:0s",
-            "list:20,other:40,window:2",
-            "list:20,other:40,burst:3",
-            "list=20,other:40",
-        ] {
-            let err = parse(&["dev"], &[("DEV_RATE_LIMITS", bad)]).unwrap_err();
-            assert!(
-                err.message.starts_with("DEV_RATE_LIMITS: "),
-                "{bad:?}: {}",
-                err.message
-            );
-        }
-    }
-
-    #[test]
-    fn role_requirements_name_the_variable() {
-        let err = parse(&[], &[("DRIVER_ROLE", "controller")]).unwrap_err();
-        assert!(err.message.starts_with("LINODE_TOKEN"), "{}", err.message);
-        let err = parse(&[], &[("DRIVER_ROLE", "node")]).unwrap_err();
-        assert!(err.message.starts_with("NODE_NAME"), "{}", err.message);
-        let err = parse(
-            &[],
-            &[
-                ("DRIVER_ROLE", "node"),
-                ("NODE_NAME", "n"),
-                ("CSI_ENDPOINT", "csi.sock"),
-            ],
-        )
-        .unwrap_err();
-        assert!(err.message.starts_with("CSI_ENDPOINT"), "{}", err.message);
-        let err = parse(
-            &[],
-            &[
-                ("DRIVER_ROLE", "node"),
-                ("NODE_NAME", "n"),
-                ("NFS_MOUNT_TIMEOUT", "2"),
-            ],
-        )
-        .unwrap_err();
-        assert!(
-            err.message.starts_with("NFS_MOUNT_TIMEOUT"),
-            "{}",
-            err.message
-        );
-    }
-
-    #[test]
-    fn the_node_never_holds_the_token() {
-        let c = config(
-            &[],
-            &[
-                ("DRIVER_ROLE", "node"),
-                ("NODE_NAME", "n"),
-                ("LINODE_TOKEN", "secret"),
-            ],
-        );
-        assert!(c.linode.is_none());
-    }
-
-    #[test]
-    fn flags_override_env_and_debug_hides_the_token() {
-        let c = config(
-            &[
-                "--csi-endpoint=tcp://127.0.0.1:9",
-                "--linode-wait-timeout",
-                "1m",
-            ],
-            &[
-                ("DRIVER_ROLE", "controller"),
-                ("LINODE_TOKEN", "s3cr3t"),
-                ("CSI_ENDPOINT", "unix:///x/y"),
-            ],
-        );
-        assert_eq!(c.endpoint, Endpoint::Tcp("127.0.0.1:9".into()));
-        assert_eq!(
-            c.linode.as_ref().unwrap().wait_timeout,
-            Duration::from_secs(60)
-        );
-        assert!(!format!("{c:?}").contains("s3cr3t"));
-        assert!(parse(&["--no-such-flag=1"], &[]).is_err());
-    }
-
-    #[test]
-    fn defaults() {
-        let c = config(&[], &[("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")]);
-        assert_eq!(c.endpoint, Endpoint::Unix("/csi/csi.sock".into()));
-        let l = c.linode.unwrap();
-        assert_eq!(
-            (l.url.as_str(), l.api_version.as_str()),
-            ("https://api.linode.com", "v4beta")
-        );
-        assert_eq!(l.request_timeout, Duration::from_secs(10));
-        assert_eq!(l.wait_timeout, Duration::from_secs(300));
-        assert_eq!(c.access_policy_mode, AccessPolicyMode::Space);
-        assert_eq!(c.worker_threads, 8);
-        assert_eq!(c.space_cache_ttl, Duration::from_secs(60));
-        assert_eq!(c.metadata_url, "http://169.254.169.254");
-    }
-
-    #[test]
-    fn kubelet_registration_announces_the_csi_socket_unless_overridden() {
-        let node = [
-            ("DRIVER_ROLE", "node"),
-            ("NODE_NAME", "n"),
-            ("CSI_ENDPOINT", "unix:///var/lib/kubelet/plugins/d/csi.sock"),
-        ];
-        assert_eq!(config(&[], &node).registration, None);
-        let on = config(
-            &["--kubelet-registration-dir=/var/lib/kubelet/plugins_registry/"],
-            &node,
-        );
-        assert_eq!(
-            on.registration,
-            Some(RegistrationConfig {
-                dir: "/var/lib/kubelet/plugins_registry".into(),
-                endpoint: "/var/lib/kubelet/plugins/d/csi.sock".into(),
-            })
-        );
-        for announced in [
-            "/host/plugins/d/csi.sock",
-            "unix:///host/plugins/d/csi.sock",
-        ] {
-            let mut env = node.to_vec();
-            env.push(("KUBELET_REGISTRATION_DIR", "/registration"));
-            env.push(("KUBELET_PLUGIN_ENDPOINT", announced));
-            let r = config(&[], &env).registration.unwrap();
-            assert_eq!(r.endpoint, PathBuf::from("/host/plugins/d/csi.sock"));
-        }
-        let dev = config(&["dev", "--kubelet-registration-dir", "/tmp/reg"], &[]);
-        assert_eq!(dev.registration.unwrap().dir, PathBuf::from("/tmp/reg"));
-    }
-
-    #[test]
-    fn kubelet_registration_mistakes_name_the_variable() {
-        let node = [("DRIVER_ROLE", "node"), ("NODE_NAME", "n")];
-        let with = |extra: &[(&'static str, &'static str)]| {
-            let mut env = node.to_vec();
-            env.extend_from_slice(extra);
-            parse(&[], &env).unwrap_err().message
-        };
-        let m = with(&[("KUBELET_REGISTRATION_DIR", "plugins_registry")]);
-        assert!(
-            m.starts_with("KUBELET_REGISTRATION_DIR: want an absolute"),
-            "{m}"
-        );
-        let m = with(&[("KUBELET_PLUGIN_ENDPOINT", "/csi/csi.sock")]);
-        assert!(
-            m.starts_with("KUBELET_PLUGIN_ENDPOINT: only used with"),
-            "{m}"
-        );
-        let m = with(&[
-            ("KUBELET_REGISTRATION_DIR", "/registration"),
-            ("KUBELET_PLUGIN_ENDPOINT", "csi.sock"),
-        ]);
-        assert!(
-            m.starts_with("KUBELET_PLUGIN_ENDPOINT: invalid endpoint"),
-            "{m}"
-        );
-        let m = with(&[
-            ("KUBELET_REGISTRATION_DIR", "/registration"),
-            ("CSI_ENDPOINT", "tcp://127.0.0.1:10000"),
-        ]);
-        assert!(m.contains("unix sockets only"), "{m}");
-        let mut env = node.to_vec();
-        env.extend_from_slice(&[
-            ("KUBELET_REGISTRATION_DIR", "/registration"),
-            ("CSI_ENDPOINT", "tcp://127.0.0.1:10000"),
-            ("KUBELET_PLUGIN_ENDPOINT", "/proxy/csi.sock"),
-        ]);
-        assert_eq!(
-            config(&[], &env).registration.unwrap().endpoint,
-            PathBuf::from("/proxy/csi.sock")
-        );
-        let err = parse(
-            &[],
-            &[
-                ("DRIVER_ROLE", "controller"),
-                ("LINODE_TOKEN", "t"),
-                ("KUBELET_REGISTRATION_DIR", "/registration"),
-            ],
-        )
-        .unwrap_err();
-        assert!(
-            err.message
-                .starts_with("KUBELET_REGISTRATION_DIR: only the node and dev"),
-            "{}",
-            err.message
-        );
-    }
-
-    #[test]
-    fn the_notify_socket_comes_from_the_environment_only() {
-        let node = [
-            ("DRIVER_ROLE", "node"),
-            ("NODE_NAME", "n"),
-            ("NOTIFY_SOCKET", "@sd-notify"),
-        ];
-        assert_eq!(
-            config(&[], &node).notify_socket.as_deref(),
-            Some("@sd-notify")
-        );
-        assert!(parse(&["--notify-socket=/run/x"], &node).is_err());
-    }
-
-    #[test]
-    fn help_and_version() {
-        assert!(matches!(parse(&["--help"], &[]), Ok(Command::Help)));
-        assert!(matches!(parse(&["--version"], &[]), Ok(Command::Version)));
-        for s in SETTINGS {
-            assert!(help_text().contains(s.var));
-        }
-    }
-
-    #[test]
-    fn quirk_lists_combine_and_reject_contradictions() {
-        assert_eq!(
-            parse_quirks(" tag-filter-ignored,null-fields , capacity-in-stats,html-errors,"),
-            Ok(vec![
-                DevQuirk::TagFilterIgnored,
-                DevQuirk::NullFields,
-                DevQuirk::CapacityInStats,
-                DevQuirk::HtmlErrors,
-            ])
-        );
-        assert_eq!(parse_quirks(""), Ok(vec![]));
-        for (name, quirk) in QUIRK_NAMES {
-            assert_eq!(parse_quirks(name), Ok(vec![quirk]));
-        }
-        let unknown = parse_quirks("no-id-filter,nulls").unwrap_err();
-        assert!(unknown.contains("\"nulls\"") && unknown.contains("foreign-filesystems"));
-        assert!(parse_quirks("tag-filter-refused,tag-filter-ignored").is_err());
-    }
-}
+mod tests;

@@ -120,10 +120,11 @@ where
 }
 
 /// Sequencing of steps, waiting or not: `then` runs once the value is
-/// there (a failure skips it), `settle` once the outcome is, whichever it is.
+/// there (a failure skips it), `then_result` once the outcome is, whichever
+/// it is, and is handed the `Result`.
 pub trait Then<T> {
     fn then<U: Send + 'static>(self, f: impl FnOnce(T) -> Step<U> + Send + 'static) -> Step<U>;
-    fn settle<U: Send + 'static>(
+    fn then_result<U: Send + 'static>(
         self,
         f: impl FnOnce(crate::Result<T>) -> Step<U> + Send + 'static,
     ) -> Step<U>;
@@ -143,7 +144,7 @@ impl<T: Send + 'static> Then<T> for Step<T> {
         }
     }
 
-    fn settle<U: Send + 'static>(
+    fn then_result<U: Send + 'static>(
         self,
         f: impl FnOnce(crate::Result<T>) -> Step<U> + Send + 'static,
     ) -> Step<U> {
@@ -153,7 +154,7 @@ impl<T: Send + 'static> Then<T> for Step<T> {
             Ok(Flow::Parked(parked)) => Ok(Flow::Parked(Parked {
                 park: Box::new(move |resume: Resume<U>| {
                     parked.park(Box::new(move |rest: Thunk<T>| {
-                        resume(Box::new(move || rest().settle(f)))
+                        resume(Box::new(move || rest().then_result(f)))
                     }))
                 }),
             })),
@@ -343,7 +344,7 @@ mod tests {
     }
 
     #[test]
-    fn settle_sees_failures_of_parked_steps_too() {
+    fn then_result_sees_failures_of_parked_steps_too() {
         let keep: Kept<crate::Result<i32>> = Arc::default();
         let kept = keep.clone();
         let step = park(
@@ -351,7 +352,7 @@ mod tests {
             |r: crate::Result<i32>| r.map(Flow::Ready),
         )
         .then(|n| done(n + 1))
-        .settle(|r| done(r.is_err()));
+        .then_result(|r| done(r.is_err()));
         let (woken, _, _) = run(step);
         let slot = keep.lock().unwrap().take().unwrap();
         slot.fire(Err(crate::Error::Unavailable("down".into())));

@@ -1,7 +1,8 @@
 //! The one small HTTP/1.1 server of the crate, used by the fakes and by the
 //! metrics endpoint: one listening socket, one thread per connection, one
 //! request per connection (`Connection: close`). It owns only the wire
-//! format and the bounds each connection is held to ([`Limits`]); it must
+//! format and the bounds each connection is held to ([`Limits`], chosen by
+//! each user: [`crate::fake::http`], [`crate::metrics::endpoint`]); it must
 //! not know any service's semantics.
 //!
 //! Written here rather than taken from a crate because both users need one
@@ -36,20 +37,6 @@ pub struct Limits {
     /// Connections served at once; one more is answered 503 at once and
     /// closed. `None`: no bound.
     pub max_connections: Option<usize>,
-}
-
-impl Limits {
-    /// The fakes speak small JSON documents to well-behaved clients, and
-    /// tests hold any number of requests at once on purpose.
-    pub fn fakes() -> Limits {
-        Limits {
-            read_deadline: Duration::from_secs(60),
-            write_timeout: None,
-            max_head_bytes: 64 * 1024,
-            max_body_bytes: 8 * 1024 * 1024,
-            max_connections: None,
-        }
-    }
 }
 
 /// A decoded request as the handlers see it.
@@ -99,8 +86,8 @@ pub struct HttpResponse {
 }
 
 impl HttpResponse {
-    /// `Content-Type: application/json` exactly (no charset), as the real
-    /// Linode API answers and linodego insists on.
+    /// `Content-Type: application/json` exactly, no charset (strict clients
+    /// compare the whole value).
     pub fn json(status: u16, value: &serde_json::Value) -> HttpResponse {
         HttpResponse::raw(status, "application/json", value.to_string().into_bytes())
     }
@@ -131,13 +118,6 @@ pub struct HttpServer {
 }
 
 impl HttpServer {
-    /// On 127.0.0.1, an OS-chosen port, with the fakes' [`Limits`].
-    pub fn start(name: &str, handler: Handler) -> crate::Result<HttpServer> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .map_err(|e| crate::Error::Internal(format!("{name}: cannot listen: {e}")))?;
-        HttpServer::serve(name, listener, Limits::fakes(), handler)
-    }
-
     /// Serves `listener` (already bound) under `limits`.
     pub fn serve(
         name: &str,
@@ -573,11 +553,12 @@ pub fn percent_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake::http::{serve, LIMITS};
     use std::net::ToSocketAddrs;
 
     fn parse(raw: &str) -> Result<Option<HttpRequest>, Refusal> {
         let mut sink = Vec::new();
-        read_request(&mut raw.as_bytes(), &mut sink, &Limits::fakes())
+        read_request(&mut raw.as_bytes(), &mut sink, &LIMITS)
     }
 
     fn status_of(raw: &str) -> u16 {
@@ -636,12 +617,12 @@ mod tests {
         assert_eq!(status_of("GET /x SMTP/1.0\r\n\r\n"), 400);
         let huge = format!(
             "GET / HTTP/1.1\r\nX: {}\r\n\r\n",
-            "a".repeat(Limits::fakes().max_head_bytes)
+            "a".repeat(LIMITS.max_head_bytes)
         );
         assert_eq!(status_of(&huge), 431);
         let body = format!(
             "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
-            Limits::fakes().max_body_bytes + 1
+            LIMITS.max_body_bytes + 1
         );
         assert_eq!(status_of(&body), 413);
     }
@@ -652,7 +633,7 @@ mod tests {
         let (hold, held) = std::sync::mpsc::channel::<()>();
         let entered = std::sync::Mutex::new(entered);
         let held = std::sync::Mutex::new(held);
-        let server = HttpServer::start(
+        let server = serve(
             "t",
             Arc::new(move |r: HttpRequest| {
                 if r.path == "/hang" {
@@ -750,7 +731,7 @@ mod tests {
     #[test]
     fn a_server_on_every_address_is_reached_and_stopped_through_loopback() {
         let listener = TcpListener::bind("0.0.0.0:0").unwrap();
-        let server = HttpServer::serve("any", listener, Limits::fakes(), echo()).unwrap();
+        let server = HttpServer::serve("any", listener, LIMITS, echo()).unwrap();
         let port = server.addr().port();
         let answer = exchange(("127.0.0.1", port), "GET /any HTTP/1.1\r\n\r\n");
         assert!(answer.ends_with("/any"), "{answer}");

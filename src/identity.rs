@@ -4,86 +4,53 @@
 
 use crate::capabilities;
 use crate::config::Role;
-use crate::proto::{csi, csi_grpc};
+use crate::proto::csi;
+use crate::rpc::registrar::{rpc_name, Registrar};
 use crate::rpc::Rpc;
-use grpcio::{RpcContext, UnarySink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-pub const DRIVER_NAME: &str = "linodenfs.csi.linode.com";
+pub use crate::build_info::{revision, version, DRIVER_NAME};
 
-/// The git revision the binary was built from; empty when unknown.
-pub fn revision() -> &'static str {
-    env!("GIT_REVISION")
+/// The [`Name`](crate::rpc::registrar::Name) of an Identity RPC.
+macro_rules! name {
+    ($rpc:literal) => {
+        rpc_name!("csi.v1.Identity", $rpc)
+    };
 }
 
-/// Crate version plus the git revision it was built from, when known.
-pub fn version() -> String {
-    let rev = revision();
-    if rev.is_empty() {
-        env!("CARGO_PKG_VERSION").to_string()
-    } else {
-        format!("{}+{rev}", env!("CARGO_PKG_VERSION"))
-    }
-}
-
-#[derive(Clone)]
-struct IdentityService {
-    rpc: Rpc,
+/// What Identity answers from.
+struct IdentityState {
     role: Role,
+    /// What Probe reports.
     ready: Arc<AtomicBool>,
 }
 
 /// The Identity service; `ready` is what Probe reports.
 pub fn service(rpc: Rpc, role: Role, ready: Arc<AtomicBool>) -> grpcio::Service {
-    csi_grpc::create_identity(IdentityService { rpc, role, ready })
-}
-
-impl csi_grpc::Identity for IdentityService {
-    fn get_plugin_info(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::GetPluginInfoRequest,
-        sink: UnarySink<csi::GetPluginInfoResponse>,
-    ) {
-        self.rpc.inline(&ctx, "GetPluginInfo", req, sink, |_| {
+    Registrar::new(rpc, Arc::new(IdentityState { role, ready }))
+        .inline(name!("GetPluginInfo"), |_, _: csi::GetPluginInfoRequest| {
             let mut resp = csi::GetPluginInfoResponse::new();
             resp.name = DRIVER_NAME.to_string();
             resp.vendor_version = version();
             Ok(resp)
-        });
-    }
-
-    fn get_plugin_capabilities(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::GetPluginCapabilitiesRequest,
-        sink: UnarySink<csi::GetPluginCapabilitiesResponse>,
-    ) {
-        let role = self.role;
-        self.rpc
-            .inline(&ctx, "GetPluginCapabilities", req, sink, move |_| {
+        })
+        .inline(
+            name!("GetPluginCapabilities"),
+            |s, _: csi::GetPluginCapabilitiesRequest| {
                 let mut resp = csi::GetPluginCapabilitiesResponse::new();
-                resp.capabilities = capabilities::plugin(role);
+                resp.capabilities = capabilities::plugin(s.role);
                 Ok(resp)
-            });
-    }
-
-    fn probe(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::ProbeRequest,
-        sink: UnarySink<csi::ProbeResponse>,
-    ) {
-        let ready = self.ready.load(Ordering::SeqCst);
-        self.rpc.inline(&ctx, "Probe", req, sink, move |_| {
+            },
+        )
+        .inline(name!("Probe"), |s, _: csi::ProbeRequest| {
             let mut resp = csi::ProbeResponse::new();
             resp.ready = Some(protobuf::well_known_types::wrappers::BoolValue {
-                value: ready,
+                value: s.ready.load(Ordering::SeqCst),
                 ..Default::default()
             })
             .into();
             Ok(resp)
-        });
-    }
+        })
+        .build()
 }

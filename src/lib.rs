@@ -8,6 +8,8 @@
 //! answers, with the gRPC code chosen in [`error`].
 
 pub mod backoff;
+pub mod bounded;
+pub mod build_info;
 pub mod capabilities;
 pub mod client;
 pub mod config;

@@ -1,7 +1,13 @@
 //! Per-key operation locks that never block: a second caller for a held key
-//! gets `Aborted` and the sidecar retries later. Locks live in one process
-//! only; the controller relies on sidecar leader election for the rest.
+//! gets `Aborted` and its sidecar or kubelet retries later. A guard may
+//! travel with a parked flow (CreateVolume and ControllerModifyVolume keep
+//! theirs until they answer), so a key can stay held while no thread works
+//! on it. Callers choose the keys (`create/<label>`, `modify/<volume>`,
+//! `snapshot/<source>` in the controller; volume ids and target paths on the
+//! node). Locks live in one process only: across controller replicas the
+//! sidecars' leader election keeps one at work.
 
+use crate::mutex::lock;
 use crate::Error;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -26,7 +32,7 @@ impl OpLocks {
 
     /// Takes `key`, or fails with `Aborted` when another operation holds it.
     pub fn try_lock(&self, key: &str) -> Result<OpGuard, Error> {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = lock(&self.held);
         if !held.insert(key.to_string()) {
             return Err(Error::Aborted(format!(
                 "An operation with the given volume key {key} already exists.\n --- Most likely a long process is still running to completion. Retrying."
@@ -41,7 +47,7 @@ impl OpLocks {
 
 impl Drop for OpGuard {
     fn drop(&mut self) {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = lock(&self.held);
         held.remove(&self.key);
     }
 }

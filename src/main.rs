@@ -8,7 +8,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // The client keeps the default signal handling, so Ctrl-C stops it.
     if args.first().map(String::as_str) == Some("client") {
-        match client::run(&args[1..]) {
+        match client::run(&args[1..], |k| std::env::var(k).ok()) {
             Ok(out) => print!("{out}"),
             Err(e) => {
                 eprintln!("linode-nfs-csi client: {e}");

@@ -11,15 +11,15 @@
 //! refusal (kubelet tries again on socket events), and is removed first on
 //! shutdown. It holds no CSI logic.
 
+use crate::backoff::Backoff;
 use crate::config::RegistrationConfig;
 use crate::identity::DRIVER_NAME;
-use crate::proto::{pluginregistration as reg, pluginregistration_grpc as reg_grpc};
+use crate::proto::pluginregistration as reg;
+use crate::rpc::registrar::{rpc_name, Registrar};
 use crate::rpc::Rpc;
 use crate::socket_file;
 use crate::systemd_notify::Notifier;
-use grpcio::{
-    EnvBuilder, Environment, RpcContext, Server, ServerBuilder, ServerCredentials, UnarySink,
-};
+use grpcio::{Environment, Server, ServerBuilder, ServerCredentials};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -34,6 +34,7 @@ const SUPPORTED_VERSIONS: &[&str] = &["1.0.0"];
 /// [`LAST_RETRY`] and starts over once kubelet accepts.
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const LAST_RETRY: Duration = Duration::from_secs(60);
+const RETRY: Backoff = Backoff::doubling(FIRST_RETRY, LAST_RETRY);
 /// `sun_path` holds 108 bytes with the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
 const SETTING: &str = "KUBELET_REGISTRATION_DIR";
@@ -90,17 +91,18 @@ pub fn prepare(config: &RegistrationConfig) -> Result<Prepared, String> {
 }
 
 impl Prepared {
-    /// Serves the Registration service; call once the CSI endpoint serves,
-    /// because kubelet calls NodeGetInfo there before it answers.
-    pub fn start(self, rpc: &Rpc, notifier: Notifier) -> Result<Registration, String> {
+    /// Serves the Registration service on `env`, the CSI server's own
+    /// completion queues; call once the CSI endpoint serves, because kubelet
+    /// calls NodeGetInfo there before it answers.
+    pub fn start(
+        self,
+        env: Arc<Environment>,
+        rpc: &Rpc,
+        notifier: Notifier,
+    ) -> Result<Registration, String> {
         let (events, inbox) = mpsc::channel();
         let keeper = Keeper {
-            env: Arc::new(
-                EnvBuilder::new()
-                    .cq_count(1)
-                    .name_prefix("grpc-reg")
-                    .build(),
-            ),
+            env,
             paths: self.paths,
             endpoint: self.endpoint,
             rpc: rpc.clone(),
@@ -170,13 +172,15 @@ impl Keeper {
     /// Serves on the staging path, then renames the socket into place.
     fn serve(&self, generation: u64) -> Result<Server, String> {
         self.paths.clear()?;
-        let service = reg_grpc::create_registration(RegistrationService {
-            rpc: self.rpc.clone(),
-            endpoint: self.endpoint.clone(),
-            generation,
-            events: self.events.clone(),
-            notifier: self.notifier.clone(),
-        });
+        let service = registration_service(
+            self.rpc.clone(),
+            RegistrationService {
+                endpoint: self.endpoint.clone(),
+                generation,
+                events: self.events.clone(),
+                notifier: self.notifier.clone(),
+            },
+        );
         let mut server = ServerBuilder::new(self.env.clone())
             .register_service(service)
             .build()
@@ -200,10 +204,10 @@ impl Keeper {
     fn run(self, server: Server, inbox: Receiver<Event>) {
         let mut server = Some(server);
         let mut generation = 0;
-        let mut backoff = FIRST_RETRY;
+        let mut backoff = RETRY.first;
         loop {
             match inbox.recv() {
-                Ok(Event::Registered(g)) if g == generation => backoff = FIRST_RETRY,
+                Ok(Event::Registered(g)) if g == generation => backoff = RETRY.first,
                 Ok(Event::Refused(g)) if g == generation => {
                     if let Some(server) = server.take() {
                         self.withdraw(server);
@@ -218,7 +222,7 @@ impl Keeper {
                         if stopped_during(&inbox, backoff) {
                             return;
                         }
-                        backoff = (backoff * 2).min(LAST_RETRY);
+                        backoff = RETRY.after(backoff);
                         generation += 1;
                         match self.serve(generation) {
                             Ok(fresh) => {
@@ -280,42 +284,34 @@ fn stopped_during(inbox: &Receiver<Event>, pause: Duration) -> bool {
     }
 }
 
-#[derive(Clone)]
+/// What one registration socket answers from.
 struct RegistrationService {
-    rpc: Rpc,
     endpoint: String,
     generation: u64,
     events: Sender<Event>,
     notifier: Notifier,
 }
 
-impl reg_grpc::Registration for RegistrationService {
-    fn get_info(
-        &mut self,
-        ctx: RpcContext,
-        req: reg::InfoRequest,
-        sink: UnarySink<reg::PluginInfo>,
-    ) {
-        let endpoint = self.endpoint.clone();
-        self.rpc.inline(&ctx, "GetInfo", req, sink, move |_| {
+/// The [`Name`](crate::rpc::registrar::Name) of a Registration RPC.
+macro_rules! name {
+    ($rpc:literal) => {
+        rpc_name!("pluginregistration.Registration", $rpc)
+    };
+}
+
+fn registration_service(rpc: Rpc, service: RegistrationService) -> grpcio::Service {
+    Registrar::new(rpc, Arc::new(service))
+        .inline(name!("GetInfo"), |service, _: reg::InfoRequest| {
             let mut info = reg::PluginInfo::new();
             info.type_ = PLUGIN_TYPE.to_string();
             info.name = DRIVER_NAME.to_string();
-            info.endpoint = endpoint;
+            info.endpoint = service.endpoint.clone();
             info.supported_versions = SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect();
             Ok(info)
-        });
-    }
-
-    fn notify_registration_status(
-        &mut self,
-        ctx: RpcContext,
-        req: reg::RegistrationStatus,
-        sink: UnarySink<reg::RegistrationStatusResponse>,
-    ) {
-        let service = self.clone();
-        self.rpc
-            .inline(&ctx, "NotifyRegistrationStatus", req, sink, move |status| {
+        })
+        .inline(
+            name!("NotifyRegistrationStatus"),
+            |service, status: reg::RegistrationStatus| {
                 let event = if status.plugin_registered {
                     log::info!("kubelet registered {DRIVER_NAME} at {}", service.endpoint);
                     service.notifier.status("serving; registered with kubelet");
@@ -334,6 +330,7 @@ impl reg_grpc::Registration for RegistrationService {
                 // The keeper is gone only once the driver stops.
                 let _ = service.events.send(event);
                 Ok(reg::RegistrationStatusResponse::new())
-            });
-    }
+            },
+        )
+        .build()
 }

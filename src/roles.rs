@@ -21,8 +21,9 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     match config.role {
         Role::Controller => {
             let linode = config.linode.as_ref().ok_or("LINODE_TOKEN: missing")?;
-            let kube = KubeClient::from_env(config.kubeconfig.as_deref())
-                .map_err(|e| format!("Kubernetes client: {}", e.message()))?;
+            let kube =
+                KubeClient::new(config.kubeconfig.as_deref(), config.kube_service.as_deref())
+                    .map_err(|e| format!("Kubernetes client: {}", e.message()))?;
             Ok(Started {
                 services: vec![controller_service(config, linode, kube, rpc)?],
                 resources: Box::new(()),
@@ -34,19 +35,21 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
             // Only the identity fallback needs Kubernetes; a node that can
             // reach the metadata service works without it. A KUBECONFIG the
             // admin set but that does not work is a startup error, though.
-            let kube = match KubeClient::from_env(config.kubeconfig.as_deref()) {
-                Ok(k) => Some(k),
-                Err(e) if config.kubeconfig.is_some() => {
-                    return Err(format!("KUBECONFIG: {}", e.message()))
-                }
-                Err(e) => {
-                    log::warn!(
-                        "no Kubernetes client ({}); NodeGetInfo relies on the metadata service",
-                        e.message()
-                    );
-                    None
-                }
-            };
+            let kube =
+                match KubeClient::new(config.kubeconfig.as_deref(), config.kube_service.as_deref())
+                {
+                    Ok(k) => Some(k),
+                    Err(e) if config.kubeconfig.is_some() => {
+                        return Err(format!("KUBECONFIG: {}", e.message()))
+                    }
+                    Err(e) => {
+                        log::warn!(
+                            "no Kubernetes client ({}); NodeGetInfo relies on the metadata service",
+                            e.message()
+                        );
+                        None
+                    }
+                };
             let deps = NodeDeps {
                 mounter: Arc::new(LinuxMounter::new(
                     config.nfs_mount_helper.clone(),

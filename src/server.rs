@@ -66,9 +66,10 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
         .transpose()?;
     let mut role = roles::start(&config, &rpc)?;
 
-    // Two completion queues are plenty: handlers never block on them.
+    // Two completion queues are plenty: handlers never block on them. The
+    // registration server shares them.
     let env = Arc::new(EnvBuilder::new().cq_count(2).name_prefix("grpc-cq").build());
-    let mut builder = ServerBuilder::new(env).register_service(identity::service(
+    let mut builder = ServerBuilder::new(env.clone()).register_service(identity::service(
         rpc.clone(),
         config.role,
         ready.clone(),
@@ -108,7 +109,7 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
         config.worker_threads
     );
     let registration = match registration {
-        Some(prepared) => Some(prepared.start(&rpc, notifier.clone())?),
+        Some(prepared) => Some(prepared.start(env, &rpc, notifier.clone())?),
         None => None,
     };
     notifier.ready(&format!("serving {address}"));

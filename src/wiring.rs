@@ -34,7 +34,7 @@ pub fn controller_service(
     kube: KubeClient,
     rpc: &Rpc,
 ) -> Result<grpcio::Service, String> {
-    let mut settings = LinodeSettings::new(linode.token.clone());
+    let mut settings = LinodeSettings::new(linode.token.expose());
     settings.base_url = linode.url.clone();
     settings.api_version = linode.api_version.clone();
     settings.ca_file = linode.ca_file.clone();
@@ -46,7 +46,7 @@ pub fn controller_service(
             cloud: Arc::new(cloud),
             kube,
             mode: config.access_policy_mode,
-            wait: WaitPolicy::new(linode.wait_timeout),
+            wait: WaitPolicy::new(config.wait_timeout),
             default_capacity_bytes: config.default_capacity_bytes,
             space_cache_ttl: config.space_cache_ttl,
             request_timeout: linode.request_timeout,

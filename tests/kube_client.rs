@@ -159,7 +159,7 @@ fn unsupported_auth_fails_at_construction() {
     let err = KubeClient::from_kubeconfig(&path).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
     assert!(err.message().contains("exec"), "{err}");
-    let missing = KubeClient::from_env(Some(&dir.join("absent"))).unwrap_err();
+    let missing = KubeClient::new(Some(&dir.join("absent")), None).unwrap_err();
     assert!(matches!(missing, Error::InvalidArgument(_)));
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -770,7 +770,7 @@ fn reads() -> Vec<(&'static str, Outcome, Check)> {
 
 /// Serves `body` with `status` and `content_type` on every path.
 fn serve(status: u16, content_type: &'static str, body: String) -> HttpServer {
-    HttpServer::start(
+    linode_nfs_csi::fake::serve(
         "fixture",
         Arc::new(move |_| HttpResponse::raw(status, content_type, body.clone().into_bytes())),
     )

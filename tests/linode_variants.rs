@@ -95,7 +95,7 @@ fn start(tags: TagFilter, policy: PolicyEndpoint) -> Backend {
             _ => HttpResponse::json(404, &json!({"errors": [{"reason": "Not found"}]})),
         }
     };
-    let server = HttpServer::start("linode-variants", Arc::new(handler)).unwrap();
+    let server = linode_nfs_csi::fake::serve("linode-variants", Arc::new(handler)).unwrap();
     Backend { server, seen }
 }
 

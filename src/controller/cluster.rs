@@ -78,7 +78,7 @@ impl Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake::{HttpRequest, HttpResponse, HttpServer};
+    use crate::fake::{HttpRequest, HttpResponse};
     use std::sync::mpsc;
     use std::sync::Arc;
     use std::time::Duration;
@@ -101,7 +101,7 @@ mod tests {
                     "labels": {"topology.kubernetes.io/region": "us-ord"}}}], "metadata": {}}),
             )
         };
-        let server = HttpServer::start("slow-kube", Arc::new(handler)).unwrap();
+        let server = crate::fake::serve("slow-kube", Arc::new(handler)).unwrap();
         let dir = std::env::temp_dir().join(format!("lnc-cluster-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");

@@ -4,7 +4,7 @@
 //! to the backend.
 
 use super::params::{Mutable, Params, SpaceRef};
-use super::provision::capability_problem;
+use super::volume_capability::capability_problem;
 use super::{tags, Controller};
 use crate::handles::{self, VolumeId};
 use crate::limits;

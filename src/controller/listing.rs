@@ -8,7 +8,7 @@
 
 use super::inspect::{condition_of, published_nodes, volume_of};
 use super::params::Params;
-use super::provision::capability_problem;
+use super::volume_capability::capability_problem;
 use super::{tags, Controller};
 use crate::config::AccessPolicyMode;
 use crate::handles::VolumeId;

@@ -1,4 +1,5 @@
-//! The CSI Controller service: one registration table of thin handlers,
+//! The CSI Controller service: one registration table of thin handlers
+//! (see [`crate::rpc::registrar`]),
 //! each handing its request to the worker pool and a plain function in
 //! `provision`, `publish`, `snapshots`, `inspect`, `listing` or `modify`.
 //! RPCs that may wait for Linode (CreateVolume, ControllerModifyVolume, and
@@ -18,25 +19,24 @@ mod publish;
 mod snapshots;
 mod spaces;
 mod tags;
+mod volume_capability;
 
 pub use cluster::Cluster;
-pub use params::{Mutable, Params, SpaceRef};
+pub use params::{keys, Mutable, Params, SpaceRef};
 pub use publish::inject_batch_panics;
 // The request parsers the handlers run first, for `crate::fuzzing`.
-pub(crate) use provision::{capability_problem, check_capabilities, parse_create};
+pub(crate) use provision::parse_create;
 pub(crate) use publish::linode_id;
+pub(crate) use volume_capability::{capability_problem, check_capabilities};
 
 use crate::capabilities;
 use crate::config::AccessPolicyMode;
-use crate::flow::Step;
 use crate::kube::KubeClient;
 use crate::linode::{Cloud, Poller, WaitPolicy};
 use crate::locks::OpLocks;
 use crate::proto::csi;
+use crate::rpc::registrar::{rpc_name, Registrar};
 use crate::rpc::Rpc;
-use crate::Error;
-use grpcio::{Marshaller, Method, MethodType, ServiceBuilder};
-use protobuf::MessageFull;
 use spaces::Spaces;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,28 +69,11 @@ pub struct Controller {
     rpc: Rpc,
 }
 
-/// `(full gRPC method name, name in logs)`.
-type Name = (&'static str, &'static str);
-
+/// The [`Name`](crate::rpc::registrar::Name) of a Controller RPC.
 macro_rules! name {
     ($rpc:literal) => {
-        (concat!("/csi.v1.Controller/", $rpc), $rpc)
+        rpc_name!("csi.v1.Controller", $rpc)
     };
-}
-
-fn method<Req: MessageFull, Resp: MessageFull>(ty: MethodType, name: Name) -> Method<Req, Resp> {
-    Method {
-        ty,
-        name: name.0,
-        req_mar: Marshaller {
-            ser: grpcio::pb_ser,
-            de: grpcio::pb_de,
-        },
-        resp_mar: Marshaller {
-            ser: grpcio::pb_ser,
-            de: grpcio::pb_de,
-        },
-    }
 }
 
 /// The Controller gRPC service.
@@ -107,12 +90,8 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
         in_doubt: in_doubt::InDoubt::new(deps.request_timeout),
         rpc: rpc.clone(),
     });
-    let r = Registrar {
-        rpc,
-        c,
-        b: ServiceBuilder::new(),
-    };
-    let node_mode = r.c.mode == AccessPolicyMode::Node;
+    let node_mode = c.mode == AccessPolicyMode::Node;
+    let r = Registrar::new(rpc, c);
     let r = r
         .parking(name!("CreateVolume"), provision::create_volume)
         .pooled(name!("DeleteVolume"), provision::delete_volume)
@@ -143,82 +122,13 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
             name!("ControllerUnpublishVolume"),
         )
     };
-    let mode = r.c.mode;
     r.inline(
         name!("ControllerGetCapabilities"),
-        move |_: csi::ControllerGetCapabilitiesRequest| {
+        |c, _: csi::ControllerGetCapabilitiesRequest| {
             let mut resp = csi::ControllerGetCapabilitiesResponse::new();
-            resp.capabilities = capabilities::controller(mode);
+            resp.capabilities = capabilities::controller(c.mode);
             Ok(resp)
         },
     )
-    .b
     .build()
-}
-
-/// Builds the service one RPC at a time, by how each is run.
-struct Registrar {
-    rpc: Rpc,
-    c: Arc<Controller>,
-    b: ServiceBuilder,
-}
-
-impl Registrar {
-    /// Runs on the worker pool and answers when done.
-    fn pooled<Req: MessageFull, Resp: MessageFull>(
-        self,
-        name: Name,
-        f: fn(&Arc<Controller>, Req) -> crate::Result<Resp>,
-    ) -> Registrar {
-        let (rpc, c) = (self.rpc.clone(), self.c.clone());
-        let b = self.b.add_unary_handler(
-            &method::<Req, Resp>(MethodType::Unary, name),
-            move |ctx, req, sink| {
-                let c = c.clone();
-                rpc.spawn(&ctx, name.1, req, sink, move |req| f(&c, req))
-            },
-        );
-        Registrar { b, ..self }
-    }
-
-    /// Runs on the worker pool and may park; a caller who cancels or whose
-    /// deadline passes is answered early (see `Rpc::streamed`).
-    fn parking<Req: MessageFull, Resp: MessageFull>(
-        self,
-        name: Name,
-        f: fn(&Arc<Controller>, Req) -> Step<Resp>,
-    ) -> Registrar {
-        let (rpc, c) = (self.rpc.clone(), self.c.clone());
-        let b = self.b.add_client_streaming_handler(
-            &method::<Req, Resp>(MethodType::ClientStreaming, name),
-            move |ctx, stream, sink| {
-                let c = c.clone();
-                rpc.streamed(&ctx, name.1, stream, sink, move |req| f(&c, req))
-            },
-        );
-        Registrar { b, ..self }
-    }
-
-    /// Answered on the completion queue: for RPCs that never block.
-    fn inline<Req: MessageFull, Resp: MessageFull>(
-        self,
-        name: Name,
-        f: impl Fn(Req) -> crate::Result<Resp> + Clone + Send + 'static,
-    ) -> Registrar {
-        let rpc = self.rpc.clone();
-        let b = self.b.add_unary_handler(
-            &method::<Req, Resp>(MethodType::Unary, name),
-            move |ctx, req, sink| rpc.inline(&ctx, name.1, req, sink, f.clone()),
-        );
-        Registrar { b, ..self }
-    }
-
-    fn unimplemented<Req: MessageFull, Resp: MessageFull>(self, name: Name) -> Registrar {
-        self.inline(name, move |_: Req| -> crate::Result<Resp> {
-            Err(Error::Unimplemented(format!(
-                "{}: operation not implemented",
-                name.1
-            )))
-        })
-    }
 }

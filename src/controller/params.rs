@@ -10,10 +10,15 @@ use crate::linode::SquashPolicy;
 use crate::Error;
 use std::collections::HashMap;
 
-pub const SPACE_ID: &str = "linodenfs.csi.linode.com/space-id";
-pub const SPACE_LABEL: &str = "linodenfs.csi.linode.com/space-label";
-pub const TAGS: &str = "linodenfs.csi.linode.com/tags";
-pub const ROOT_SQUASH: &str = "linodenfs.csi.linode.com/filesystem-root-squash";
+/// The driver's parameter keys, as a StorageClass or VolumeAttributesClass
+/// spells them (the `client` subcommand writes them too).
+pub mod keys {
+    pub const SPACE_ID: &str = "linodenfs.csi.linode.com/space-id";
+    pub const SPACE_LABEL: &str = "linodenfs.csi.linode.com/space-label";
+    pub const TAGS: &str = "linodenfs.csi.linode.com/tags";
+    pub const ROOT_SQUASH: &str = "linodenfs.csi.linode.com/filesystem-root-squash";
+}
+use keys::{ROOT_SQUASH, SPACE_ID, SPACE_LABEL, TAGS};
 
 /// Which pre-created Storage Space the class names.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,6 +7,7 @@
 use super::inspect::volume_of;
 use super::params::{Mutable, Params};
 use super::publish::no_filesystem_policy;
+use super::volume_capability::check_capabilities;
 use super::{clone, tags, Controller};
 use crate::flow::{done, Flow, Step, Then};
 use crate::handles::{label_for, SnapshotId, VolumeId};
@@ -16,43 +17,11 @@ use crate::linode::{
 };
 use crate::proto::csi;
 use crate::Error;
-use csi::volume_capability::access_mode::Mode;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The clone API sizes filesystems in whole GiB.
 const GIB: u64 = 1 << 30;
-
-/// Why a capability cannot be served, or `None` when it can: mount access
-/// with any of the seven defined access modes (NFS serves them all).
-pub fn capability_problem(cap: &csi::VolumeCapability) -> Option<String> {
-    if cap.has_block() {
-        return Some("only mount volume capabilities are supported".into());
-    }
-    if !cap.has_mount() {
-        return Some("no mount volume capability set".into());
-    }
-    let Some(mode) = cap.access_mode.as_ref() else {
-        return Some("volume access mode is required".into());
-    };
-    match mode.mode.enum_value() {
-        Ok(Mode::UNKNOWN) => Some("volume access mode is required".into()),
-        Ok(_) => None,
-        Err(n) => Some(format!("unsupported volume access mode {n}")),
-    }
-}
-
-/// Every capability, as CreateVolume and ControllerPublishVolume require.
-pub fn check_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Error> {
-    if caps.is_empty() {
-        return Err(Error::InvalidArgument(
-            "volume capabilities are required".into(),
-        ));
-    }
-    caps.iter()
-        .find_map(capability_problem)
-        .map_or(Ok(()), |m| Err(Error::InvalidArgument(m)))
-}
 
 /// What a new volume is made from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -388,8 +357,7 @@ fn check_source(want: &CreateRequest, fs: &Filesystem) -> Result<(), Error> {
             Some((sourced(&tags::source_volume(&vol)), format!("volume {vol}")))
         }
     };
-    let has_source =
-        fs.source_snapshot_id.is_some() || fs.tags.iter().any(|t| t.starts_with("csi-source-"));
+    let has_source = fs.source_snapshot_id.is_some() || tags::records_a_source(&fs.tags);
     match made_from {
         None if !has_source => Ok(()),
         None => Err(Error::AlreadyExists(format!(
@@ -448,7 +416,7 @@ fn provision(
                     let posted = post_clone(&c2, &want2, snap, space_id, &region, size_gib);
                     wait_made(&c2, &want2, space_id, &region, posted)
                 })
-                .settle(move |made| match made {
+                .then_result(move |made| match made {
                     // A clone that cannot be made does not keep its copy;
                     // a retry takes it again.
                     Err(e) if !transient(&e) => {

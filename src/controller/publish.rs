@@ -17,7 +17,7 @@
 //! node are ordered by arrival, see `Arrivals`), and a PUT that timed out
 //! but lands later (the policy is in doubt for a while, see `in_doubt`).
 
-use super::provision::check_capabilities;
+use super::volume_capability::check_capabilities;
 use super::Controller;
 use crate::flow::{done, guarded, Flow, Handoff, Step, Then};
 use crate::handles::VolumeId;
@@ -239,7 +239,7 @@ fn run_batches(c: Arc<Controller>, vol: VolumeId) -> Step<()> {
         }
         apply_batch(&applying, vol, &changes)
     })
-    .settle(move |results| {
+    .then_result(move |results| {
         let results = match results {
             Ok(results) => results,
             Err(e) => batch.iter().map(|_| Err(e.clone())).collect(),
@@ -330,7 +330,7 @@ fn apply_batch(
             .iter()
             .map(|ch| matches!(ch, Change::Allow(_) | Change::Squash { .. }))
             .collect();
-        return settled(c, vol, current).settle(move |settled| {
+        return settled(c, vol, current).then_result(move |settled| {
             done(
                 results
                     .into_iter()
@@ -366,7 +366,7 @@ fn apply_batch(
             Err(e.error)
         }
     };
-    written.settle(move |written| {
+    written.then_result(move |written| {
         done(match written {
             Ok(()) => results,
             Err(e) => results

@@ -11,7 +11,7 @@ use crate::linode::{Cloud, MtlsMode, Space};
 use crate::mutex::lock;
 use crate::Error;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub struct Spaces {
@@ -37,10 +37,6 @@ impl Spaces {
         }
     }
 
-    fn cache(&self) -> MutexGuard<'_, Cache> {
-        lock(&self.cache)
-    }
-
     fn fresh(&self, at: Instant) -> bool {
         at.elapsed() < self.ttl
     }
@@ -49,7 +45,7 @@ impl Spaces {
     /// Space carries (none is NotFound, several FailedPrecondition).
     pub fn resolve(&self, space: &SpaceRef) -> Result<Space, Error> {
         let cached = {
-            let cache = self.cache();
+            let cache = lock(&self.cache);
             let id = match space {
                 SpaceRef::Id(id) => Some(*id),
                 SpaceRef::Label(label) => cache
@@ -85,7 +81,7 @@ impl Spaces {
             }
         };
         let now = Instant::now();
-        let mut cache = self.cache();
+        let mut cache = lock(&self.cache);
         if let SpaceRef::Label(label) = space {
             cache.by_label.insert(label.clone(), (found.id, now));
         }
@@ -96,8 +92,7 @@ impl Spaces {
     /// The Space's mTLS mode, read only to tell the node how to mount; a
     /// backend that shows no policy for the Space leaves it unknown.
     pub fn mtls_mode(&self, space_id: u64) -> Result<Option<MtlsMode>, Error> {
-        let cached = self
-            .cache()
+        let cached = lock(&self.cache)
             .mtls
             .get(&space_id)
             .filter(|(_, at)| self.fresh(*at))
@@ -114,7 +109,7 @@ impl Spaces {
                 return Err(e);
             }
         };
-        self.cache()
+        lock(&self.cache)
             .mtls
             .insert(space_id, (mode.clone(), Instant::now()));
         Ok(mode)
@@ -122,7 +117,7 @@ impl Spaces {
 
     /// Drops everything known about a Space that answered 404.
     pub fn forget(&self, space_id: u64) {
-        let mut cache = self.cache();
+        let mut cache = lock(&self.cache);
         cache.by_id.remove(&space_id);
         cache.mtls.remove(&space_id);
         cache.by_label.retain(|_, (id, _)| *id != space_id);

@@ -16,8 +16,14 @@ pub const MANAGED: &str = "csi.linodenfs.csi.linode.com";
 /// so never listed or returned as one.
 pub const CLONE_SNAPSHOT: &str = "csi-clone-snapshot";
 
-const SOURCE_SNAPSHOT: &str = "csi-source-snapshot.";
-const SOURCE_VOLUME: &str = "csi-source-volume.";
+/// What every tag recording a filesystem's source starts with.
+macro_rules! source_prefix {
+    () => {
+        "csi-source-"
+    };
+}
+const SOURCE_SNAPSHOT: &str = concat!(source_prefix!(), "snapshot.");
+const SOURCE_VOLUME: &str = concat!(source_prefix!(), "volume.");
 const KEPT_SNAPSHOT: &str = "csi-kept-snapshot.";
 
 /// What a filesystem was made from, as its tag records it.
@@ -55,6 +61,11 @@ pub fn kept_snapshot_of(tags: &[String]) -> Option<SnapshotId> {
             _ => None,
         }
     })
+}
+
+/// Whether `tags` record what the filesystem was made from.
+pub fn records_a_source(tags: &[String]) -> bool {
+    tags.iter().any(|t| t.starts_with(source_prefix!()))
 }
 
 fn is_driver_tag(tag: &str) -> bool {

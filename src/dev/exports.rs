@@ -7,6 +7,7 @@
 //! `LinuxMounter`, as in production.
 
 use crate::mount::{FsStats, LinuxMounter, MountTable, Mounter, NfsMountError, StatvfsError};
+use crate::mutex::lock;
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -142,7 +143,7 @@ impl DevMounter {
     }
 
     fn record(&self, target: &Path) {
-        let mut mounted = self.mounted.lock().unwrap_or_else(|p| p.into_inner());
+        let mut mounted = lock(&self.mounted);
         if !mounted.iter().any(|m| m == target) {
             mounted.push(target.to_path_buf());
         }
@@ -150,8 +151,7 @@ impl DevMounter {
 
     /// Unmounts everything this mounter mounted, newest first.
     pub fn unmount_all(&self) {
-        let targets: Vec<PathBuf> =
-            std::mem::take(&mut *self.mounted.lock().unwrap_or_else(|p| p.into_inner()));
+        let targets: Vec<PathBuf> = std::mem::take(&mut *lock(&self.mounted));
         for target in targets.iter().rev() {
             // Stacked mounts come off one layer per unmount; the bound keeps
             // a confused mount table from spinning forever.

@@ -9,15 +9,18 @@ pub mod exports;
 
 use crate::client::DEV_SPACE_LABEL;
 use crate::config::{Config, DevQuirk, LinodeConfig};
+use crate::controller::keys::SPACE_LABEL;
 use crate::fake::{
     FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, FilesystemSeed,
     InstanceSeed, RateLimit, Seed, SpaceSeed, TagFilter,
 };
+use crate::identity::DRIVER_NAME;
 use crate::kube::KubeClient;
 use crate::metadata::MetadataClient;
 use crate::mount::LinuxMounter;
 use crate::node::{self, NodeDeps};
 use crate::rpc::Rpc;
+use crate::secret::Secret;
 use crate::wiring::{self, Started};
 use exports::{DevMounter, Exports};
 use std::path::{Path, PathBuf};
@@ -234,15 +237,14 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         .map_err(|e| fail("fake metadata service", e))?;
     let kubeconfig = write_kubeconfig(&state, &kube.url())?;
     let kube_client =
-        || KubeClient::from_env(Some(&kubeconfig)).map_err(|e| fail("Kubernetes client", e));
+        || KubeClient::new(Some(&kubeconfig), None).map_err(|e| fail("Kubernetes client", e));
 
     let linode_config = LinodeConfig {
         url: linode.url(),
         api_version: "v4beta".to_string(),
-        token: linode.token(),
+        token: Secret::new(linode.token()),
         ca_file: None,
         request_timeout: dev.request_timeout,
-        wait_timeout: config.wait_timeout,
     };
     let controller = wiring::controller_service(config, &linode_config, kube_client()?, rpc)?;
 
@@ -289,7 +291,7 @@ fn write_storage_class(state: &Path) -> Result<PathBuf, String> {
     let path = state.join("storageclass.yaml");
     let text = format!(
         "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: linode-nfs-dev\n\
-         provisioner: linodenfs.csi.linode.com\nparameters:\n  linodenfs.csi.linode.com/space-label: {DEV_SPACE_LABEL}\n\
+         provisioner: {DRIVER_NAME}\nparameters:\n  {SPACE_LABEL}: {DEV_SPACE_LABEL}\n\
          reclaimPolicy: Delete\nallowVolumeExpansion: false\n"
     );
     std::fs::write(&path, text).map_err(|e| format!("dev mode: write {}: {e}", path.display()))?;

@@ -5,6 +5,7 @@
 //! errors are `Status` objects. Nodes can change at runtime.
 
 use super::{percent_decode, HttpRequest, HttpResponse, HttpServer};
+use crate::mutex::lock;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -20,7 +21,6 @@ pub struct FakeNode {
     pub name: String,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
-    #[serde(default)]
     pub provider_id: Option<String>,
     /// `(type, address)`, e.g. `("InternalIP", "10.0.0.5")`.
     #[serde(default)]
@@ -147,15 +147,12 @@ fn parse_selector(s: &str) -> Result<Vec<Requirement>, String> {
 impl Shared {
     fn handle(&self, req: HttpRequest) -> HttpResponse {
         self.requests.fetch_add(1, Ordering::SeqCst);
-        let want = format!(
-            "Bearer {}",
-            self.token.lock().unwrap_or_else(|p| p.into_inner())
-        );
+        let want = format!("Bearer {}", lock(&self.token));
         if req.header("Authorization") != Some(want.as_str()) {
             return status(401, "Unauthorized", "Unauthorized");
         }
         {
-            let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+            let mut failures = lock(&self.failures);
             if let Some((code, left)) = failures.as_mut() {
                 let code = *code;
                 *left -= 1;
@@ -172,7 +169,7 @@ impl Shared {
                 "the server does not allow this method",
             );
         }
-        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        let nodes = lock(&self.nodes);
         if req.path == "/api/v1/nodes" {
             return self.list(&req, &nodes);
         }
@@ -249,7 +246,7 @@ impl FakeKube {
             requests: AtomicUsize::new(0),
         });
         let handler = Arc::clone(&shared);
-        let http = HttpServer::start("fake-kube", Arc::new(move |r| handler.handle(r)))?;
+        let http = super::serve("fake-kube", Arc::new(move |r| handler.handle(r)))?;
         Ok(FakeKube { shared, http })
     }
 
@@ -259,42 +256,26 @@ impl FakeKube {
     }
 
     pub fn token(&self) -> String {
-        self.shared
-            .token
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.shared.token).clone()
     }
 
     /// Rotate the accepted token; the old one is rejected from now on.
     pub fn set_token(&self, token: &str) {
-        *self.shared.token.lock().unwrap_or_else(|p| p.into_inner()) = token.to_string();
+        *lock(&self.shared.token) = token.to_string();
     }
 
     /// Add or replace (by name) a node.
     pub fn add_node(&self, node: FakeNode) {
-        self.shared
-            .nodes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(node.name.clone(), node);
+        lock(&self.shared.nodes).insert(node.name.clone(), node);
     }
 
     pub fn remove_node(&self, name: &str) {
-        self.shared
-            .nodes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
+        lock(&self.shared.nodes).remove(name);
     }
 
     /// The next `times` authorised requests answer `status` (a Status body).
     pub fn fail_next(&self, status: u16, times: u32) {
-        *self
-            .shared
-            .failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = (times > 0).then_some((status, times));
+        *lock(&self.shared.failures) = (times > 0).then_some((status, times));
     }
 
     /// Requests received so far, authorised or not.

@@ -4,6 +4,7 @@
 //! be stopped so connections are refused (the node's fallback path).
 
 use super::{HttpRequest, HttpResponse, HttpServer};
+use crate::mutex::lock;
 use serde_json::json;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -38,7 +39,7 @@ fn error(status: u16, reason: &str, field: Option<&str>) -> HttpResponse {
 impl Shared {
     fn handle(&self, req: HttpRequest) -> HttpResponse {
         self.requests.fetch_add(1, Ordering::SeqCst);
-        let delay = *self.delay.lock().unwrap_or_else(|p| p.into_inner());
+        let delay = *lock(&self.delay);
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }
@@ -46,7 +47,7 @@ impl Shared {
             ("PUT", "/v1/token") => self.issue_token(&req),
             ("GET", "/v1/instance") | ("GET", "/v1/network") => {
                 let valid = req.header("Metadata-Token").is_some_and(|t| {
-                    let tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+                    let tokens = lock(&self.tokens);
                     tokens.get(t).is_some_and(|exp| Instant::now() < *exp)
                 });
                 if !valid {
@@ -71,10 +72,7 @@ impl Shared {
         };
         let n = self.issued.fetch_add(1, Ordering::SeqCst);
         let token = format!("{:016x}{:048x}", self.id, u128::from(n) + 1);
-        self.tokens
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(token.clone(), Instant::now() + Duration::from_secs(secs));
+        lock(&self.tokens).insert(token.clone(), Instant::now() + Duration::from_secs(secs));
         if req
             .header("Accept")
             .is_some_and(|a| a.contains("application/json"))
@@ -122,7 +120,7 @@ impl FakeMetadata {
             requests: AtomicUsize::new(0),
         });
         let handler = Arc::clone(&shared);
-        let http = HttpServer::start("fake-metadata", Arc::new(move |r| handler.handle(r)))?;
+        let http = super::serve("fake-metadata", Arc::new(move |r| handler.handle(r)))?;
         Ok(FakeMetadata {
             addr: http.addr(),
             shared,
@@ -137,12 +135,12 @@ impl FakeMetadata {
 
     /// Every answer is delayed by `delay` (to exercise client timeouts).
     pub fn set_delay(&self, delay: Duration) {
-        *self.shared.delay.lock().unwrap_or_else(|p| p.into_inner()) = delay;
+        *lock(&self.shared.delay) = delay;
     }
 
     /// Expire every token issued so far (a controllable clock).
     pub fn expire_tokens(&self) {
-        let mut tokens = self.shared.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tokens = lock(&self.shared.tokens);
         for exp in tokens.values_mut() {
             *exp = Instant::now();
         }
@@ -155,7 +153,7 @@ impl FakeMetadata {
 
     /// Close the listener; returns once connections to `url()` are refused.
     pub fn stop(&self) {
-        let server = self.http.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let server = lock(&self.http).take();
         drop(server);
     }
 }

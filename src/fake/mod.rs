@@ -3,9 +3,10 @@
 //! on 127.0.0.1 (OS-chosen port), so the real clients run over TCP. Ordinary
 //! crate code: tests and the `dev` mode both use it. Each server runs on its
 //! own threads and shuts down on drop. The HTTP wire format lives in
-//! [`crate::http_server`], shared with the metrics endpoint; this module only
-//! gathers the fakes' public face.
+//! [`crate::http_server`], shared with the metrics endpoint; how the fakes
+//! listen is [`http`]; this module only gathers the fakes' public face.
 
+pub mod http;
 pub mod kube;
 pub mod linode;
 pub mod metadata;
@@ -19,6 +20,7 @@ pub use self::linode::{
 pub use self::metadata::FakeMetadata;
 pub use self::rate_limit::RateLimit;
 
+pub use self::http::serve;
 pub(crate) use crate::http_server::percent_decode;
 pub use crate::http_server::{Handler, HttpRequest, HttpResponse, HttpServer};
 

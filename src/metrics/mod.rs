@@ -230,13 +230,13 @@ pub fn init(role: Role) {
 }
 
 fn build_info(emit: &mut Emit<'_>) {
-    let revision = match crate::identity::revision() {
+    let revision = match crate::build_info::revision() {
         "" => "unknown",
         rev => rev,
     };
     emit(
         &[
-            crate::identity::DRIVER_NAME,
+            crate::build_info::DRIVER_NAME,
             env!("CARGO_PKG_VERSION"),
             revision,
             ROLE.get().copied().unwrap_or("unknown"),

@@ -9,9 +9,10 @@
 //! snapshots of state are [`Sampled`] at scrape time from sources
 //! registered at startup, or [`Computed`] by a function.
 
+use crate::mutex::lock;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 /// One family as the scrape sees it.
 pub trait Family: Sync {
@@ -20,10 +21,6 @@ pub trait Family: Sync {
 
 /// The label values of one series, in the order of the family's names.
 type Key = Vec<String>;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The series key for `values`, or `None` (and a debug assertion) when the
 /// caller passed the wrong number of values: a bug, which must not turn a

@@ -4,6 +4,7 @@
 //! the metrics. It knows nothing about CSI requests.
 
 use super::{FsStats, MountTable, Mounter, NfsMountError, StatvfsError};
+use crate::bounded;
 use crate::metrics::{self, Detached, MountOutcome};
 use crate::{Error, Result};
 use std::ffi::{CString, OsStr};
@@ -175,7 +176,9 @@ impl Mounter for LinuxMounter {
             }
         };
         let path = target.to_path_buf();
-        match within(UNMOUNT_PATIENCE, move || sys_umount(&path, 0)) {
+        match bounded::within("bounded-syscall", UNMOUNT_PATIENCE, move || {
+            sys_umount(&path, 0)
+        }) {
             Ok(Some(Ok(()))) => Ok(()),
             Ok(Some(Err(e))) if not_mounted(&e) => Ok(()),
             Ok(Some(Err(e))) if e.raw_os_error() == Some(libc::EBUSY) => {
@@ -221,22 +224,6 @@ fn statvfs_error(path: &Path, e: &io::Error) -> StatvfsError {
         Some(libc::EIO) => StatvfsError::Io(message),
         _ => StatvfsError::Other(message),
     }
-}
-
-/// Runs `work` on a thread of its own and waits at most `limit` for it.
-/// `Ok(None)` when it has not returned by then: the thread is left to finish
-/// (a syscall stuck in the kernel cannot be cancelled), costing one thread.
-fn within<T: Send + 'static>(
-    limit: Duration,
-    work: impl FnOnce() -> T + Send + 'static,
-) -> io::Result<Option<T>> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("bounded-syscall".into())
-        .spawn(move || {
-            let _ = tx.send(work());
-        })?;
-    Ok(rx.recv_timeout(limit).ok())
 }
 
 enum Run {
@@ -434,14 +421,6 @@ mod tests {
             per_mount_flags(&flags(&["vers=4.2, noexec", "ro"])),
             libc::MS_NOEXEC | libc::MS_RDONLY
         );
-    }
-
-    #[test]
-    fn within_answers_what_returns_and_gives_up_on_what_does_not() {
-        assert_eq!(within(Duration::from_secs(30), || 7).unwrap(), Some(7));
-        let (_never_sent, blocked) = mpsc::channel::<()>();
-        let waited = within(Duration::from_millis(50), move || blocked.recv()).unwrap();
-        assert!(waited.is_none());
     }
 
     /// A scratch directory holding a stand-in helper script.

@@ -6,6 +6,7 @@
 
 use crate::kube::KubeClient;
 use crate::metadata::MetadataClient;
+use crate::mutex::lock;
 use crate::{Error, Result};
 use std::sync::Mutex;
 
@@ -34,14 +35,14 @@ impl NodeIdentity {
     /// error: kubelet unregisters a driver whose NodeGetInfo fails, and the
     /// only trace the operator gets is this log.
     pub fn linode_id(&self) -> Result<u64> {
-        if let Some(id) = *self.cached.lock().unwrap_or_else(|p| p.into_inner()) {
+        if let Some(id) = *lock(&self.cached) {
             return Ok(id);
         }
         let id = self.resolve().map_err(|e| {
             log::error!("NodeGetInfo cannot determine this node's Linode id; kubelet will not register the driver: {e}");
             e
         })?;
-        *self.cached.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+        *lock(&self.cached) = Some(id);
         Ok(id)
     }
 

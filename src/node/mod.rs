@@ -20,10 +20,11 @@ pub(crate) use stats::parse_stats;
 use crate::capabilities;
 use crate::locks::OpLocks;
 use crate::mount::Mounter;
-use crate::proto::{csi, csi_grpc};
+use crate::mutex::lock;
+use crate::proto::csi;
+use crate::rpc::registrar::{rpc_name, Registrar};
 use crate::rpc::Rpc;
 use crate::{Error, Result};
-use grpcio::{RpcContext, UnarySink};
 use identity::NodeIdentity;
 use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
@@ -40,12 +41,38 @@ pub struct NodeDeps {
     pub kube: Option<crate::kube::KubeClient>,
 }
 
+/// The [`Name`](crate::rpc::registrar::Name) of a Node RPC.
+macro_rules! name {
+    ($rpc:literal) => {
+        rpc_name!("csi.v1.Node", $rpc)
+    };
+}
+
 /// The Node gRPC service.
 pub fn service(deps: NodeDeps, rpc: Rpc) -> grpcio::Service {
-    csi_grpc::create_node(NodeService {
-        plugin: Arc::new(NodePlugin::new(deps)),
-        rpc,
-    })
+    Registrar::new(rpc, Arc::new(NodePlugin::new(deps)))
+        .pooled(name!("NodeStageVolume"), |p, req| p.stage(&req))
+        .pooled(name!("NodeUnstageVolume"), |p, req| p.unstage(&req))
+        .pooled(name!("NodePublishVolume"), |p, req| p.publish(&req))
+        .pooled(name!("NodeUnpublishVolume"), |p, req| p.unpublish(&req))
+        .pooled(name!("NodeGetVolumeStats"), |p, req| p.stats(&req))
+        // The API cannot change an existing filesystem's capacity.
+        .unimplemented::<csi::NodeExpandVolumeRequest, csi::NodeExpandVolumeResponse>(name!(
+            "NodeExpandVolume"
+        ))
+        .inline(
+            name!("NodeGetCapabilities"),
+            |_, _: csi::NodeGetCapabilitiesRequest| {
+                let mut resp = csi::NodeGetCapabilitiesResponse::new();
+                resp.capabilities = capabilities::node();
+                Ok(resp)
+            },
+        )
+        // Network lookups on a cache miss: the pool, not the queue thread.
+        .pooled(name!("NodeGetInfo"), |p, _: csi::NodeGetInfoRequest| {
+            p.info()
+        })
+        .build()
 }
 
 /// The node's state behind the handlers.
@@ -72,12 +99,7 @@ impl NodePlugin {
         let watched = Arc::downgrade(&stats_pending);
         crate::metrics::watch_stuck_statvfs(move || {
             let pending = watched.upgrade()?;
-            let stuck = pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .values()
-                .filter(|stuck| **stuck)
-                .count();
+            let stuck = lock(&pending).values().filter(|stuck| **stuck).count();
             Some(stuck)
         });
         NodePlugin {
@@ -94,105 +116,6 @@ impl NodePlugin {
         let mut resp = csi::NodeGetInfoResponse::new();
         resp.node_id = self.identity.linode_id()?.to_string();
         Ok(resp)
-    }
-}
-
-#[derive(Clone)]
-struct NodeService {
-    plugin: Arc<NodePlugin>,
-    rpc: Rpc,
-}
-
-impl csi_grpc::Node for NodeService {
-    fn node_stage_volume(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::NodeStageVolumeRequest,
-        sink: UnarySink<csi::NodeStageVolumeResponse>,
-    ) {
-        let plugin = self.plugin.clone();
-        self.rpc
-            .spawn(&ctx, "NodeStageVolume", req, sink, move |req| {
-                plugin.stage(&req)
-            });
-    }
-
-    fn node_unstage_volume(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::NodeUnstageVolumeRequest,
-        sink: UnarySink<csi::NodeUnstageVolumeResponse>,
-    ) {
-        let plugin = self.plugin.clone();
-        self.rpc
-            .spawn(&ctx, "NodeUnstageVolume", req, sink, move |req| {
-                plugin.unstage(&req)
-            });
-    }
-
-    fn node_publish_volume(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::NodePublishVolumeRequest,
-        sink: UnarySink<csi::NodePublishVolumeResponse>,
-    ) {
-        let plugin = self.plugin.clone();
-        self.rpc
-            .spawn(&ctx, "NodePublishVolume", req, sink, move |req| {
-                plugin.publish(&req)
-            });
-    }
-
-    fn node_unpublish_volume(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::NodeUnpublishVolumeRequest,
-        sink: UnarySink<csi::NodeUnpublishVolumeResponse>,
-    ) {
-        let plugin = self.plugin.clone();
-        self.rpc
-            .spawn(&ctx, "NodeUnpublishVolume", req, sink, move |req| {
-                plugin.unpublish(&req)
-            });
-    }
-
-    fn node_get_volume_stats(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::NodeGetVolumeStatsRequest,
-        sink: UnarySink<csi::NodeGetVolumeStatsResponse>,
-    ) {
-        let plugin = self.plugin.clone();
-        self.rpc
-            .spawn(&ctx, "NodeGetVolumeStats", req, sink, move |req| {
-                plugin.stats(&req)
-            });
-    }
-
-    fn node_get_capabilities(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::NodeGetCapabilitiesRequest,
-        sink: UnarySink<csi::NodeGetCapabilitiesResponse>,
-    ) {
-        self.rpc
-            .inline(&ctx, "NodeGetCapabilities", req, sink, |_| {
-                let mut resp = csi::NodeGetCapabilitiesResponse::new();
-                resp.capabilities = capabilities::node();
-                Ok(resp)
-            });
-    }
-
-    fn node_get_info(
-        &mut self,
-        ctx: RpcContext,
-        req: csi::NodeGetInfoRequest,
-        sink: UnarySink<csi::NodeGetInfoResponse>,
-    ) {
-        // Network lookups on a cache miss: the pool, not the queue thread.
-        let plugin = self.plugin.clone();
-        self.rpc
-            .spawn(&ctx, "NodeGetInfo", req, sink, move |_| plugin.info());
     }
 }
 

@@ -11,7 +11,9 @@
 
 use super::input::{absolute_path, required, shown, volume_id, well_formed_path};
 use super::NodePlugin;
+use crate::bounded;
 use crate::mount::{FsStats, Mounter, StatvfsError};
+use crate::mutex::lock;
 use crate::proto::csi;
 use crate::proto::csi::volume_usage::Unit;
 use crate::{Error, Result};
@@ -94,7 +96,7 @@ impl NodePlugin {
     fn bounded_statvfs(&self, path: &Path) -> Result<Probe> {
         let not_answering = "the NFS server is not answering";
         {
-            let mut pending = self.stats_pending.lock().unwrap_or_else(|p| p.into_inner());
+            let mut pending = lock(&self.stats_pending);
             if pending.contains_key(path) {
                 return Ok(Probe::Abnormal(format!(
                     "an earlier statvfs of {} has not returned: {not_answering}",
@@ -103,39 +105,25 @@ impl NodePlugin {
             }
             pending.insert(path.to_path_buf(), false);
         }
-        let (tx, rx) = std::sync::mpsc::channel();
         let (mounter, pending, owned) = (
             self.mounter.clone(),
             self.stats_pending.clone(),
             path.to_path_buf(),
         );
-        std::thread::Builder::new()
-            .name("statvfs".into())
-            .spawn(move || {
-                let result = Mounter::statvfs(mounter.as_ref(), &owned);
-                pending
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&owned);
-                let _ = tx.send(result);
-            })
-            .map_err(|e| {
-                // Nothing will ever clear the mark: clear it here, or the
-                // path could never be asked about again.
-                self.stats_pending
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(path);
-                Error::Internal(format!("failed to get stats: spawn statvfs thread: {e}"))
-            })?;
-        let Ok(result) = rx.recv_timeout(self.stats_timeout) else {
+        let answered = bounded::within("statvfs", self.stats_timeout, move || {
+            let result = Mounter::statvfs(mounter.as_ref(), &owned);
+            lock(&pending).remove(&owned);
+            result
+        })
+        .map_err(|e| {
+            // Nothing will ever clear the mark: clear it here, or the
+            // path could never be asked about again.
+            lock(&self.stats_pending).remove(path);
+            Error::Internal(format!("failed to get stats: spawn statvfs thread: {e}"))
+        })?;
+        let Some(result) = answered else {
             // Still running (unless it ended just now, which removed it).
-            if let Some(stuck) = self
-                .stats_pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_mut(path)
-            {
+            if let Some(stuck) = lock(&self.stats_pending).get_mut(path) {
                 *stuck = true;
             }
             return Ok(Probe::Abnormal(format!(

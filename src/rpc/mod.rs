@@ -1,7 +1,7 @@
 //! How every RPC is run and answered: a bounded worker pool for anything that
 //! makes HTTP calls or syscalls, inline answers for cheap RPCs, parked flows
 //! for work that waits (they hold no worker, see [`crate::flow`]), and the
-//! single reply helper in [`reply`]. The metrics' in-flight and parked
+//! single reply helper in `reply`. The metrics' in-flight and parked
 //! gauges read this pool and registry at scrape time.
 //!
 //! grpcio runs handlers on completion-queue threads, and every call of one
@@ -11,17 +11,19 @@
 //! [`Rpc::streamed`].
 
 mod parked;
+pub mod registrar;
 mod reply;
 
 pub use reply::redacted;
 
 use crate::flow::{Flow, Step};
+use crate::mutex::{lock, wait, wait_timeout};
 use crate::Error;
 use futures_core::Stream;
 use grpcio::{ClientStreamingSink, Deadline, RequestStream, RpcContext, UnarySink};
 use parked::{Liveness, Registry, Waiting};
 use protobuf::MessageFull;
-use reply::{log_request, Reply, Sending, Sink};
+use reply::{log_request, Responder, Sending, Sink};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -83,7 +85,7 @@ impl Rpc {
         let parked = Registry::start();
         let (watched_pool, watched_parked) = (Arc::downgrade(&pool), Arc::downgrade(&parked));
         crate::metrics::watch_rpcs_in_flight(move || {
-            watched_pool.upgrade().map(|p| p.lock().in_flight)
+            watched_pool.upgrade().map(|p| lock(&p.state).in_flight)
         });
         crate::metrics::watch_rpcs_parked(move || watched_parked.upgrade().map(|r| r.count()));
         Rpc { pool, parked }
@@ -102,7 +104,7 @@ impl Rpc {
         Resp: MessageFull,
         F: FnOnce(Req) -> crate::Result<Resp> + Send + 'static,
     {
-        let reply = Reply::new(method, Instant::now(), Sink::Unary(sink));
+        let reply = Responder::new(method, Instant::now(), Sink::Unary(sink));
         let caller = Caller::unary(ctx.deadline());
         if let Some(busy) = self.start(reply, caller, req, move |req| work(req).map(Flow::Ready)) {
             ctx.spawn(busy);
@@ -127,7 +129,7 @@ impl Rpc {
         Resp: MessageFull,
         F: FnOnce(Req) -> Step<Resp> + Send + 'static,
     {
-        let reply = Reply::new(method, Instant::now(), Sink::Streamed(sink));
+        let reply = Responder::new(method, Instant::now(), Sink::Streamed(sink));
         let deadline = ctx.deadline();
         let rpc = self.clone();
         ctx.spawn(async move {
@@ -167,7 +169,7 @@ impl Rpc {
     /// queue is full (on the completion queue: never wait for it here).
     fn start<Req, Resp, F>(
         &self,
-        reply: Reply<Resp>,
+        reply: Responder<Resp>,
         caller: Caller,
         req: Req,
         work: F,
@@ -211,7 +213,7 @@ impl Rpc {
         Resp: MessageFull,
         F: FnOnce(Req) -> crate::Result<Resp>,
     {
-        let reply = Reply::new(method, Instant::now(), Sink::Unary(sink));
+        let reply = Responder::new(method, Instant::now(), Sink::Unary(sink));
         log_request(method, &req);
         self.pool.begin();
         let result = run_guarded(method, move || work(req));
@@ -222,7 +224,7 @@ impl Rpc {
     /// Runs a flow that answers nobody (a batch applied on behalf of several
     /// calls); its failure is only logged. It is not counted as in flight.
     pub fn detach(&self, what: &'static str, step: Step<()>) {
-        self.drive(Arc::new(Detached(what)), what, step);
+        self.drive(Arc::new(NoCaller(what)), what, step);
     }
 
     /// Takes a step's outcome to its caller, or parks it: the continuation
@@ -241,7 +243,7 @@ impl Rpc {
                 let resumed = to.clone();
                 let pending = parked.park(Box::new(move |rest| {
                     let again = rpc.clone();
-                    rpc.pool.push_resumed(Box::new(move || {
+                    rpc.pool.push(Box::new(move || {
                         let step = run_guarded(method, rest);
                         again.drive(resumed, method, step);
                     }));
@@ -287,14 +289,14 @@ trait Answer<T>: Send + Sync {
 
 /// One accepted call until it is answered.
 struct Call<Resp> {
-    reply: Mutex<Option<Reply<Resp>>>,
+    reply: Mutex<Option<Responder<Resp>>>,
     caller: Caller,
     pool: Arc<Pool>,
 }
 
 impl<Resp: MessageFull> Answer<Resp> for Call<Resp> {
     fn answer(&self, result: crate::Result<Resp>) {
-        let reply = self.reply.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let reply = lock(&self.reply).take();
         if let Some(reply) = reply {
             futures_executor::block_on(reply.send(result));
             self.pool.finish();
@@ -312,10 +314,10 @@ impl<Resp: MessageFull> Waiting for Call<Resp> {
     }
 
     fn abandon(&self, err: Error) {
-        let reply = self.reply.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let reply = lock(&self.reply).take();
         if let Some(reply) = reply {
             let pool = self.pool.clone();
-            self.pool.push_resumed(Box::new(move || {
+            self.pool.push(Box::new(move || {
                 futures_executor::block_on(reply.send(Err(err)));
                 pool.finish();
             }));
@@ -323,9 +325,10 @@ impl<Resp: MessageFull> Waiting for Call<Resp> {
     }
 }
 
-struct Detached(&'static str);
+/// Where a detached flow's outcome goes: to nobody, a failure only logged.
+struct NoCaller(&'static str);
 
-impl Answer<()> for Detached {
+impl Answer<()> for NoCaller {
     fn answer(&self, result: crate::Result<()>) {
         if let Err(e) = result {
             log::warn!("{}: {e}", self.0);
@@ -374,10 +377,7 @@ impl Caller {
                     .into(),
             ));
         }
-        let alive = self
-            .stream
-            .as_ref()
-            .is_none_or(|s| (s.lock().unwrap_or_else(|p| p.into_inner()))());
+        let alive = self.stream.as_ref().is_none_or(|s| (lock(s))());
         if alive {
             Liveness::Alive
         } else {
@@ -394,13 +394,9 @@ async fn next_message<Req>(stream: &mut RequestStream<Req>) -> Option<grpcio::Re
 }
 
 impl Pool {
-    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Counts a new request in unless the queue is full.
     fn admit(&self) -> bool {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         if state.queue.len() >= self.capacity {
             return false;
         }
@@ -408,23 +404,20 @@ impl Pool {
         true
     }
 
+    /// Queues `job`; it never refuses. Admission is [`Pool::admit`]'s, once
+    /// per call, so the rest of an accepted call (a resumed flow, an
+    /// abandoned call's answer) always runs.
     fn push(&self, job: Job) {
-        self.lock().queue.push_back(job);
+        lock(&self.state).queue.push_back(job);
         self.work_ready.notify_one();
     }
 
-    /// The rest of an accepted call never waits for admission: refusing it
-    /// would drop a call that was already promised an answer.
-    fn push_resumed(&self, job: Job) {
-        self.push(job)
-    }
-
     fn begin(&self) {
-        self.lock().in_flight += 1;
+        lock(&self.state).in_flight += 1;
     }
 
     fn finish(&self) {
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         state.in_flight -= 1;
         if state.in_flight == 0 {
             self.idle.notify_all();
@@ -434,15 +427,12 @@ impl Pool {
     fn run(&self) {
         loop {
             let job = {
-                let mut state = self.lock();
+                let mut state = lock(&self.state);
                 loop {
                     if let Some(job) = state.queue.pop_front() {
                         break job;
                     }
-                    state = self
-                        .work_ready
-                        .wait(state)
-                        .unwrap_or_else(|p| p.into_inner());
+                    state = wait(&self.work_ready, state);
                 }
             };
             job();
@@ -451,17 +441,13 @@ impl Pool {
 
     fn wait_idle(&self, grace: Duration) -> usize {
         let deadline = Instant::now() + grace;
-        let mut state = self.lock();
+        let mut state = lock(&self.state);
         while state.in_flight > 0 {
             let now = Instant::now();
             if now >= deadline {
                 break;
             }
-            state = self
-                .idle
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            state = wait_timeout(&self.idle, state, deadline - now).0;
         }
         state.in_flight
     }

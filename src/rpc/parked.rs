@@ -6,6 +6,7 @@
 //! On shutdown it answers every parked call. It never runs a continuation.
 
 use crate::flow::Pending;
+use crate::mutex::{lock, wait};
 use crate::Error;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex};
@@ -51,25 +52,21 @@ impl Registry {
         registry
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub(crate) fn add(&self, call: Arc<dyn Waiting>, pending: Arc<dyn Pending>) {
-        self.lock().push(Entry { call, pending });
+        lock(&self.entries).push(Entry { call, pending });
         self.added.notify_one();
     }
 
     /// Calls parked right now.
     pub(crate) fn count(&self) -> usize {
-        let mut entries = self.lock();
+        let mut entries = lock(&self.entries);
         entries.retain(|e| e.pending.is_pending());
         entries.len()
     }
 
     /// Answers every parked call with `err()`; returns how many.
     pub(crate) fn abandon_all(&self, err: impl Fn() -> Error) -> usize {
-        let entries = std::mem::take(&mut *self.lock());
+        let entries = std::mem::take(&mut *lock(&self.entries));
         let mut answered = 0;
         for e in entries {
             if e.pending.cancel() {
@@ -84,9 +81,9 @@ impl Registry {
         loop {
             let mut gone = Vec::new();
             {
-                let mut entries = self.lock();
+                let mut entries = lock(&self.entries);
                 while entries.is_empty() {
-                    entries = self.added.wait(entries).unwrap_or_else(|p| p.into_inner());
+                    entries = wait(&self.added, entries);
                 }
                 entries.retain(|e| {
                     if !e.pending.is_pending() {

@@ -1,4 +1,4 @@
-//! The single reply helper: every RPC's answer goes through [`Reply::send`],
+//! The single reply helper: every RPC's answer goes through [`Responder::send`],
 //! which logs method, duration and code, records them in
 //! `csi_rpc_duration_seconds`, logs bodies at debug with every `csi_secret`
 //! field redacted, and completes the gRPC sink. It may be called
@@ -25,15 +25,15 @@ pub(crate) enum Sink<Resp> {
 pub(crate) type Sending = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// One accepted call's answer-to-be.
-pub(crate) struct Reply<Resp> {
+pub(crate) struct Responder<Resp> {
     method: &'static str,
     started: Instant,
     sink: Sink<Resp>,
 }
 
-impl<Resp: MessageFull> Reply<Resp> {
-    pub(crate) fn new(method: &'static str, started: Instant, sink: Sink<Resp>) -> Reply<Resp> {
-        Reply {
+impl<Resp: MessageFull> Responder<Resp> {
+    pub(crate) fn new(method: &'static str, started: Instant, sink: Sink<Resp>) -> Responder<Resp> {
+        Responder {
             method,
             started,
             sink,

@@ -312,7 +312,8 @@ impl KubeSpy {
             };
             HttpResponse::raw(status, "application/json", body.into_bytes())
         };
-        let server = HttpServer::start("kube-spy", Arc::new(forward)).expect("spy listen");
+        let server =
+            linode_nfs_csi::fake::serve("kube-spy", Arc::new(forward)).expect("spy listen");
         KubeSpy {
             url: server.url(),
             _server: server,

@@ -87,7 +87,7 @@ impl FakeLinode {
             html_errors: AtomicBool::new(false),
         });
         let handler = Arc::clone(&shared);
-        let http = HttpServer::start("fake-linode", Arc::new(move |r| handler.handle(r)))?;
+        let http = crate::fake::serve("fake-linode", Arc::new(move |r| handler.handle(r)))?;
         Ok(FakeLinode { shared, http })
     }
 
