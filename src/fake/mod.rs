@@ -15,7 +15,8 @@ pub mod rate_limit;
 pub use self::kube::{FakeKube, FakeNode};
 pub use self::linode::{
     FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Hang, Injected, InstanceSeed,
-    Lifecycle, PolicyPut, RequestRecord, Seed, SnapshotTimes, SpaceSeed, TagFilter, VpcAttachment,
+    Lifecycle, PolicyPut, QuotaBehaviour, RequestRecord, Seed, SnapshotTimes, SpaceSeed, TagFilter,
+    VpcAttachment,
 };
 pub use self::metadata::FakeMetadata;
 pub use self::rate_limit::RateLimit;

@@ -9,7 +9,8 @@ use super::pacer::{RateLimitState, RequestClass};
 use super::transport::{LinodeSettings, Method, Transport};
 use super::types::{
     CloneFilesystem, Filesystem, FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, Instance,
-    InstanceConfig, InstanceInterface, NewFilesystem, Page, Snapshot, Space, SpaceAccessPolicy,
+    InstanceConfig, InstanceInterface, NewFilesystem, NewQuota, Page, Quota, QuotaUpdate, Snapshot,
+    Space, SpaceAccessPolicy,
 };
 use super::Cloud;
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,10 @@ struct Learnt {
     /// policy may appear later than its filesystem; new squash policies
     /// are refused up front).
     no_filesystem_policy: AtomicBool,
+    /// The API refused to filter quotas by path.
+    no_quota_path_filter: AtomicBool,
+    /// The backend was seen without the quota API (warned about once).
+    no_quotas: AtomicBool,
 }
 
 /// The real Linode API behind the `Cloud` trait.
@@ -100,6 +105,64 @@ impl LinodeCloud {
             }
         }
         let all: Vec<Filesystem> = self.list(&path, Some(FULL_PAGE_SIZE), None)?;
+        Ok(all.into_iter().filter(keep).collect())
+    }
+}
+
+impl LinodeCloud {
+    fn quotas_path(space_id: u64, fs_id: u64) -> String {
+        format!("nfs/spaces/{space_id}/filesystems/{fs_id}/quotas")
+    }
+
+    /// What a failed call on the quota collection of `space_id/fs_id`
+    /// means: a 501, or a 404 while the filesystem exists, is a backend
+    /// without the quota API (`Unimplemented`); a 404 for a filesystem that
+    /// is not there stays NotFound.
+    fn quota_collection_error(&self, e: Error, space_id: u64, fs_id: u64) -> crate::Error {
+        if !e.is_missing_endpoint() {
+            return e.into();
+        }
+        if e.status() == Some(404) {
+            if let Err(missing) = self.get_filesystem(space_id, fs_id) {
+                return missing;
+            }
+        }
+        self.no_quota_api(space_id, fs_id, &e)
+    }
+
+    fn no_quota_api(&self, space_id: u64, fs_id: u64, e: &Error) -> crate::Error {
+        if !self.learnt.no_quotas.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "the Linode backend has no quota API (filesystem {space_id}/{fs_id} exists, its quotas endpoint answers {e}); per-path quotas are unavailable"
+            );
+        }
+        crate::Error::Unimplemented(format!(
+            "the Linode backend has no per-path quota API ({e})"
+        ))
+    }
+
+    /// A quota read of `path`: filtered, or the whole list once the API
+    /// refused the filter; either way only exact matches are kept.
+    fn filtered_quotas(&self, space_id: u64, fs_id: u64, path: &str) -> Result<Vec<Quota>, Error> {
+        let list = Self::quotas_path(space_id, fs_id);
+        let keep = |q: &Quota| q.path == path;
+        if !self.learnt.no_quota_path_filter.load(Ordering::Relaxed) {
+            let filter = serde_json::json!({ "path": path });
+            match self.list(&list, Some(FULL_PAGE_SIZE), Some(&filter)) {
+                Err(e) if e.refuses_field("X-Filter") => {
+                    log::warn!(
+                        "the Linode API refuses to filter quotas by path ({e}); listing whole filesystems' quotas instead from now on"
+                    );
+                    self.learnt
+                        .no_quota_path_filter
+                        .store(true, Ordering::Relaxed);
+                }
+                other => {
+                    return other.map(|all: Vec<Quota>| all.into_iter().filter(keep).collect())
+                }
+            }
+        }
+        let all: Vec<Quota> = self.list(&list, Some(FULL_PAGE_SIZE), None)?;
         Ok(all.into_iter().filter(keep).collect())
     }
 }
@@ -440,5 +503,97 @@ impl Cloud for LinodeCloud {
         ctx(all, || {
             format!("list interfaces of Linode instance {linode_id}")
         })
+    }
+    fn list_quotas(&self, space_id: u64, fs_id: u64) -> crate::Result<Vec<Quota>> {
+        self.list(
+            &Self::quotas_path(space_id, fs_id),
+            Some(FULL_PAGE_SIZE),
+            None,
+        )
+        .map_err(|e| {
+            self.quota_collection_error(e, space_id, fs_id)
+                .context(format!("list quotas of filesystem {space_id}/{fs_id}"))
+        })
+    }
+
+    fn find_quotas_by_path(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        path: &str,
+    ) -> crate::Result<Vec<Quota>> {
+        self.filtered_quotas(space_id, fs_id, path).map_err(|e| {
+            self.quota_collection_error(e, space_id, fs_id)
+                .context(format!(
+                    "find quota {path:?} of filesystem {space_id}/{fs_id}"
+                ))
+        })
+    }
+
+    fn create_quota(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        quota: &NewQuota,
+    ) -> Result<Quota, WriteError> {
+        let what = || {
+            format!(
+                "create quota {:?} of filesystem {space_id}/{fs_id}",
+                quota.path
+            )
+        };
+        match self
+            .transport
+            .send(Method::Post, &Self::quotas_path(space_id, fs_id), quota)
+        {
+            // Neither a missing endpoint nor a missing filesystem made it.
+            Err(e) if e.is_missing_endpoint() => Err(WriteError {
+                error: self
+                    .quota_collection_error(e, space_id, fs_id)
+                    .context(what()),
+                maybe_applied: false,
+            }),
+            other => write_ctx(other, what),
+        }
+    }
+
+    fn get_quota(&self, space_id: u64, fs_id: u64, quota_id: u64) -> crate::Result<Quota> {
+        let what = || format!("get quota {space_id}/{fs_id}/{quota_id}");
+        let path = format!("{}/{quota_id}", Self::quotas_path(space_id, fs_id));
+        match self.get(&path) {
+            Err(e) if e.status() == Some(501) => {
+                Err(self.no_quota_api(space_id, fs_id, &e).context(what()))
+            }
+            other => ctx(other, what),
+        }
+    }
+
+    fn update_quota(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        quota_id: u64,
+        update: &QuotaUpdate,
+    ) -> Result<Quota, WriteError> {
+        let what = || format!("update quota {space_id}/{fs_id}/{quota_id}");
+        let path = format!("{}/{quota_id}", Self::quotas_path(space_id, fs_id));
+        match self.transport.send(Method::Put, &path, update) {
+            Err(e) if e.status() == Some(501) => Err(WriteError {
+                error: self.no_quota_api(space_id, fs_id, &e).context(what()),
+                maybe_applied: false,
+            }),
+            other => write_ctx(other, what),
+        }
+    }
+
+    fn delete_quota(&self, space_id: u64, fs_id: u64, quota_id: u64) -> crate::Result<()> {
+        let what = || format!("delete quota {space_id}/{fs_id}/{quota_id}");
+        let path = format!("{}/{quota_id}", Self::quotas_path(space_id, fs_id));
+        match self.transport.delete(&path) {
+            Err(e) if e.status() == Some(501) => {
+                Err(self.no_quota_api(space_id, fs_id, &e).context(what()))
+            }
+            other => ctx(other, what),
+        }
     }
 }

@@ -23,8 +23,8 @@ pub use types::{
     naive_to_unix, unix_to_naive, CloneFilesystem, ConfigInterface, Filesystem,
     FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, FilesystemStats, HasStatus, Instance,
     InstanceConfig, InstanceInterface, InterfaceGeneration, InterfacePurpose, InterfaceVpc,
-    LinodeAcl, MtlsMode, NewFilesystem, Readiness, Snapshot, SnapshotSource, Space,
-    SpaceAccessPolicy, SquashPolicy, Status, VpcAcl, VpcAclSubnet,
+    LinodeAcl, MtlsMode, NewFilesystem, NewQuota, Quota, QuotaUpdate, Readiness, Snapshot,
+    SnapshotSource, Space, SpaceAccessPolicy, SquashPolicy, Status, VpcAcl, VpcAclSubnet,
 };
 
 /// What the driver needs from Linode, named by intent. Every error is already
@@ -124,4 +124,40 @@ pub trait Cloud: Send + Sync {
     fn get_instance(&self, linode_id: u64) -> crate::Result<Instance>;
     fn list_instance_configs(&self, linode_id: u64) -> crate::Result<Vec<InstanceConfig>>;
     fn list_instance_interfaces(&self, linode_id: u64) -> crate::Result<Vec<InstanceInterface>>;
+
+    // Per-path quotas of a filesystem. A backend without the quota API
+    // answers `Unimplemented` (never NotFound) from every quota call, so a
+    // caller can tell it from a missing filesystem or quota (NotFound): a
+    // 501 anywhere, or a 404 on the collection of a filesystem that exists.
+    // A 404 on one quota (`…/quotas/{id}`) is NotFound: that quota or its
+    // filesystem is gone, or the API is absent, which the collection tells.
+
+    /// Every quota of a filesystem (all pages).
+    fn list_quotas(&self, space_id: u64, fs_id: u64) -> crate::Result<Vec<Quota>>;
+    /// The quotas of a filesystem whose `path` is exactly `path`
+    /// (`X-Filter`; the whole list once the API refuses the filter).
+    fn find_quotas_by_path(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        path: &str,
+    ) -> crate::Result<Vec<Quota>>;
+    /// POST, never retried: on an ambiguous failure, look it up by path.
+    fn create_quota(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        quota: &NewQuota,
+    ) -> Result<Quota, WriteError>;
+    fn get_quota(&self, space_id: u64, fs_id: u64, quota_id: u64) -> crate::Result<Quota>;
+    /// PUT of the limits given; the quota then shows `updating` until the
+    /// backend has applied them.
+    fn update_quota(
+        &self,
+        space_id: u64,
+        fs_id: u64,
+        quota_id: u64,
+        update: &QuotaUpdate,
+    ) -> Result<Quota, WriteError>;
+    fn delete_quota(&self, space_id: u64, fs_id: u64, quota_id: u64) -> crate::Result<()>;
 }

@@ -698,7 +698,7 @@ mod tests {
     use crate::flow::{done, Flow, Thunk};
     use crate::linode::{
         CloneFilesystem, FilesystemAccessPolicyUpdate, Instance, InstanceConfig, InstanceInterface,
-        NewFilesystem, Space, SpaceAccessPolicy, WriteError,
+        NewFilesystem, NewQuota, Quota, QuotaUpdate, Space, SpaceAccessPolicy, WriteError,
     };
     use std::sync::mpsc;
 
@@ -745,6 +745,12 @@ mod tests {
             get_instance(a: u64) -> crate::Result<Instance>;
             list_instance_configs(a: u64) -> crate::Result<Vec<InstanceConfig>>;
             list_instance_interfaces(a: u64) -> crate::Result<Vec<InstanceInterface>>;
+            list_quotas(a: u64, b: u64) -> crate::Result<Vec<Quota>>;
+            find_quotas_by_path(a: u64, b: u64, c: &str) -> crate::Result<Vec<Quota>>;
+            create_quota(a: u64, b: u64, c: &NewQuota) -> Result<Quota, WriteError>;
+            get_quota(a: u64, b: u64, c: u64) -> crate::Result<Quota>;
+            update_quota(a: u64, b: u64, c: u64, d: &QuotaUpdate) -> Result<Quota, WriteError>;
+            delete_quota(a: u64, b: u64, c: u64) -> crate::Result<()>;
         }
     }
 

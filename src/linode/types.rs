@@ -382,12 +382,42 @@ pub struct Snapshot {
     pub tags: Vec<String>,
 }
 
+/// A per-path quota of a filesystem (`…/filesystems/{id}/quotas`). Usage is
+/// sampled by the backend: `used_*` and `collected_at` are `None` until the
+/// first sample. `path` is as the backend writes it (a backend may put the
+/// export name in front).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Quota {
+    pub id: u64,
+    pub filesystem_id: u64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub path: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub is_root: bool,
+    pub max_capacity_bytes: Option<i64>,
+    pub used_capacity_bytes: Option<i64>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub quota_exceeded: bool,
+    pub max_file_count: Option<i64>,
+    pub used_file_count: Option<i64>,
+    /// `active`, `updating` or `error` (the shared open `Status`).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub status: Status,
+    pub created: Option<String>,
+    pub updated: Option<String>,
+    pub collected_at: Option<String>,
+    /// Per-user and per-group limits; the driver never sets them and only
+    /// keeps what the backend shows, undecoded.
+    pub user_group_config: Option<serde_json::Value>,
+}
+
 has_status!(
     Space,
     SpaceAccessPolicy,
     Filesystem,
     FilesystemAccessPolicy,
-    Snapshot
+    Snapshot,
+    Quota
 );
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -469,6 +499,26 @@ pub struct CloneFilesystem {
     pub size_gib: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+}
+
+/// Body of `POST …/filesystems/{id}/quotas`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewQuota {
+    pub path: String,
+    pub max_capacity_bytes: i64,
+    /// Omitted from the request when `None` (no file-count limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_file_count: Option<i64>,
+}
+
+/// Body of `PUT …/quotas/{id}`: only the limits given are sent; an omitted
+/// one keeps its value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct QuotaUpdate {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_capacity_bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_file_count: Option<i64>,
 }
 
 /// Full-replace body of `PUT …/filesystems/{id}/access-policy`: every field

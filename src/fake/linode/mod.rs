@@ -1,5 +1,5 @@
 //! Fake Linode API (the contract's "Fake server checklist", §9): NFS spaces,
-//! access policies, filesystems, snapshots, clone, and instance
+//! access policies, filesystems, snapshots, clone, per-path quotas, and instance
 //! configs/interfaces, served under `/v4beta/` and `/v4/`. Bearer token check,
 //! error envelopes, pagination, `X-Filter`, label/region validation and
 //! time-driven status machines; fault injection, a request log, inspection
@@ -9,8 +9,8 @@
 //! This file is the public handle, [`FakeLinode`]: start it, turn its knobs,
 //! program faults, inspect what it saw. The parts: `seed` (the scenario),
 //! `state` (records and status machines), `render` (their JSON), `server`
-//! (one request's pipeline), `routes` (the endpoint table), `handlers` (the
-//! mutating endpoints), `query` (`X-Filter` and pagination), `api_error` (the
+//! (one request's pipeline), `routes` (the endpoint table), `handlers` and
+//! `quotas` (the mutating endpoints), `query` (`X-Filter` and pagination), `api_error` (the
 //! error envelope), `dialect` (how a backend variant writes answers),
 //! `faults` (rules, profiles, hangs) and `persist` (the state file).
 
@@ -20,6 +20,7 @@ mod faults;
 mod handlers;
 mod persist;
 mod query;
+mod quotas;
 mod render;
 mod routes;
 mod seed;
@@ -29,14 +30,14 @@ mod state;
 pub use self::faults::{FaultProfile, FaultRule, Hang, Injected};
 pub use self::seed::{FilesystemSeed, InstanceSeed, Seed, SpaceSeed, VpcAttachment};
 pub use self::server::RequestRecord;
-pub use self::state::{FakeEvent, Lifecycle, PolicyPut, SnapshotTimes, TagFilter};
+pub use self::state::{FakeEvent, Lifecycle, PolicyPut, QuotaBehaviour, SnapshotTimes, TagFilter};
 
 use self::faults::{FaultAction, Gate, Gates};
 use self::server::{lock, Shared};
-use self::state::{now_ms, now_secs, SpaceRec, State};
+use self::state::{now_ms, now_secs, QuotaUsage, SpaceRec, State};
 use super::rate_limit::{Limiter, RateLimit};
 use super::HttpServer;
-use crate::linode::types::{Filesystem, FilesystemAccessPolicy, Snapshot};
+use crate::linode::types::{Filesystem, FilesystemAccessPolicy, Quota, Snapshot};
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -247,6 +248,29 @@ impl FakeLinode {
         })
     }
 
+    /// How the quota API behaves (the backend variants of issue 18).
+    pub fn set_quota_behaviour(&self, behaviour: QuotaBehaviour) {
+        self.mutate(|s| s.quota_behaviour = behaviour);
+    }
+
+    /// What the backend sampled of a quota's usage now (`collected_at` is
+    /// this moment); `false` when there is no such quota.
+    pub fn set_quota_usage(&self, quota_id: u64, bytes: i64, files: i64) -> bool {
+        let collected_at = now_secs();
+        self.mutate(|s| {
+            s.quotas
+                .get_mut(&quota_id)
+                .map(|q| {
+                    q.usage = Some(QuotaUsage {
+                        bytes,
+                        files,
+                        collected_at,
+                    })
+                })
+                .is_some()
+        })
+    }
+
     pub fn add_space(&self, space: SpaceSeed) {
         let created = now_secs();
         self.mutate(|s| {
@@ -363,6 +387,16 @@ impl FakeLinode {
             s.snapshots
                 .values()
                 .map(|x| FakeLinode::decode(s.snap_json(x)))
+                .collect()
+        })
+    }
+
+    /// Every quota of every filesystem, as a GET shows it now.
+    pub fn quotas(&self) -> Vec<Quota> {
+        self.mutate(|s| {
+            s.quotas
+                .values()
+                .map(|q| FakeLinode::decode(s.quota_json(q)))
                 .collect()
         })
     }

@@ -2,7 +2,7 @@
 //! only read the state, never change it.
 
 use super::seed::InstanceSeed;
-use super::state::{export_path, FsRec, Phase, SnapRec, SnapshotTimes, SpaceRec, State};
+use super::state::{export_path, FsRec, Phase, QuotaRec, SnapRec, SnapshotTimes, SpaceRec, State};
 use crate::linode::types::unix_to_naive;
 use serde_json::{json, Value};
 
@@ -126,6 +126,38 @@ impl State {
             "expiration": null,
             "locked": s.locked, "source": "manual", "policy_id": null,
             "size_bytes": size, "aggregated_size_bytes": size, "tags": s.tags
+        })
+    }
+
+    /// A quota's path as this backend writes it (with the export name in
+    /// front under `quota-path-with-export`).
+    pub(super) fn quota_wire_path(&self, q: &QuotaRec) -> String {
+        match self.filesystems.get(&q.filesystem_id) {
+            Some(fs) if self.quota_behaviour.path_with_export => {
+                format!("{}{}", export_path(&fs.label, fs.id), q.path)
+            }
+            _ => q.path.clone(),
+        }
+    }
+
+    pub(super) fn quota_json(&self, q: &QuotaRec) -> Value {
+        let status = match q.phase {
+            Phase::Active => "active",
+            Phase::Error => "error",
+            Phase::Creating | Phase::Deleting => "updating",
+        };
+        let exceeded = q.usage.is_some_and(|u| {
+            u.bytes > q.max_capacity_bytes || q.max_file_count.is_some_and(|max| u.files > max)
+        });
+        json!({
+            "id": q.id, "filesystem_id": q.filesystem_id, "path": self.quota_wire_path(q),
+            "is_root": false, "max_capacity_bytes": q.max_capacity_bytes,
+            "used_capacity_bytes": q.usage.map(|u| u.bytes),
+            "quota_exceeded": exceeded, "max_file_count": q.max_file_count,
+            "used_file_count": q.usage.map(|u| u.files), "status": status,
+            "created": ts(q.created), "updated": q.updated.map(ts),
+            "collected_at": q.usage.map(|u| ts(u.collected_at)),
+            "user_group_config": null
         })
     }
 

@@ -8,6 +8,7 @@ use super::handlers::{
     put_policy, update_filesystem,
 };
 use super::query::{apply_filter, drop_filter_keys, paginate};
+use super::quotas::{create_quota, delete_quota, update_quota};
 use super::state::{FakeEvent, State, TagFilter};
 use crate::fake::HttpRequest;
 use serde_json::{json, Value};
@@ -204,6 +205,55 @@ pub(super) fn route(
                 .ok_or_else(ApiError::not_found)
                 .and_then(|v| body().map(|b| (v, b)))
                 .and_then(|(v, b)| clone_snapshot(state, v[0], v[1], v[2], &b, events));
+            Routed {
+                mutated: result.is_ok(),
+                result,
+            }
+        }
+        ("GET", ["nfs", "spaces", sid, "filesystems", fid, "quotas"]) => read(
+            ids(&[sid, fid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| state.quota_filesystem(v[0], v[1]).map(|f| f.id))
+                .and_then(|fid| {
+                    let items = state
+                        .quotas
+                        .values()
+                        .filter(|q| q.filesystem_id == fid)
+                        .map(|q| state.quota_json(q))
+                        .collect();
+                    apply_filter(items, x_filter, &["id", "path", "status", "is_root"])
+                })
+                .and_then(|i| paginate(i, req, forced)),
+        ),
+        ("POST", ["nfs", "spaces", sid, "filesystems", fid, "quotas"]) => {
+            let result = ids(&[sid, fid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| body().map(|b| (v, b)))
+                .and_then(|(v, b)| create_quota(state, v[0], v[1], &b));
+            Routed {
+                mutated: result.is_ok(),
+                result,
+            }
+        }
+        ("GET", ["nfs", "spaces", sid, "filesystems", fid, "quotas", qid]) => read(
+            ids(&[sid, fid, qid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| state.quota(v[0], v[1], v[2]).map(|q| state.quota_json(q))),
+        ),
+        ("PUT", ["nfs", "spaces", sid, "filesystems", fid, "quotas", qid]) => {
+            let result = ids(&[sid, fid, qid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| body().map(|b| (v, b)))
+                .and_then(|(v, b)| update_quota(state, v[0], v[1], v[2], &b));
+            Routed {
+                mutated: result.is_ok(),
+                result,
+            }
+        }
+        ("DELETE", ["nfs", "spaces", sid, "filesystems", fid, "quotas", qid]) => {
+            let result = ids(&[sid, fid, qid])
+                .ok_or_else(ApiError::not_found)
+                .and_then(|v| delete_quota(state, v[0], v[1], v[2]));
             Routed {
                 mutated: result.is_ok(),
                 result,

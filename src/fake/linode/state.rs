@@ -1,5 +1,5 @@
-//! What the fake Linode holds: the records of spaces, filesystems, policies
-//! and snapshots, the knobs that shape them, and the time-driven status
+//! What the fake Linode holds: the records of spaces, filesystems, policies,
+//! snapshots and quotas, the knobs that shape them, and the time-driven status
 //! machines that move them ([`State::advance`]). It must not parse requests
 //! or render the wire format.
 
@@ -167,6 +167,56 @@ pub(super) struct SnapRec {
     pub(super) tags: Vec<String>,
 }
 
+/// What the quota API of this backend does (the unverified variants of
+/// issue 18; all off is the contract as linodego describes it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaBehaviour {
+    /// The quota collection and its items answer 404 for filesystems that
+    /// exist (a backend without the quota API).
+    pub missing: bool,
+    /// Every quota POST answers 400 with field `path`.
+    pub refused: bool,
+    /// Quota paths begin with the filesystem's export name
+    /// (`/<export>/csi-volumes/x`), in answers and in requests.
+    pub path_with_export: bool,
+    /// How a quota moves after a POST or PUT: `NeverActive` stays
+    /// `updating`, `StickInError` turns `error`; `None` turns `active`.
+    pub lifecycle: Option<Lifecycle>,
+    /// At most this many quotas per filesystem; the next POST answers 400.
+    pub limit: Option<usize>,
+}
+
+/// What the backend last sampled of a quota's usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct QuotaUsage {
+    pub(super) bytes: i64,
+    pub(super) files: i64,
+    pub(super) collected_at: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct QuotaRec {
+    pub(super) id: u64,
+    pub(super) space_id: u64,
+    pub(super) filesystem_id: u64,
+    /// Inside the filesystem, without any export name in front.
+    pub(super) path: String,
+    pub(super) max_capacity_bytes: i64,
+    pub(super) max_file_count: Option<i64>,
+    /// `Creating` is shown as `updating` (quotas have no `creating`).
+    pub(super) phase: Phase,
+    /// `updating` → settled at this time (ms).
+    pub(super) transition_at: u64,
+    pub(super) created: i64,
+    pub(super) updated: Option<i64>,
+    /// `None` until usage has been sampled (its fields then show null).
+    pub(super) usage: Option<QuotaUsage>,
+}
+
+fn first_quota_id() -> u64 {
+    501
+}
+
 /// Everything that survives a restart when a state file is used.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct State {
@@ -206,6 +256,12 @@ pub(super) struct State {
     pub(super) instances: BTreeMap<u64, InstanceSeed>,
     pub(super) filesystems: BTreeMap<u64, FsRec>,
     pub(super) snapshots: BTreeMap<u64, SnapRec>,
+    #[serde(default)]
+    pub(super) quotas: BTreeMap<u64, QuotaRec>,
+    #[serde(default = "first_quota_id")]
+    pub(super) next_quota_id: u64,
+    #[serde(default)]
+    pub(super) quota_behaviour: QuotaBehaviour,
     pub(super) next_filesystem_id: u64,
     pub(super) next_snapshot_id: u64,
     pub(super) filesystem_lifecycles: BTreeMap<String, Lifecycle>,
@@ -256,6 +312,9 @@ impl State {
             instances: seed.instances.iter().map(|i| (i.id, i.clone())).collect(),
             filesystems: BTreeMap::new(),
             snapshots: BTreeMap::new(),
+            quotas: BTreeMap::new(),
+            next_quota_id: first_quota_id(),
+            quota_behaviour: QuotaBehaviour::default(),
             next_filesystem_id: 101,
             next_snapshot_id: 9001,
             filesystem_lifecycles: BTreeMap::new(),
@@ -345,7 +404,19 @@ impl State {
         for id in gone {
             self.filesystems.remove(&id);
             self.snapshots.retain(|_, s| s.filesystem_id != id);
+            self.quotas.retain(|_, q| q.filesystem_id != id);
             changed = true;
+        }
+        for quota in self.quotas.values_mut() {
+            if quota.phase == Phase::Creating && now >= quota.transition_at {
+                match self.quota_behaviour.lifecycle {
+                    Some(Lifecycle::NeverActive) => continue,
+                    Some(Lifecycle::StickInError) => quota.phase = Phase::Error,
+                    _ => quota.phase = Phase::Active,
+                }
+                quota.updated = Some((now / 1000) as i64);
+                changed = true;
+            }
         }
         let mut gone_snaps = Vec::new();
         for snap in self.snapshots.values_mut() {
@@ -385,6 +456,24 @@ impl State {
         self.filesystems
             .get(&fs_id)
             .filter(|f| f.space_id == space_id)
+            .ok_or_else(ApiError::not_found)
+    }
+
+    /// The filesystem's quota collection: 404 for a missing filesystem, and
+    /// for every filesystem on a backend without the quota API.
+    pub(super) fn quota_filesystem(&self, space_id: u64, fs_id: u64) -> Result<&FsRec, ApiError> {
+        let fs = self.filesystem(space_id, fs_id)?;
+        if self.quota_behaviour.missing {
+            return Err(ApiError::not_found());
+        }
+        Ok(fs)
+    }
+
+    pub(super) fn quota(&self, space_id: u64, fs_id: u64, id: u64) -> Result<&QuotaRec, ApiError> {
+        self.quota_filesystem(space_id, fs_id)?;
+        self.quotas
+            .get(&id)
+            .filter(|q| q.filesystem_id == fs_id)
             .ok_or_else(ApiError::not_found)
     }
 
