@@ -3,7 +3,14 @@
 //! refreshes all pending filesystems of one Space with one request (a list
 //! filtered to their ids; a plain GET when only one is pending), all pending
 //! snapshots of one filesystem likewise, and each pending access policy
-//! once however many wait for it. Each watch backs off on its own (fast
+//! once however many wait for it. CreateVolume's label lookups join their
+//! Space's refresh: its one list filters on the pending ids and labels
+//! together (`+or`), a lone lookup costs today's filtered GET, and the
+//! first lookup of an idle Space goes at once. While the API reports a
+//! list budget, a Space's list refresh goes at most once a second, so
+//! lookups and polls together take a bounded share of the scarce list
+//! class whatever their number, and a create already POSTed shares every
+//! refresh with the new lookups instead of queueing behind them. Each watch backs off on its own (fast
 //! first polls, growing to a cap); a refresh answers every watch of its
 //! group. A poll is one attempt, never the client's retry loop (the next
 //! tick is its retry), so a failing group costs the other groups one
@@ -16,6 +23,7 @@
 //! is fired while the poller's state is locked. A panic in a tick ends
 //! that tick's waits with Internal; the thread goes on.
 
+use super::pacer::RequestClass;
 use super::types::{Filesystem, FilesystemAccessPolicy, Readiness, Snapshot, Status};
 use super::Cloud;
 use crate::backoff::Backoff;
@@ -86,11 +94,28 @@ pub struct PollCounts {
     pub failed: u64,
 }
 
+/// While the API reports a list budget, a Space's refresh that costs a
+/// list goes at most this often: 60 a minute per Space at most, under the
+/// 200 a minute Linode gives a token, however many creates and waits there
+/// are (they share it), and none of the bursts a fresh window would allow.
+const LIST_INTERVAL: Duration = Duration::from_secs(1);
+/// A lookup whose refreshes failed transiently this many times is answered
+/// with the failure (the caller retries): the attempts the client's default
+/// `RetryPolicy` gives a read.
+const LOOKUP_ATTEMPTS: u32 = 5;
+/// Lookups as the metrics name them.
+const LOOKUP_KIND: &str = "label_lookup";
+
 #[derive(Default)]
 struct State {
     filesystems: Vec<Watch<Filesystem>>,
     snapshots: Vec<Watch<Snapshot>>,
     policies: Vec<Watch<FilesystemAccessPolicy>>,
+    lookups: Vec<Lookup>,
+    /// When each Space's last list refresh was sent.
+    listed: BTreeMap<u64, Instant>,
+    /// Numbers the lookups, so a refresh answers only those it was sent for.
+    next_lookup: u64,
 }
 
 /// How many waits of each kind are pending.
@@ -99,6 +124,23 @@ pub struct PendingWaits {
     pub filesystems: usize,
     pub snapshots: usize,
     pub policies: usize,
+    /// Label lookups of CreateVolume.
+    pub lookups: usize,
+}
+
+/// A CreateVolume's idempotency check: the filesystems of a Space that
+/// carry a label in a region. It is answered by the first refresh of its
+/// Space sent after it was asked.
+struct Lookup {
+    seq: u64,
+    space: u64,
+    label: String,
+    region: String,
+    since: Instant,
+    delay: Duration,
+    due: Instant,
+    failures: u32,
+    slot: Arc<Slot<crate::Result<Vec<Filesystem>>>>,
 }
 
 /// `(space, filesystem, snapshot)`; unused parts are 0.
@@ -141,37 +183,54 @@ impl Target for Filesystem {
         &mut state.filesystems
     }
 
-    fn fetch(
-        cloud: &dyn Cloud,
-        (space, _, _): Key,
-        keys: &[Key],
-    ) -> crate::Result<BTreeMap<Key, Self>> {
-        let ids: Vec<u64> = keys.iter().map(|k| k.1).collect();
-        let mut found = BTreeMap::new();
-        if let [id] = ids[..] {
-            // A lone object costs a plain GET, not one of the scarce
-            // paginated requests.
-            if let Some(fs) = absent_is_none(cloud.get_filesystem(space, id))? {
-                found.insert((space, id, 0), fs);
-            }
-            return Ok(found);
-        }
-        for fs in cloud.find_filesystems_by_ids(space, &ids)? {
-            found.insert((space, fs.id, 0), fs);
-        }
-        // A list may lag behind a create: only a GET says an object is gone.
-        let unlisted: Vec<Key> = keys
-            .iter()
-            .filter(|k| !found.contains_key(k))
-            .copied()
-            .collect();
-        for key in unlisted {
-            if let Some(fs) = absent_is_none(cloud.get_filesystem(space, key.1))? {
-                found.insert(key, fs);
-            }
-        }
-        Ok(found)
+    fn fetch(cloud: &dyn Cloud, group: Key, keys: &[Key]) -> crate::Result<BTreeMap<Key, Self>> {
+        refresh_space(cloud, group.0, keys, &[]).map(|(found, _)| found)
     }
+}
+
+/// One refresh of a Space: the watched filesystems `keys` and everything
+/// labelled as one of `lookups` (`(label, region)`), in one request where
+/// the API allows: a plain GET for a lone id, the filtered GET of today for
+/// a lone lookup, else one list filtered to the ids and labels together.
+fn refresh_space(
+    cloud: &dyn Cloud,
+    space: u64,
+    keys: &[Key],
+    lookups: &[(String, String)],
+) -> crate::Result<(BTreeMap<Key, Filesystem>, Vec<Filesystem>)> {
+    let ids: Vec<u64> = keys.iter().map(|k| k.1).collect();
+    let mut found = BTreeMap::new();
+    let listed = match (&ids[..], lookups) {
+        ([], []) => Vec::new(),
+        // A lone object costs a plain GET, not one of the scarce
+        // paginated requests.
+        ([id], []) => {
+            if let Some(fs) = absent_is_none(cloud.get_filesystem(space, *id))? {
+                found.insert((space, *id, 0), fs);
+            }
+            return Ok((found, Vec::new()));
+        }
+        ([], [(label, region)]) => cloud.find_filesystems(space, label, region)?,
+        _ => {
+            let labels: Vec<&str> = lookups.iter().map(|(l, _)| l.as_str()).collect();
+            cloud.find_filesystems_matching(space, &ids, &labels)?
+        }
+    };
+    for fs in listed.iter().filter(|fs| ids.contains(&fs.id)) {
+        found.insert((space, fs.id, 0), fs.clone());
+    }
+    // A list may lag behind a create: only a GET says an object is gone.
+    let unlisted: Vec<Key> = keys
+        .iter()
+        .filter(|k| !found.contains_key(k))
+        .copied()
+        .collect();
+    for key in unlisted {
+        if let Some(fs) = absent_is_none(cloud.get_filesystem(space, key.1))? {
+            found.insert(key, fs);
+        }
+    }
+    Ok((found, listed))
 }
 
 impl Target for Snapshot {
@@ -270,8 +329,12 @@ fn fire_all(fired: Fired) {
     }
 }
 
-fn answer<V: Send + 'static>(fired: &mut Fired, w: &Watch<V>, outcome: crate::Result<V>) {
-    let slot = w.slot.clone();
+fn answer<V: Send + 'static>(
+    fired: &mut Fired,
+    slot: &Arc<Slot<crate::Result<V>>>,
+    outcome: crate::Result<V>,
+) {
+    let slot = slot.clone();
     fired.push(Box::new(move || {
         slot.fire(outcome);
     }));
@@ -301,6 +364,7 @@ impl Poller {
                 (Filesystem::KIND, waits.filesystems),
                 (Snapshot::KIND, waits.snapshots),
                 (FilesystemAccessPolicy::KIND, waits.policies),
+                (LOOKUP_KIND, waits.lookups),
             ])
         });
         std::thread::Builder::new()
@@ -349,6 +413,43 @@ impl Poller {
         self.watch((space, fs, 0), what, policy, then)
     }
 
+    /// Continues with `then` once a refresh of Space `space` sent after
+    /// this call has listed the filesystems labelled `label` in `region`
+    /// (whatever their status), or failed. Always parks: the refresh is
+    /// shared with every other lookup and wait of the Space.
+    pub fn filesystems_labelled<T: Send + 'static>(
+        &self,
+        space: u64,
+        label: &str,
+        region: &str,
+        then: impl FnOnce(crate::Result<Vec<Filesystem>>) -> Step<T> + Send + 'static,
+    ) -> Step<T> {
+        let shared = self.shared.clone();
+        let (label, region) = (label.to_string(), region.to_string());
+        flow::park(
+            move |slot| {
+                let now = Instant::now();
+                let mut state = lock(&shared.state);
+                let seq = state.next_lookup;
+                state.next_lookup += 1;
+                state.lookups.push(Lookup {
+                    seq,
+                    space,
+                    label,
+                    region,
+                    since: now,
+                    delay: shared.policy.initial_delay,
+                    due: now,
+                    failures: 0,
+                    slot,
+                });
+                drop(state);
+                shared.changed.notify_one();
+            },
+            then,
+        )
+    }
+
     /// The polls made so far, and how many failed transiently.
     pub fn counts(&self) -> PollCounts {
         PollCounts {
@@ -365,6 +466,7 @@ impl Poller {
             filesystems: state.filesystems.len(),
             snapshots: state.snapshots.len(),
             policies: state.policies.len(),
+            lookups: state.lookups.len(),
         }
     }
 
@@ -407,17 +509,25 @@ fn terminal(what: &str, status: &str) -> Error {
     ))
 }
 
+/// The lookups a Space's refresh answers: `(seq, label, region)`.
+type Asked = Vec<(u64, String, String)>;
+
 /// The groups to refresh this tick, with the keys each had when taken.
 #[derive(Default, Clone)]
 struct Due {
     filesystems: BTreeMap<Key, Vec<Key>>,
+    /// By Space group, like `filesystems`; a group may have both.
+    lookups: BTreeMap<Key, Asked>,
     snapshots: BTreeMap<Key, Vec<Key>>,
     policies: BTreeMap<Key, Vec<Key>>,
 }
 
 impl Due {
     fn is_empty(&self) -> bool {
-        self.filesystems.is_empty() && self.snapshots.is_empty() && self.policies.is_empty()
+        self.filesystems.is_empty()
+            && self.lookups.is_empty()
+            && self.snapshots.is_empty()
+            && self.policies.is_empty()
     }
 }
 
@@ -427,10 +537,70 @@ impl State {
         self.filesystems.retain(|w| w.slot.is_waiting());
         self.snapshots.retain(|w| w.slot.is_waiting());
         self.policies.retain(|w| w.slot.is_waiting());
+        self.lookups.retain(|l| l.slot.is_waiting());
     }
 
     fn is_empty(&self) -> bool {
-        self.filesystems.is_empty() && self.snapshots.is_empty() && self.policies.is_empty()
+        self.filesystems.is_empty()
+            && self.snapshots.is_empty()
+            && self.policies.is_empty()
+            && self.lookups.is_empty()
+    }
+
+    /// The Spaces to refresh now (their watches' keys and lookups): each
+    /// with a due watch or lookup, except that a refresh costing a list
+    /// waits until `LIST_INTERVAL` after the Space's last one while the
+    /// list class is `paced`, into `due`. Returns when the next Space
+    /// held back is due.
+    fn due_spaces(&mut self, now: Instant, paced: bool, due: &mut Due) -> Option<Instant> {
+        let mut keys: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
+        let mut asked: BTreeMap<Key, Asked> = BTreeMap::new();
+        let mut first_due: BTreeMap<Key, Instant> = BTreeMap::new();
+        let mut earliest = |group: Key, due: Instant| {
+            let at = first_due.entry(group).or_insert(due);
+            *at = (*at).min(due);
+        };
+        for w in &self.filesystems {
+            let group = Filesystem::group(w.key);
+            let group_keys = keys.entry(group).or_default();
+            if !group_keys.contains(&w.key) {
+                group_keys.push(w.key);
+            }
+            earliest(group, w.due);
+        }
+        for l in &self.lookups {
+            let group = (l.space, 0, 0);
+            asked
+                .entry(group)
+                .or_default()
+                .push((l.seq, l.label.clone(), l.region.clone()));
+            earliest(group, l.due);
+        }
+        self.listed
+            .retain(|_, at| now.duration_since(*at) < LIST_INTERVAL);
+        let mut wake = None;
+        for (group, at) in first_due {
+            let lists = asked.contains_key(&group) || keys.get(&group).is_some_and(|k| k.len() > 1);
+            let opens = match self.listed.get(&group.0) {
+                Some(last) if paced && lists => *last + LIST_INTERVAL,
+                _ => at,
+            };
+            let at = at.max(opens);
+            if at > now {
+                wake = Some(wake.map_or(at, |w: Instant| w.min(at)));
+                continue;
+            }
+            if lists {
+                self.listed.insert(group.0, now);
+            }
+            if let Some(k) = keys.remove(&group) {
+                due.filesystems.insert(group, k);
+            }
+            if let Some(a) = asked.remove(&group) {
+                due.lookups.insert(group, a);
+            }
+        }
+        wake
     }
 }
 
@@ -448,8 +618,40 @@ fn expire<V: Target>(
             "{} did not become active within {timeout:?}",
             w.what
         ));
-        answer(fired, w, Err(late));
+        answer(fired, &w.slot, Err(late));
         false
+    });
+}
+
+fn expire_lookups(lookups: &mut Vec<Lookup>, now: Instant, timeout: Duration, fired: &mut Fired) {
+    lookups.retain(|l| {
+        if now.duration_since(l.since) < timeout {
+            return true;
+        }
+        let late = Error::DeadlineExceeded(format!(
+            "looking up NFS filesystem {:?} in space {} did not finish within {timeout:?}",
+            l.label, l.space
+        ));
+        answer(fired, &l.slot, Err(late));
+        false
+    });
+}
+
+/// Ends the lookups of `groups` with `e` (their tick panicked).
+fn fail_lookups(
+    lookups: &mut Vec<Lookup>,
+    groups: &BTreeMap<Key, Asked>,
+    e: &Error,
+    fired: &mut Fired,
+) {
+    lookups.retain(|l| {
+        let polled = groups
+            .values()
+            .any(|asked| asked.iter().any(|(seq, _, _)| *seq == l.seq));
+        if polled {
+            answer(fired, &l.slot, Err(e.clone()));
+        }
+        !polled
     });
 }
 
@@ -464,7 +666,7 @@ fn fail<V: Target>(
         if !groups.contains_key(&V::group(w.key)) {
             return true;
         }
-        answer(fired, w, Err(e.clone()));
+        answer(fired, &w.slot, Err(e.clone()));
         false
     });
 }
@@ -488,6 +690,87 @@ fn due<V: Target>(watches: &[Watch<V>], now: Instant) -> BTreeMap<Key, Vec<Key>>
 
 fn next_wake<V: Target>(watches: &[Watch<V>], timeout: Duration) -> Option<Instant> {
     watches.iter().map(|w| w.due.min(w.since + timeout)).min()
+}
+
+/// When the first filesystem watch or lookup times out (when they are due
+/// is the Spaces' business, see `due_spaces`).
+fn next_expiry(state: &State, timeout: Duration) -> Option<Instant> {
+    let watches = state.filesystems.iter().map(|w| w.since);
+    let lookups = state.lookups.iter().map(|l| l.since);
+    watches.chain(lookups).min().map(|since| since + timeout)
+}
+
+/// What each Space's refresh found for its lookups.
+type Looked = Vec<(Asked, crate::Result<Vec<Filesystem>>)>;
+
+/// Refreshes the Spaces that have lookups: each one request for its
+/// watches and lookups together.
+fn fetch_with_lookups(
+    shared: &Shared,
+    mut keys: BTreeMap<Key, Vec<Key>>,
+    lookups: BTreeMap<Key, Asked>,
+) -> (Fetched<Filesystem>, Looked) {
+    let (mut fetched, mut looked) = (Fetched::new(), Looked::new());
+    for (group, asked) in lookups {
+        let group_keys = keys.remove(&group).unwrap_or_default();
+        let mut wanted: Vec<(String, String)> = Vec::new();
+        for (_, label, region) in &asked {
+            if !wanted.iter().any(|(l, r)| l == label && r == region) {
+                wanted.push((label.clone(), region.clone()));
+            }
+        }
+        let result = refresh_space(shared.cloud.as_ref(), group.0, &group_keys, &wanted);
+        shared.polls.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = &result {
+            if transient(e) {
+                shared.failed_polls.fetch_add(1, Ordering::Relaxed);
+                crate::metrics::poll_failed(LOOKUP_KIND);
+                log::info!("looking up filesystems in NFS space {}: {e}", group.0);
+            }
+        }
+        let (found, listed) = match result {
+            Ok((found, listed)) => (Ok(found), Ok(listed)),
+            Err(e) => (Err(e.clone()), Err(e)),
+        };
+        fetched.push((group, group_keys, found));
+        looked.push((asked, listed));
+    }
+    (fetched, looked)
+}
+
+/// Answers each refreshed lookup with what its label and region matched;
+/// a transient failure asks again at the next tick, up to `LOOKUP_ATTEMPTS`.
+fn settle_lookups(
+    lookups: &mut Vec<Lookup>,
+    looked: Looked,
+    policy: &WaitPolicy,
+    fired: &mut Fired,
+) {
+    let now = Instant::now();
+    let backoff = policy.backoff();
+    for (asked, result) in looked {
+        lookups.retain_mut(|l| {
+            if !asked.iter().any(|(seq, _, _)| *seq == l.seq) {
+                return true;
+            }
+            let outcome = match &result {
+                Ok(listed) => Ok(listed
+                    .iter()
+                    .filter(|fs| fs.label == l.label && fs.region == l.region)
+                    .cloned()
+                    .collect()),
+                Err(e) if transient(e) && l.failures + 1 < LOOKUP_ATTEMPTS => {
+                    l.failures += 1;
+                    l.delay = backoff.after(l.delay);
+                    l.due = now + l.delay;
+                    return true;
+                }
+                Err(e) => Err(e.clone()),
+            };
+            answer(fired, &l.slot, outcome);
+            false
+        });
+    }
 }
 
 type Fetched<V> = Vec<(Key, Vec<Key>, crate::Result<BTreeMap<Key, V>>)>;
@@ -545,7 +828,7 @@ fn settle<V: Target>(
                         progress = true;
                         crate::metrics::wait_ended_active(V::KIND, now.duration_since(w.since));
                     }
-                    answer(fired, w, outcome);
+                    answer(fired, &w.slot, outcome);
                     false
                 }
                 None => {
@@ -576,21 +859,25 @@ fn next_due(shared: &Arc<Shared>) -> Option<Due> {
         expire(&mut state.filesystems, now, timeout, &mut expired);
         expire(&mut state.snapshots, now, timeout, &mut expired);
         expire(&mut state.policies, now, timeout, &mut expired);
+        expire_lookups(&mut state.lookups, now, timeout, &mut expired);
         if !expired.is_empty() {
             drop(state);
             fire_all(expired);
             continue;
         }
-        let due = Due {
-            filesystems: due(&state.filesystems, now),
+        let paced = shared.cloud.rate_limit(RequestClass::List).limit.is_some();
+        let mut due = Due {
             snapshots: due(&state.snapshots, now),
             policies: due(&state.policies, now),
+            ..Due::default()
         };
+        let held = state.due_spaces(now, paced, &mut due);
         if !due.is_empty() {
             return Some(due);
         }
         let next = [
-            next_wake(&state.filesystems, timeout),
+            held,
+            next_expiry(&state, timeout),
             next_wake(&state.snapshots, timeout),
             next_wake(&state.policies, timeout),
         ]
@@ -610,7 +897,15 @@ fn next_due(shared: &Arc<Shared>) -> Option<Due> {
 
 /// Refreshes the due groups (no lock held), then answers what they say.
 fn tick(shared: &Shared, due: Due) {
-    let filesystems = fetch_all::<Filesystem>(shared, due.filesystems);
+    let (mut with_lookups, mut alone) = (BTreeMap::new(), due.filesystems);
+    for group in due.lookups.keys() {
+        if let Some(keys) = alone.remove(group) {
+            with_lookups.insert(*group, keys);
+        }
+    }
+    let mut filesystems = fetch_all::<Filesystem>(shared, alone);
+    let (shared_refresh, looked) = fetch_with_lookups(shared, with_lookups, due.lookups);
+    filesystems.extend(shared_refresh);
     let snapshots = fetch_all::<Snapshot>(shared, due.snapshots);
     let policies = fetch_all::<FilesystemAccessPolicy>(shared, due.policies);
     let mut fired = Fired::new();
@@ -624,6 +919,7 @@ fn tick(shared: &Shared, due: Due) {
         );
         settle(&mut state.snapshots, snapshots, &shared.policy, &mut fired);
         settle(&mut state.policies, policies, &shared.policy, &mut fired);
+        settle_lookups(&mut state.lookups, looked, &shared.policy, &mut fired);
     }
     fire_all(fired);
 }
@@ -645,6 +941,7 @@ fn run(weak: std::sync::Weak<Shared>) {
                 fail(&mut state.filesystems, &polled.filesystems, &e, &mut fired);
                 fail(&mut state.snapshots, &polled.snapshots, &e, &mut fired);
                 fail(&mut state.policies, &polled.policies, &e, &mut fired);
+                fail_lookups(&mut state.lookups, &polled.lookups, &e, &mut fired);
             }
             fire_all(fired);
         }
@@ -686,6 +983,8 @@ mod tests {
             find_filesystems(a: u64, b: &str, c: &str) -> crate::Result<Vec<Filesystem>>;
             create_filesystem(a: u64, b: &NewFilesystem) -> Result<Filesystem, WriteError>;
             find_filesystems_by_ids(a: u64, b: &[u64]) -> crate::Result<Vec<Filesystem>>;
+            find_filesystems_matching(a: u64, b: &[u64], c: &[&str])
+                -> crate::Result<Vec<Filesystem>>;
             find_filesystems_by_tag(a: u64, b: &str) -> crate::Result<Vec<Filesystem>>;
             get_filesystem(a: u64, b: u64) -> crate::Result<Filesystem>;
             update_filesystem_tags(a: u64, b: u64, c: &[String]) -> crate::Result<Filesystem>;
