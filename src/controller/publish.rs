@@ -98,11 +98,11 @@ const ARRIVALS_KEPT: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone, Copy)]
 pub struct Arrival(u64);
 
-/// FailedPrecondition for a change that needs the filesystem's own access
-/// policy on a backend that has none.
-pub(crate) fn no_filesystem_policy(vol: VolumeId) -> Error {
+/// FailedPrecondition for a change to `what` that needs a filesystem's own
+/// access policy, on a backend that has none.
+pub(crate) fn no_filesystem_policy(what: impl std::fmt::Display) -> Error {
     Error::FailedPrecondition(format!(
-        "the Linode backend has no per-filesystem access policy (filesystem {vol}); use NFS_ACCESS_POLICY_MODE=space, where the Space's access policy admits the nodes, and leave out the linodenfs.csi.linode.com/filesystem-root-squash parameter"
+        "the Linode backend has no per-filesystem access policy ({what}); use NFS_ACCESS_POLICY_MODE=space, where the Space's access policy admits the nodes, and leave out the linodenfs.csi.linode.com/filesystem-root-squash parameter"
     ))
 }
 
@@ -270,7 +270,7 @@ fn apply_batch(
     {
         Ok(Some(p)) => p,
         Ok(None) => {
-            let e = no_filesystem_policy(vol);
+            let e = no_filesystem_policy(format!("filesystem {vol}"));
             return done(batch.iter().map(|_| Err(e.clone())).collect());
         }
         Err(Error::NotFound(m)) => {
@@ -420,7 +420,7 @@ pub fn publish(
     let policy = c
         .cloud
         .get_filesystem_access_policy(vol.space, vol.filesystem)?
-        .ok_or_else(|| no_filesystem_policy(vol))?;
+        .ok_or_else(|| no_filesystem_policy(format!("filesystem {vol}")))?;
     if !(policy.enabled && policy.linode_ids().contains(&node)) {
         // CSI wants NotFound for a node that does not exist; a token without
         // read access to instances must not block attaching, though: the

@@ -1,7 +1,7 @@
 //! One thread that watches every Linode object the driver waits for, so a
-//! wait holds no RPC worker and costs no request of its own. Per tick it
-//! refreshes all pending filesystems of one Space with one request (a list
-//! filtered to their ids; a plain GET when only one is pending), all pending
+//! wait holds no RPC worker and costs no request of its own. It refreshes
+//! all pending filesystems of one Space with one request (a list filtered
+//! to their ids; a plain GET when only one is pending), all pending
 //! snapshots of one filesystem likewise, and each pending access policy
 //! once however many wait for it. CreateVolume's label lookups join their
 //! Space's refresh: its one list filters on the pending ids and labels
@@ -10,18 +10,20 @@
 //! list budget, a Space's list refresh goes at most once a second, so
 //! lookups and polls together take a bounded share of the scarce list
 //! class whatever their number, and a create already POSTed shares every
-//! refresh with the new lookups instead of queueing behind them. Each watch backs off on its own (fast
+//! refresh with the new lookups instead of queueing behind them. Each
+//! watch backs off on its own (fast
 //! first polls, growing to a cap); a refresh answers every watch of its
-//! group. A poll is one attempt, never the client's retry loop (the next
-//! tick is its retry), so a failing group costs the other groups one
-//! request's time at most. Transient failures (429, 5xx, timeouts,
-//! transport errors) keep the watches waiting and are counted; the
-//! client's pacer slows every request after a 429, this thread's polls
-//! included. Its pending waits and how long each took to become active are
-//! metrics. It knows nothing about CSI, and never runs a waiter's work:
-//! firing a watch only hands the rest to the waiter's driver, and no watch
-//! is fired while the poller's state is locked. A panic in a tick ends
-//! that tick's waits with Internal; the thread goes on.
+//! group. Each due group is refreshed on a short-lived thread of its own
+//! (a few at once), so a group whose requests hang or fail holds back no
+//! other; a poll is one attempt, never the client's retry loop (the next
+//! poll is its retry). Transient failures (429, 5xx, timeouts, transport
+//! errors) keep the watches waiting and are counted; the client's pacer
+//! slows every request after a 429, these polls included. Its pending waits
+//! and how long each took to become active are metrics. It knows nothing
+//! about CSI, and never runs a waiter's work: firing a watch only hands
+//! the rest to the waiter's driver, and no watch is fired while the
+//! poller's state is locked. A panic in a refresh ends that group's waits
+//! with Internal; polling goes on.
 
 use super::pacer::RequestClass;
 use super::types::{Filesystem, FilesystemAccessPolicy, Readiness, Snapshot, Status};
@@ -94,6 +96,20 @@ pub struct PollCounts {
     pub failed: u64,
 }
 
+#[derive(Default)]
+struct State {
+    filesystems: Vec<Watch<Filesystem>>,
+    snapshots: Vec<Watch<Snapshot>>,
+    policies: Vec<Watch<FilesystemAccessPolicy>>,
+    /// Groups whose refresh is under way.
+    polling: BTreeSet<Polling>,
+    lookups: Vec<Lookup>,
+    /// When each Space's last list refresh was sent.
+    listed: BTreeMap<u64, Instant>,
+    /// Numbers the lookups, so a refresh answers only those it was sent for.
+    next_lookup: u64,
+}
+
 /// While the API reports a list budget, a Space's refresh that costs a
 /// list goes at most this often: 60 a minute per Space at most, under the
 /// 200 a minute Linode gives a token, however many creates and waits there
@@ -105,18 +121,6 @@ const LIST_INTERVAL: Duration = Duration::from_secs(1);
 const LOOKUP_ATTEMPTS: u32 = 5;
 /// Lookups as the metrics name them.
 const LOOKUP_KIND: &str = "label_lookup";
-
-#[derive(Default)]
-struct State {
-    filesystems: Vec<Watch<Filesystem>>,
-    snapshots: Vec<Watch<Snapshot>>,
-    policies: Vec<Watch<FilesystemAccessPolicy>>,
-    lookups: Vec<Lookup>,
-    /// When each Space's last list refresh was sent.
-    listed: BTreeMap<u64, Instant>,
-    /// Numbers the lookups, so a refresh answers only those it was sent for.
-    next_lookup: u64,
-}
 
 /// How many waits of each kind are pending.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -142,6 +146,9 @@ struct Lookup {
     failures: u32,
     slot: Arc<Slot<crate::Result<Vec<Filesystem>>>>,
 }
+
+/// The lookups a Space's refresh answers: `(seq, label, region)`.
+type Asked = Vec<(u64, String, String)>;
 
 /// `(space, filesystem, snapshot)`; unused parts are 0.
 type Key = (u64, u64, u64);
@@ -325,7 +332,9 @@ type Fired = Vec<Box<dyn FnOnce() + Send>>;
 
 fn fire_all(fired: Fired) {
     for fire in fired {
-        fire();
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(fire)) {
+            flow::panicked("answering a wait", &*panic);
+        }
     }
 }
 
@@ -413,6 +422,26 @@ impl Poller {
         self.watch((space, fs, 0), what, policy, then)
     }
 
+    /// The polls made so far, and how many failed transiently.
+    pub fn counts(&self) -> PollCounts {
+        PollCounts {
+            polls: self.shared.polls.load(Ordering::Relaxed),
+            failed: self.shared.failed_polls.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Waits pending right now, by kind.
+    pub fn pending(&self) -> PendingWaits {
+        let mut state = lock(&self.shared.state);
+        state.prune();
+        PendingWaits {
+            filesystems: state.filesystems.len(),
+            snapshots: state.snapshots.len(),
+            policies: state.policies.len(),
+            lookups: state.lookups.len(),
+        }
+    }
+
     /// Continues with `then` once a refresh of Space `space` sent after
     /// this call has listed the filesystems labelled `label` in `region`
     /// (whatever their status), or failed. Always parks: the refresh is
@@ -448,26 +477,6 @@ impl Poller {
             },
             then,
         )
-    }
-
-    /// The polls made so far, and how many failed transiently.
-    pub fn counts(&self) -> PollCounts {
-        PollCounts {
-            polls: self.shared.polls.load(Ordering::Relaxed),
-            failed: self.shared.failed_polls.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Waits pending right now, by kind.
-    pub fn pending(&self) -> PendingWaits {
-        let mut state = lock(&self.shared.state);
-        state.prune();
-        PendingWaits {
-            filesystems: state.filesystems.len(),
-            snapshots: state.snapshots.len(),
-            policies: state.policies.len(),
-            lookups: state.lookups.len(),
-        }
     }
 
     fn watch<V: Target, T: Send + 'static>(
@@ -509,27 +518,15 @@ fn terminal(what: &str, status: &str) -> Error {
     ))
 }
 
-/// The lookups a Space's refresh answers: `(seq, label, region)`.
-type Asked = Vec<(u64, String, String)>;
+/// At most this many groups are being refreshed at once, each on its own
+/// short-lived thread, so a group whose requests hang holds back no other.
+const MAX_POLLS_IN_FLIGHT: usize = 8;
 
-/// The groups to refresh this tick, with the keys each had when taken.
-#[derive(Default, Clone)]
-struct Due {
-    filesystems: BTreeMap<Key, Vec<Key>>,
-    /// By Space group, like `filesystems`; a group may have both.
-    lookups: BTreeMap<Key, Asked>,
-    snapshots: BTreeMap<Key, Vec<Key>>,
-    policies: BTreeMap<Key, Vec<Key>>,
-}
+/// A group being refreshed: its kind and group key.
+type Polling = (&'static str, Key);
 
-impl Due {
-    fn is_empty(&self) -> bool {
-        self.filesystems.is_empty()
-            && self.lookups.is_empty()
-            && self.snapshots.is_empty()
-            && self.policies.is_empty()
-    }
-}
+/// One group's refresh, ready to run off the lock.
+type Job = Box<dyn FnOnce() + Send>;
 
 impl State {
     /// Forgets watches whose waiter left or was answered.
@@ -546,62 +543,201 @@ impl State {
             && self.policies.is_empty()
             && self.lookups.is_empty()
     }
+}
 
-    /// The Spaces to refresh now (their watches' keys and lookups): each
-    /// with a due watch or lookup, except that a refresh costing a list
-    /// waits until `LIST_INTERVAL` after the Space's last one while the
-    /// list class is `paced`, into `due`. Returns when the next Space
-    /// held back is due.
-    fn due_spaces(&mut self, now: Instant, paced: bool, due: &mut Due) -> Option<Instant> {
-        let mut keys: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
-        let mut asked: BTreeMap<Key, Asked> = BTreeMap::new();
-        let mut first_due: BTreeMap<Key, Instant> = BTreeMap::new();
-        let mut earliest = |group: Key, due: Instant| {
-            let at = first_due.entry(group).or_insert(due);
-            *at = (*at).min(due);
-        };
-        for w in &self.filesystems {
-            let group = Filesystem::group(w.key);
-            let group_keys = keys.entry(group).or_default();
-            if !group_keys.contains(&w.key) {
-                group_keys.push(w.key);
-            }
-            earliest(group, w.due);
+/// A Space group's watched keys and lookups, and when it is next due.
+type SpaceWork = BTreeMap<Key, (Vec<Key>, Asked, Instant)>;
+
+/// Every Space group not being refreshed, with its watches' keys and
+/// lookups and when it may go: its first due watch or lookup, but a
+/// refresh costing a list no sooner than `LIST_INTERVAL` after the Space's
+/// last one while the list class is `paced`.
+fn space_work(state: &mut State, now: Instant, paced: bool) -> SpaceWork {
+    let mut work: SpaceWork = BTreeMap::new();
+    let idle = |group: &Key| !state.polling.contains(&(Filesystem::KIND, *group));
+    for w in &state.filesystems {
+        let group = Filesystem::group(w.key);
+        if !idle(&group) {
+            continue;
         }
-        for l in &self.lookups {
-            let group = (l.space, 0, 0);
-            asked
-                .entry(group)
-                .or_default()
-                .push((l.seq, l.label.clone(), l.region.clone()));
-            earliest(group, l.due);
+        let entry = work.entry(group).or_insert((Vec::new(), Vec::new(), w.due));
+        if !entry.0.contains(&w.key) {
+            entry.0.push(w.key);
         }
-        self.listed
-            .retain(|_, at| now.duration_since(*at) < LIST_INTERVAL);
-        let mut wake = None;
-        for (group, at) in first_due {
-            let lists = asked.contains_key(&group) || keys.get(&group).is_some_and(|k| k.len() > 1);
-            let opens = match self.listed.get(&group.0) {
-                Some(last) if paced && lists => *last + LIST_INTERVAL,
-                _ => at,
-            };
-            let at = at.max(opens);
-            if at > now {
-                wake = Some(wake.map_or(at, |w: Instant| w.min(at)));
-                continue;
-            }
-            if lists {
-                self.listed.insert(group.0, now);
-            }
-            if let Some(k) = keys.remove(&group) {
-                due.filesystems.insert(group, k);
-            }
-            if let Some(a) = asked.remove(&group) {
-                due.lookups.insert(group, a);
-            }
-        }
-        wake
+        entry.2 = entry.2.min(w.due);
     }
+    for l in &state.lookups {
+        let group = (l.space, 0, 0);
+        if !idle(&group) {
+            continue;
+        }
+        let entry = work.entry(group).or_insert((Vec::new(), Vec::new(), l.due));
+        entry.1.push((l.seq, l.label.clone(), l.region.clone()));
+        entry.2 = entry.2.min(l.due);
+    }
+    state
+        .listed
+        .retain(|_, at| now.duration_since(*at) < LIST_INTERVAL);
+    for (group, (keys, asked, at)) in work.iter_mut() {
+        let lists = !asked.is_empty() || keys.len() > 1;
+        if let Some(last) = state.listed.get(&group.0).filter(|_| paced && lists) {
+            *at = (*at).max(*last + LIST_INTERVAL);
+        }
+    }
+    work
+}
+
+/// Takes the due Space groups (as many as there is room for), marking each
+/// as being refreshed, as jobs for their own threads; returns when the
+/// next one held back is due.
+fn take_spaces(
+    shared: &Arc<Shared>,
+    state: &mut State,
+    now: Instant,
+    jobs: &mut Vec<Job>,
+) -> Option<Instant> {
+    let paced = shared.cloud.rate_limit(RequestClass::List).limit.is_some();
+    let mut wake: Option<Instant> = None;
+    for (group, (keys, asked, at)) in space_work(state, now, paced) {
+        // With every refresh slot taken, the end of one wakes the poller.
+        if state.polling.len() >= MAX_POLLS_IN_FLIGHT {
+            break;
+        }
+        if at > now {
+            wake = Some(wake.map_or(at, |w| w.min(at)));
+            continue;
+        }
+        if !asked.is_empty() || keys.len() > 1 {
+            state.listed.insert(group.0, now);
+        }
+        state.polling.insert((Filesystem::KIND, group));
+        let shared = shared.clone();
+        jobs.push(Box::new(move || poll_space(&shared, group, keys, asked)));
+    }
+    wake
+}
+
+/// Refreshes one Space's watches and lookups together (no lock held) and
+/// answers what it says; a panic ends that Space's waits with Internal.
+fn poll_space(shared: &Shared, group: Key, keys: Vec<Key>, asked: Asked) {
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    for (_, label, region) in &asked {
+        if !wanted.iter().any(|(l, r)| l == label && r == region) {
+            wanted.push((label.clone(), region.clone()));
+        }
+    }
+    let fetched = catch_unwind(AssertUnwindSafe(|| {
+        refresh_space(shared.cloud.as_ref(), group.0, &keys, &wanted)
+    }));
+    shared.polls.fetch_add(1, Ordering::Relaxed);
+    if let Ok(Err(e)) = &fetched {
+        if transient(e) {
+            shared.failed_polls.fetch_add(1, Ordering::Relaxed);
+            let kind = if asked.is_empty() {
+                Filesystem::KIND
+            } else {
+                LOOKUP_KIND
+            };
+            crate::metrics::poll_failed(kind);
+            log::info!("polling Linode for {kind}: {e}; the waits go on");
+        }
+    }
+    let mut fired = Fired::new();
+    {
+        let mut state = lock(&shared.state);
+        state.polling.remove(&(Filesystem::KIND, group));
+        match fetched {
+            Ok(result) => {
+                let (found, listed) = match result {
+                    Ok((found, listed)) => (Ok(found), Ok(listed)),
+                    Err(e) => (Err(e.clone()), Err(e)),
+                };
+                settle(
+                    &mut state.filesystems,
+                    &keys,
+                    &found,
+                    &shared.policy,
+                    &mut fired,
+                );
+                settle_lookups(
+                    &mut state.lookups,
+                    &asked,
+                    &listed,
+                    &shared.policy,
+                    &mut fired,
+                );
+            }
+            Err(panic) => {
+                let e = flow::panicked("a Linode poll", &*panic);
+                fail(&mut state.filesystems, group, &e, &mut fired);
+                state.lookups.retain(|l| {
+                    let polled = asked.iter().any(|(seq, _, _)| *seq == l.seq);
+                    if polled {
+                        answer(&mut fired, &l.slot, Err(e.clone()));
+                    }
+                    !polled
+                });
+            }
+        }
+    }
+    shared.changed.notify_all();
+    fire_all(fired);
+}
+
+/// Answers each refreshed lookup with what its label and region matched;
+/// a transient failure asks again later, up to `LOOKUP_ATTEMPTS`.
+fn settle_lookups(
+    lookups: &mut Vec<Lookup>,
+    asked: &Asked,
+    result: &crate::Result<Vec<Filesystem>>,
+    policy: &WaitPolicy,
+    fired: &mut Fired,
+) {
+    let now = Instant::now();
+    let backoff = policy.backoff();
+    lookups.retain_mut(|l| {
+        if !asked.iter().any(|(seq, _, _)| *seq == l.seq) {
+            return true;
+        }
+        let outcome = match result {
+            Ok(listed) => Ok(listed
+                .iter()
+                .filter(|fs| fs.label == l.label && fs.region == l.region)
+                .cloned()
+                .collect()),
+            Err(e) if transient(e) && l.failures + 1 < LOOKUP_ATTEMPTS => {
+                l.failures += 1;
+                l.delay = backoff.after(l.delay);
+                l.due = now + l.delay;
+                return true;
+            }
+            Err(e) => Err(e.clone()),
+        };
+        answer(fired, &l.slot, outcome);
+        false
+    });
+}
+
+fn expire_lookups(lookups: &mut Vec<Lookup>, now: Instant, timeout: Duration, fired: &mut Fired) {
+    lookups.retain(|l| {
+        if now.duration_since(l.since) < timeout {
+            return true;
+        }
+        let late = Error::DeadlineExceeded(format!(
+            "looking up NFS filesystem {:?} in space {} did not finish within {timeout:?}",
+            l.label, l.space
+        ));
+        answer(fired, &l.slot, Err(late));
+        false
+    });
+}
+
+/// When the first filesystem watch or lookup times out (when they are due
+/// is the Spaces' business, see `take_spaces`).
+fn next_expiry(state: &State, timeout: Duration) -> Option<Instant> {
+    let watches = state.filesystems.iter().map(|w| w.since);
+    let lookups = state.lookups.iter().map(|l| l.since);
+    watches.chain(lookups).min().map(|since| since + timeout)
 }
 
 fn expire<V: Target>(
@@ -623,47 +759,10 @@ fn expire<V: Target>(
     });
 }
 
-fn expire_lookups(lookups: &mut Vec<Lookup>, now: Instant, timeout: Duration, fired: &mut Fired) {
-    lookups.retain(|l| {
-        if now.duration_since(l.since) < timeout {
-            return true;
-        }
-        let late = Error::DeadlineExceeded(format!(
-            "looking up NFS filesystem {:?} in space {} did not finish within {timeout:?}",
-            l.label, l.space
-        ));
-        answer(fired, &l.slot, Err(late));
-        false
-    });
-}
-
-/// Ends the lookups of `groups` with `e` (their tick panicked).
-fn fail_lookups(
-    lookups: &mut Vec<Lookup>,
-    groups: &BTreeMap<Key, Asked>,
-    e: &Error,
-    fired: &mut Fired,
-) {
-    lookups.retain(|l| {
-        let polled = groups
-            .values()
-            .any(|asked| asked.iter().any(|(seq, _, _)| *seq == l.seq));
-        if polled {
-            answer(fired, &l.slot, Err(e.clone()));
-        }
-        !polled
-    });
-}
-
-/// Ends the watches of `groups` with `e` (their tick panicked).
-fn fail<V: Target>(
-    watches: &mut Vec<Watch<V>>,
-    groups: &BTreeMap<Key, Vec<Key>>,
-    e: &Error,
-    fired: &mut Fired,
-) {
+/// Ends the watches of `group` with `e` (its refresh panicked).
+fn fail<V: Target>(watches: &mut Vec<Watch<V>>, group: Key, e: &Error, fired: &mut Fired) {
     watches.retain(|w| {
-        if !groups.contains_key(&V::group(w.key)) {
+        if V::group(w.key) != group {
             return true;
         }
         answer(fired, &w.slot, Err(e.clone()));
@@ -671,10 +770,17 @@ fn fail<V: Target>(
     });
 }
 
-/// Every group with a due watch, with all of the group's keys.
-fn due<V: Target>(watches: &[Watch<V>], now: Instant) -> BTreeMap<Key, Vec<Key>> {
+/// Each group with a due watch that is not being refreshed already, with
+/// all of the group's keys.
+fn due<V: Target>(
+    watches: &[Watch<V>],
+    now: Instant,
+    polling: &BTreeSet<Polling>,
+) -> BTreeMap<Key, Vec<Key>> {
+    let idle = |w: &&Watch<V>| !polling.contains(&(V::KIND, V::group(w.key)));
     let groups: BTreeSet<Key> = watches
         .iter()
+        .filter(idle)
         .filter(|w| w.due <= now)
         .map(|w| V::group(w.key))
         .collect();
@@ -688,109 +794,43 @@ fn due<V: Target>(watches: &[Watch<V>], now: Instant) -> BTreeMap<Key, Vec<Key>>
     out
 }
 
-fn next_wake<V: Target>(watches: &[Watch<V>], timeout: Duration) -> Option<Instant> {
-    watches.iter().map(|w| w.due.min(w.since + timeout)).min()
-}
-
-/// When the first filesystem watch or lookup times out (when they are due
-/// is the Spaces' business, see `due_spaces`).
-fn next_expiry(state: &State, timeout: Duration) -> Option<Instant> {
-    let watches = state.filesystems.iter().map(|w| w.since);
-    let lookups = state.lookups.iter().map(|l| l.since);
-    watches.chain(lookups).min().map(|since| since + timeout)
-}
-
-/// What each Space's refresh found for its lookups.
-type Looked = Vec<(Asked, crate::Result<Vec<Filesystem>>)>;
-
-/// Refreshes the Spaces that have lookups: each one request for its
-/// watches and lookups together.
-fn fetch_with_lookups(
-    shared: &Shared,
-    mut keys: BTreeMap<Key, Vec<Key>>,
-    lookups: BTreeMap<Key, Asked>,
-) -> (Fetched<Filesystem>, Looked) {
-    let (mut fetched, mut looked) = (Fetched::new(), Looked::new());
-    for (group, asked) in lookups {
-        let group_keys = keys.remove(&group).unwrap_or_default();
-        let mut wanted: Vec<(String, String)> = Vec::new();
-        for (_, label, region) in &asked {
-            if !wanted.iter().any(|(l, r)| l == label && r == region) {
-                wanted.push((label.clone(), region.clone()));
+/// When the next watch is due or expires. A group being refreshed is
+/// rescheduled when its refresh ends, and with every refresh slot taken
+/// none can start before one ends (which wakes the poller): then only
+/// expiries count.
+fn next_wake<V: Target>(
+    watches: &[Watch<V>],
+    timeout: Duration,
+    polling: &BTreeSet<Polling>,
+) -> Option<Instant> {
+    let full = polling.len() >= MAX_POLLS_IN_FLIGHT;
+    watches
+        .iter()
+        .map(|w| {
+            let expiry = w.since + timeout;
+            if full || polling.contains(&(V::KIND, V::group(w.key))) {
+                expiry
+            } else {
+                w.due.min(expiry)
             }
-        }
-        let result = refresh_space(shared.cloud.as_ref(), group.0, &group_keys, &wanted);
-        shared.polls.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = &result {
-            if transient(e) {
-                shared.failed_polls.fetch_add(1, Ordering::Relaxed);
-                crate::metrics::poll_failed(LOOKUP_KIND);
-                log::info!("looking up filesystems in NFS space {}: {e}", group.0);
-            }
-        }
-        let (found, listed) = match result {
-            Ok((found, listed)) => (Ok(found), Ok(listed)),
-            Err(e) => (Err(e.clone()), Err(e)),
-        };
-        fetched.push((group, group_keys, found));
-        looked.push((asked, listed));
-    }
-    (fetched, looked)
-}
-
-/// Answers each refreshed lookup with what its label and region matched;
-/// a transient failure asks again at the next tick, up to `LOOKUP_ATTEMPTS`.
-fn settle_lookups(
-    lookups: &mut Vec<Lookup>,
-    looked: Looked,
-    policy: &WaitPolicy,
-    fired: &mut Fired,
-) {
-    let now = Instant::now();
-    let backoff = policy.backoff();
-    for (asked, result) in looked {
-        lookups.retain_mut(|l| {
-            if !asked.iter().any(|(seq, _, _)| *seq == l.seq) {
-                return true;
-            }
-            let outcome = match &result {
-                Ok(listed) => Ok(listed
-                    .iter()
-                    .filter(|fs| fs.label == l.label && fs.region == l.region)
-                    .cloned()
-                    .collect()),
-                Err(e) if transient(e) && l.failures + 1 < LOOKUP_ATTEMPTS => {
-                    l.failures += 1;
-                    l.delay = backoff.after(l.delay);
-                    l.due = now + l.delay;
-                    return true;
-                }
-                Err(e) => Err(e.clone()),
-            };
-            answer(fired, &l.slot, outcome);
-            false
-        });
-    }
-}
-
-type Fetched<V> = Vec<(Key, Vec<Key>, crate::Result<BTreeMap<Key, V>>)>;
-
-fn fetch_all<V: Target>(shared: &Shared, groups: BTreeMap<Key, Vec<Key>>) -> Fetched<V> {
-    groups
-        .into_iter()
-        .map(|(group, keys)| {
-            let result = V::fetch(shared.cloud.as_ref(), group, &keys);
-            shared.polls.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = &result {
-                if transient(e) {
-                    shared.failed_polls.fetch_add(1, Ordering::Relaxed);
-                    crate::metrics::poll_failed(V::KIND);
-                    log::info!("polling Linode for {}: {e}; the waits go on", V::KIND);
-                }
-            }
-            (group, keys, result)
         })
-        .collect()
+        .min()
+}
+
+/// Takes up to `room` due groups of kind `V`, marking each as being
+/// refreshed, as jobs for their own threads.
+fn take_due<V: Target>(shared: &Arc<Shared>, state: &mut State, now: Instant, jobs: &mut Vec<Job>) {
+    let polling = std::mem::take(&mut state.polling);
+    let groups = due(V::watches(state), now, &polling);
+    state.polling = polling;
+    for (group, keys) in groups {
+        if state.polling.len() >= MAX_POLLS_IN_FLIGHT {
+            return;
+        }
+        state.polling.insert((V::KIND, group));
+        let shared = shared.clone();
+        jobs.push(Box::new(move || poll::<V>(&shared, group, keys)));
+    }
 }
 
 /// Hands each refreshed watch its object, or backs it off. Objects made
@@ -798,58 +838,94 @@ fn fetch_all<V: Target>(shared: &Shared, groups: BTreeMap<Key, Vec<Key>>) -> Fet
 /// the group go back to fast polls rather than overshoot by a long backoff.
 fn settle<V: Target>(
     watches: &mut Vec<Watch<V>>,
-    fetched: Fetched<V>,
+    keys: &[Key],
+    result: &crate::Result<BTreeMap<Key, V>>,
     policy: &WaitPolicy,
     fired: &mut Fired,
 ) {
     let now = Instant::now();
     let backoff = policy.backoff();
-    for (_, keys, result) in fetched {
-        let mut progress = false;
-        watches.retain_mut(|w| {
-            if !keys.contains(&w.key) {
-                return true;
-            }
-            let outcome = match &result {
-                Ok(found) => match found.get(&w.key) {
-                    None => Some(Err(Error::NotFound(format!("{} no longer exists", w.what)))),
-                    Some(v) => match v.status().readiness() {
-                        Readiness::Ready => Some(Ok(v.clone())),
-                        Readiness::Failed(status) => Some(Err(terminal(&w.what, &status))),
-                        Readiness::Pending => None,
-                    },
+    let mut progress = false;
+    watches.retain_mut(|w| {
+        if !keys.contains(&w.key) {
+            return true;
+        }
+        let outcome = match result {
+            Ok(found) => match found.get(&w.key) {
+                None => Some(Err(Error::NotFound(format!("{} no longer exists", w.what)))),
+                Some(v) => match v.status().readiness() {
+                    Readiness::Ready => Some(Ok(v.clone())),
+                    Readiness::Failed(status) => Some(Err(terminal(&w.what, &status))),
+                    Readiness::Pending => None,
                 },
-                Err(e) if transient(e) => None,
-                Err(e) => Some(Err(e.clone())),
-            };
-            match outcome {
-                Some(outcome) => {
-                    if outcome.is_ok() {
-                        progress = true;
-                        crate::metrics::wait_ended_active(V::KIND, now.duration_since(w.since));
-                    }
-                    answer(fired, &w.slot, outcome);
-                    false
+            },
+            Err(e) if transient(e) => None,
+            Err(e) => Some(Err(e.clone())),
+        };
+        match outcome {
+            Some(outcome) => {
+                if outcome.is_ok() {
+                    progress = true;
+                    crate::metrics::wait_ended_active(V::KIND, now.duration_since(w.since));
                 }
-                None => {
-                    w.delay = backoff.after(w.delay);
-                    w.due = now + w.delay;
-                    true
-                }
+                answer(fired, &w.slot, outcome);
+                false
             }
-        });
-        if progress {
-            for w in watches.iter_mut().filter(|w| keys.contains(&w.key)) {
-                w.delay = policy.initial_delay;
+            None => {
+                w.delay = backoff.after(w.delay);
                 w.due = now + w.delay;
+                true
             }
+        }
+    });
+    if progress {
+        for w in watches.iter_mut().filter(|w| keys.contains(&w.key)) {
+            w.delay = policy.initial_delay;
+            w.due = now + w.delay;
         }
     }
 }
 
-/// Blocks until some group is due (firing expired watches as it goes);
-/// `None` once the poller was dropped and has nothing left to watch.
-fn next_due(shared: &Arc<Shared>) -> Option<Due> {
+/// Refreshes one group (no lock held) and answers what it says; a panic
+/// in the refresh ends that group's waits with Internal.
+fn poll<V: Target>(shared: &Shared, group: Key, keys: Vec<Key>) {
+    let fetched = catch_unwind(AssertUnwindSafe(|| {
+        V::fetch(shared.cloud.as_ref(), group, &keys)
+    }));
+    shared.polls.fetch_add(1, Ordering::Relaxed);
+    if let Ok(Err(e)) = &fetched {
+        if transient(e) {
+            shared.failed_polls.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::poll_failed(V::KIND);
+            log::info!("polling Linode for {}: {e}; the waits go on", V::KIND);
+        }
+    }
+    let mut fired = Fired::new();
+    {
+        let mut state = lock(&shared.state);
+        state.polling.remove(&(V::KIND, group));
+        match &fetched {
+            Ok(result) => settle(
+                V::watches(&mut state),
+                &keys,
+                result,
+                &shared.policy,
+                &mut fired,
+            ),
+            Err(panic) => {
+                let e = flow::panicked("a Linode poll", &**panic);
+                fail(V::watches(&mut state), group, &e, &mut fired);
+            }
+        }
+    }
+    shared.changed.notify_all();
+    fire_all(fired);
+}
+
+/// Blocks until some group is due and a refresh may start (firing expired
+/// watches as it goes); `None` once the poller was dropped and has
+/// nothing left to watch or refresh.
+fn next_jobs(shared: &Arc<Shared>) -> Option<Vec<Job>> {
     let timeout = shared.policy.timeout;
     loop {
         let mut state = lock(&shared.state);
@@ -865,63 +941,32 @@ fn next_due(shared: &Arc<Shared>) -> Option<Due> {
             fire_all(expired);
             continue;
         }
-        let paced = shared.cloud.rate_limit(RequestClass::List).limit.is_some();
-        let mut due = Due {
-            snapshots: due(&state.snapshots, now),
-            policies: due(&state.policies, now),
-            ..Due::default()
-        };
-        let held = state.due_spaces(now, paced, &mut due);
-        if !due.is_empty() {
-            return Some(due);
+        let mut jobs = Vec::new();
+        let held = take_spaces(shared, &mut state, now, &mut jobs);
+        take_due::<Snapshot>(shared, &mut state, now, &mut jobs);
+        take_due::<FilesystemAccessPolicy>(shared, &mut state, now, &mut jobs);
+        if !jobs.is_empty() {
+            return Some(jobs);
         }
         let next = [
             held,
             next_expiry(&state, timeout),
-            next_wake(&state.snapshots, timeout),
-            next_wake(&state.policies, timeout),
+            next_wake(&state.snapshots, timeout, &state.polling),
+            next_wake(&state.policies, timeout, &state.polling),
         ]
         .into_iter()
         .flatten()
         .min();
-        // Idle, it still wakes now and then to notice it was dropped.
+        // Idle, it still wakes now and then to notice it was dropped; a
+        // refresh that ends wakes it too.
         let wait = next.map_or(Duration::from_secs(1), |at| {
             at.saturating_duration_since(now)
         });
         let (state, _) = wait_timeout(&shared.changed, state, wait);
-        if state.is_empty() && Arc::strong_count(shared) == 1 {
+        if state.is_empty() && state.polling.is_empty() && Arc::strong_count(shared) == 1 {
             return None;
         }
     }
-}
-
-/// Refreshes the due groups (no lock held), then answers what they say.
-fn tick(shared: &Shared, due: Due) {
-    let (mut with_lookups, mut alone) = (BTreeMap::new(), due.filesystems);
-    for group in due.lookups.keys() {
-        if let Some(keys) = alone.remove(group) {
-            with_lookups.insert(*group, keys);
-        }
-    }
-    let mut filesystems = fetch_all::<Filesystem>(shared, alone);
-    let (shared_refresh, looked) = fetch_with_lookups(shared, with_lookups, due.lookups);
-    filesystems.extend(shared_refresh);
-    let snapshots = fetch_all::<Snapshot>(shared, due.snapshots);
-    let policies = fetch_all::<FilesystemAccessPolicy>(shared, due.policies);
-    let mut fired = Fired::new();
-    {
-        let mut state = lock(&shared.state);
-        settle(
-            &mut state.filesystems,
-            filesystems,
-            &shared.policy,
-            &mut fired,
-        );
-        settle(&mut state.snapshots, snapshots, &shared.policy, &mut fired);
-        settle(&mut state.policies, policies, &shared.policy, &mut fired);
-        settle_lookups(&mut state.lookups, looked, &shared.policy, &mut fired);
-    }
-    fire_all(fired);
 }
 
 fn run(weak: std::sync::Weak<Shared>) {
@@ -929,21 +974,27 @@ fn run(weak: std::sync::Weak<Shared>) {
         let Some(shared) = weak.upgrade() else {
             return;
         };
-        let Some(due) = next_due(&shared) else {
+        let Some(jobs) = next_jobs(&shared) else {
             return;
         };
-        let polled = due.clone();
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| tick(&shared, due))) {
-            let e = flow::panicked("a Linode poll", &*panic);
-            let mut fired = Fired::new();
-            {
-                let mut state = lock(&shared.state);
-                fail(&mut state.filesystems, &polled.filesystems, &e, &mut fired);
-                fail(&mut state.snapshots, &polled.snapshots, &e, &mut fired);
-                fail(&mut state.policies, &polled.policies, &e, &mut fired);
-                fail_lookups(&mut state.lookups, &polled.lookups, &e, &mut fired);
+        drop(shared);
+        for job in jobs {
+            let job = Arc::new(Mutex::new(Some(job)));
+            let handed = job.clone();
+            let spawned = std::thread::Builder::new()
+                .name("linode-poll".into())
+                .spawn(move || {
+                    if let Some(job) = lock(&handed).take() {
+                        job();
+                    }
+                });
+            if spawned.is_err() {
+                // Without a thread to spare, the refresh runs here.
+                log::warn!("Linode poller: no thread for a poll; polling inline");
+                if let Some(job) = lock(&job).take() {
+                    job();
+                }
             }
-            fire_all(fired);
         }
     }
 }
@@ -991,6 +1042,7 @@ mod tests {
             delete_filesystem(a: u64, b: u64) -> crate::Result<()>;
             get_filesystem_access_policy(a: u64, b: u64)
                 -> crate::Result<Option<FilesystemAccessPolicy>>;
+            lacks_filesystem_policies() -> bool;
             put_filesystem_access_policy(a: u64, b: u64, c: &FilesystemAccessPolicyUpdate)
                 -> Result<FilesystemAccessPolicy, WriteError>;
             list_snapshots(a: u64, b: u64) -> crate::Result<Vec<Snapshot>>;
