@@ -11,9 +11,8 @@
 //! lookups and polls together take a bounded share of the scarce list
 //! class whatever their number, and a create already POSTed shares every
 //! refresh with the new lookups instead of queueing behind them. Each
-//! watch backs off on its own (fast
-//! first polls, growing to a cap); a refresh answers every watch of its
-//! group. Each due group is refreshed on a short-lived thread of its own
+//! watch backs off on its own (fast first polls, growing to a cap); a
+//! refresh answers every watch of its group. Each due group is refreshed on a short-lived thread of its own
 //! (a few at once), so a group whose requests hang or fail holds back no
 //! other; a poll is one attempt, never the client's retry loop (the next
 //! poll is its retry). Transient failures (429, 5xx, timeouts, transport
