@@ -544,6 +544,18 @@ fn without_filesystem_policies_node_mode_fails_clearly_and_reads_degrade() {
     let (code, message) = rpc_message(env.create(&squashed));
     assert_eq!(code, Code::FAILED_PRECONDITION, "{message}");
     assert!(message.contains("filesystem-root-squash"), "{message}");
+    // Known now: the next one is refused before anything is made.
+    let posts = env.linode.calls("POST", FS_LIST);
+    let (code, message) = rpc_message(env.create(&volume_req(
+        "no-policy-squash-2",
+        &[(P_SPACE_ID, SPACE.to_string()), (P_SQUASH, "none".into())],
+    )));
+    assert_eq!(code, Code::FAILED_PRECONDITION, "{message}");
+    assert_eq!(
+        env.linode.calls("POST", FS_LIST),
+        posts,
+        "no filesystem made"
+    );
 
     // A volume that does not exist is still NotFound, not the backend's lack.
     let gone = format!("{SPACE}/424242");

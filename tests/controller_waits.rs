@@ -296,3 +296,30 @@ fn twenty_nodes_publishing_three_volumes_at_once_leave_every_acl_exact() {
         assert_eq!(ids, kept, "{v}");
     }
 }
+
+#[test]
+fn server_errors_on_polls_do_not_fail_a_waiting_create() {
+    let env = Setup::new()
+        .seed(|s| linode_nfs_csi::fake::Seed {
+            activation_delay_ms: 400,
+            ..s
+        })
+        .start();
+    // Only the waits' polls read one filesystem: the create's own requests
+    // are a list (by label) and the POST.
+    env.linode
+        .inject(linode_nfs_csi::fake::FaultRule::status("GET", FS_ONE, 500).times(3));
+    let v = env
+        .client
+        .create_volume_opt(&volume_req("polled-through-500s", &by_id()), patient())
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", env.driver.logs()));
+    assert!(!v.volume.unwrap().volume_id.is_empty());
+    let failed = env
+        .linode
+        .requests()
+        .iter()
+        .filter(|r| r.status == Some(500))
+        .count();
+    assert_eq!(failed, 3, "the polls failed and the wait went on");
+    assert_eq!(env.linode.calls("POST", FS_LIST), 1);
+}

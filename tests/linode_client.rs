@@ -894,3 +894,33 @@ fn a_408_and_a_proxys_html_400_are_retried_like_a_503() {
     assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
     assert_eq!(fake.calls("GET", "nfs/spaces/7"), 1);
 }
+
+#[test]
+fn a_put_refused_after_an_ambiguous_attempt_may_still_have_been_applied() {
+    let (fake, cloud) = setup();
+    let fs = cloud.create_filesystem(7, &new_fs("pvc-doubt")).unwrap();
+    let update = FilesystemAccessPolicyUpdate {
+        label: "pvc-doubt".into(),
+        enabled: false,
+        linode_ids: vec![],
+        squash_policy: SquashPolicy::AllSquash,
+        protocols: vec!["nfsv4".into()],
+    };
+    // The first attempt's outcome is unknown (504); the retries are refused.
+    fake.inject(FaultRule::status("PUT", "**", 504).times(1));
+    fake.inject(FaultRule::status("PUT", "**", 503));
+    let err = cloud
+        .put_filesystem_access_policy(7, fs.id, &update)
+        .unwrap_err();
+    assert_eq!(fake.calls("PUT", "**"), 4);
+    assert!(err.maybe_applied, "{err:?}");
+    assert!(err.error.message().contains("[504]"), "{err}");
+    fake.clear_faults();
+
+    // Refused every time: known not to have happened.
+    fake.inject(FaultRule::status("PUT", "**", 503));
+    let err = cloud
+        .put_filesystem_access_policy(7, fs.id, &update)
+        .unwrap_err();
+    assert!(!err.maybe_applied, "{err:?}");
+}

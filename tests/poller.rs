@@ -417,13 +417,16 @@ fn one_failing_group_does_not_stall_the_others() {
             .status,
         Status::Active
     );
+    // And the failing group keeps being polled, each failure counted.
+    wait_for("the failing group to be polled again", PATIENCE, || {
+        poller.counts().failed >= 3
+    });
     assert!(
         parked.outcomes[0].is_none(),
         "the failing group still waits"
     );
     let failing = fake.calls("GET", "nfs/spaces/7/filesystems/*");
-    assert!(failing >= 2, "the failing group was polled {failing} times");
-    assert_eq!(poller.counts().failed as usize, failing);
+    assert!(failing >= 3, "the failing group was polled {failing} times");
     fake.clear_faults();
     let outcomes = parked.finish(2);
     assert_eq!(
@@ -577,4 +580,34 @@ fn waits_outlast_random_server_errors_and_a_network_outage() {
     }
     let injected: u64 = fake.injected().values().sum();
     assert!(injected > 0, "the profile failed some polls");
+}
+
+#[test]
+fn a_group_whose_polls_hang_holds_back_no_other_group() {
+    let (fake, direct) = setup_two_spaces(Duration::from_millis(100));
+    let hung = create_in(&direct, 7, "hung");
+    let healthy = create_in(&direct, 8, "healthy");
+    // A request timeout far past the test's patience: only a poller that
+    // refreshes groups side by side ends the healthy wait in time.
+    let mut settings = LinodeSettings::new(fake.token());
+    settings.base_url = fake.url();
+    settings.request_timeout = Duration::from_secs(300);
+    let cloud = Arc::new(LinodeCloud::new(settings).unwrap());
+    let hang = fake.hang("GET", "nfs/spaces/7/filesystems/*");
+    let poller = Poller::new(cloud, policy(PATIENCE));
+    let mut parked = Parked::new(vec![
+        poller.filesystem(hung, done),
+        poller.filesystem(healthy, done),
+    ]);
+    assert!(hang.wait_for_hits(1, PATIENCE), "the hung group is polled");
+    let (i, rest) = parked.woken.recv_timeout(PATIENCE).expect("a wait ends");
+    parked.take(i, rest());
+    assert_eq!(i, 1, "the healthy group's wait ends while the other hangs");
+    assert_eq!(hang.hits(), 1, "a hung poll is not sent again meanwhile");
+    hang.release();
+    let outcomes = parked.finish(2);
+    assert_eq!(
+        outcomes[0].as_ref().unwrap().as_ref().unwrap().status,
+        Status::Active
+    );
 }

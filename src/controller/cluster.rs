@@ -74,3 +74,61 @@ impl Cluster {
         Ok(region.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::{HttpRequest, HttpResponse, HttpServer};
+    use std::sync::mpsc;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_slow_node_list_does_not_hold_back_other_callers() {
+        // The first list hangs until released; later ones answer at once.
+        let (release, hold) = mpsc::channel::<()>();
+        let (arrived_tx, arrived) = mpsc::channel::<()>();
+        let hold = Mutex::new(Some((hold, arrived_tx)));
+        let handler = move |_: HttpRequest| {
+            let first = lock(&hold).take();
+            if let Some((hold, arrived)) = first {
+                let _ = arrived.send(());
+                let _ = hold.recv_timeout(Duration::from_secs(30));
+            }
+            HttpResponse::json(
+                200,
+                &serde_json::json!({"items": [{"metadata": {"name": "w",
+                    "labels": {"topology.kubernetes.io/region": "us-ord"}}}], "metadata": {}}),
+            )
+        };
+        let server = HttpServer::start("slow-kube", Arc::new(handler)).unwrap();
+        let dir = std::env::temp_dir().join(format!("lnc-cluster-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!("apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: t\n  cluster:\n    server: {}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\nusers:\n- name: t\n  user:\n    token: x\n", server.url()),
+        )
+        .unwrap();
+        let cluster = Arc::new(Cluster::new(
+            KubeClient::from_kubeconfig(&kubeconfig).unwrap(),
+        ));
+        let slow = {
+            let cluster = cluster.clone();
+            std::thread::spawn(move || cluster.region())
+        };
+        arrived
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the first caller is inside its list");
+        let (done_tx, done_rx) = mpsc::channel();
+        let quick = cluster.clone();
+        std::thread::spawn(move || done_tx.send(quick.region()).unwrap());
+        let answer = done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a second caller does not wait for the first one's list");
+        assert_eq!(answer.unwrap(), "us-ord");
+        release.send(()).unwrap();
+        assert_eq!(slow.join().unwrap().unwrap(), "us-ord");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

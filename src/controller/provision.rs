@@ -6,6 +6,7 @@
 
 use super::inspect::volume_of;
 use super::params::{Mutable, Params};
+use super::publish::no_filesystem_policy;
 use super::{clone, tags, Controller};
 use crate::flow::{done, Flow, Step, Then};
 use crate::handles::{label_for, SnapshotId, VolumeId};
@@ -189,6 +190,13 @@ pub fn create_volume(
         None => c
             .in_doubt
             .check(&doubt, &format!("create NFS filesystem \"{}\"", want.label))?,
+    }
+    if existing.is_none() && want.squash.is_some() && c.cloud.lacks_filesystem_policies() {
+        // The squash policy could not be set: make nothing to leave behind.
+        return Err(no_filesystem_policy(format!(
+            "new NFS filesystem \"{}\"",
+            want.label
+        )));
     }
     let adopting = existing.is_some();
     let made = match existing {

@@ -103,11 +103,11 @@ const ARRIVALS_KEPT: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone, Copy)]
 pub struct Arrival(u64);
 
-/// FailedPrecondition for a change that needs the filesystem's own access
-/// policy on a backend that has none.
-pub(crate) fn no_filesystem_policy(vol: VolumeId) -> Error {
+/// FailedPrecondition for a change to `what` that needs a filesystem's own
+/// access policy, on a backend that has none.
+pub(crate) fn no_filesystem_policy(what: impl std::fmt::Display) -> Error {
     Error::FailedPrecondition(format!(
-        "the Linode backend has no per-filesystem access policy (filesystem {vol}); use NFS_ACCESS_POLICY_MODE=space, where the Space's access policy admits the nodes, and leave out the linodenfs.csi.linode.com/filesystem-root-squash parameter"
+        "the Linode backend has no per-filesystem access policy ({what}); use NFS_ACCESS_POLICY_MODE=space, where the Space's access policy admits the nodes, and leave out the linodenfs.csi.linode.com/filesystem-root-squash parameter"
     ))
 }
 
@@ -272,7 +272,7 @@ fn apply_batch(
     let current = match read_policy(c, vol, c.acl_cache.ticket(vol)) {
         Ok(Some(p)) => p,
         Ok(None) => {
-            let e = no_filesystem_policy(vol);
+            let e = no_filesystem_policy(format!("filesystem {vol}"));
             return done(batch.iter().map(|_| Err(e.clone())).collect());
         }
         Err(Error::NotFound(m)) => {
@@ -426,8 +426,8 @@ pub fn publish(
         .map_err(|_| Error::NotFound(format!("volume {:?} not found", req.volume_id)))?;
     let node = linode_id(&req.node_id)?;
     let arrival = c.acl.arrive();
-    let policy =
-        read_policy(c, vol, c.acl_cache.ticket(vol))?.ok_or_else(|| no_filesystem_policy(vol))?;
+    let policy = read_policy(c, vol, c.acl_cache.ticket(vol))?
+        .ok_or_else(|| no_filesystem_policy(format!("filesystem {vol}")))?;
     if !(policy.enabled && policy.linode_ids().contains(&node)) {
         // CSI wants NotFound for a node that does not exist; a token without
         // read access to instances must not block attaching, though: the

@@ -35,7 +35,8 @@ struct Learnt {
     no_tag_filter: AtomicBool,
     /// The backend was seen without a per-filesystem access-policy
     /// endpoint (warned about once; every read still asks, since a
-    /// policy may appear later than its filesystem).
+    /// policy may appear later than its filesystem; new squash policies
+    /// are refused up front).
     no_filesystem_policy: AtomicBool,
 }
 
@@ -175,7 +176,7 @@ impl Cloud for LinodeCloud {
             Ok(policy) => Ok(Some(policy)),
             // Backends without the endpoint answer 404 or 501 (linode-api.md
             // §3.4); only here does 501 mean "absent" rather than a failure.
-            Err(e) if matches!(e.status(), Some(404 | 501)) => Ok(None),
+            Err(e) if e.is_missing_endpoint() => Ok(None),
             Err(e) => Err(e),
         };
         ctx(policy, || {
@@ -319,9 +320,13 @@ impl Cloud for LinodeCloud {
             Ok(policy) => Ok(Some(policy)),
             // Backends without the endpoint answer 404 or 501 (linode-api.md
             // §3.4), like the Space's.
-            Err(e) if matches!(e.status(), Some(404 | 501)) => missing(self),
+            Err(e) if e.is_missing_endpoint() => missing(self),
             Err(e) => ctx(Err(e), what),
         }
+    }
+
+    fn lacks_filesystem_policies(&self) -> bool {
+        self.learnt.no_filesystem_policy.load(Ordering::Relaxed)
     }
 
     fn put_filesystem_access_policy(

@@ -88,6 +88,10 @@ pub trait Cloud: Send + Sync {
         space_id: u64,
         fs_id: u64,
     ) -> crate::Result<Option<FilesystemAccessPolicy>>;
+    /// Whether the backend was seen without per-filesystem access policies
+    /// (a read above answered `None`), so a change needing one can be
+    /// refused before anything is made.
+    fn lacks_filesystem_policies(&self) -> bool;
     /// Full replace: every field of `policy` is sent.
     fn put_filesystem_access_policy(
         &self,

@@ -1,20 +1,21 @@
 //! One thread that watches every Linode object the driver waits for, so a
-//! wait holds no RPC worker and costs no request of its own. Per tick it
-//! refreshes all pending filesystems of one Space with one request (a list
-//! filtered to their ids; a plain GET when only one is pending), all pending
+//! wait holds no RPC worker and costs no request of its own. It refreshes
+//! all pending filesystems of one Space with one request (a list filtered
+//! to their ids; a plain GET when only one is pending), all pending
 //! snapshots of one filesystem likewise, and each pending access policy
 //! once however many wait for it. Each watch backs off on its own (fast
 //! first polls, growing to a cap); a refresh answers every watch of its
-//! group. A poll is one attempt, never the client's retry loop (the next
-//! tick is its retry), so a failing group costs the other groups one
-//! request's time at most. Transient failures (429, 5xx, timeouts,
-//! transport errors) keep the watches waiting and are counted; the
-//! client's pacer slows every request after a 429, this thread's polls
-//! included. Its pending waits and how long each took to become active are
-//! metrics. It knows nothing about CSI, and never runs a waiter's work:
-//! firing a watch only hands the rest to the waiter's driver, and no watch
-//! is fired while the poller's state is locked. A panic in a tick ends
-//! that tick's waits with Internal; the thread goes on.
+//! group. Each due group is refreshed on a short-lived thread of its own
+//! (a few at once), so a group whose requests hang or fail holds back no
+//! other; a poll is one attempt, never the client's retry loop (the next
+//! poll is its retry). Transient failures (429, 5xx, timeouts, transport
+//! errors) keep the watches waiting and are counted; the client's pacer
+//! slows every request after a 429, these polls included. Its pending waits
+//! and how long each took to become active are metrics. It knows nothing
+//! about CSI, and never runs a waiter's work: firing a watch only hands
+//! the rest to the waiter's driver, and no watch is fired while the
+//! poller's state is locked. A panic in a refresh ends that group's waits
+//! with Internal; polling goes on.
 
 use super::types::{Filesystem, FilesystemAccessPolicy, Readiness, Snapshot, Status};
 use super::Cloud;
@@ -91,6 +92,8 @@ struct State {
     filesystems: Vec<Watch<Filesystem>>,
     snapshots: Vec<Watch<Snapshot>>,
     policies: Vec<Watch<FilesystemAccessPolicy>>,
+    /// Groups whose refresh is under way.
+    polling: BTreeSet<Polling>,
 }
 
 /// How many waits of each kind are pending.
@@ -266,7 +269,9 @@ type Fired = Vec<Box<dyn FnOnce() + Send>>;
 
 fn fire_all(fired: Fired) {
     for fire in fired {
-        fire();
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(fire)) {
+            flow::panicked("answering a wait", &*panic);
+        }
     }
 }
 
@@ -407,19 +412,15 @@ fn terminal(what: &str, status: &str) -> Error {
     ))
 }
 
-/// The groups to refresh this tick, with the keys each had when taken.
-#[derive(Default, Clone)]
-struct Due {
-    filesystems: BTreeMap<Key, Vec<Key>>,
-    snapshots: BTreeMap<Key, Vec<Key>>,
-    policies: BTreeMap<Key, Vec<Key>>,
-}
+/// At most this many groups are being refreshed at once, each on its own
+/// short-lived thread, so a group whose requests hang holds back no other.
+const MAX_POLLS_IN_FLIGHT: usize = 8;
 
-impl Due {
-    fn is_empty(&self) -> bool {
-        self.filesystems.is_empty() && self.snapshots.is_empty() && self.policies.is_empty()
-    }
-}
+/// A group being refreshed: its kind and group key.
+type Polling = (&'static str, Key);
+
+/// One group's refresh, ready to run off the lock.
+type Job = Box<dyn FnOnce() + Send>;
 
 impl State {
     /// Forgets watches whose waiter left or was answered.
@@ -453,15 +454,10 @@ fn expire<V: Target>(
     });
 }
 
-/// Ends the watches of `groups` with `e` (their tick panicked).
-fn fail<V: Target>(
-    watches: &mut Vec<Watch<V>>,
-    groups: &BTreeMap<Key, Vec<Key>>,
-    e: &Error,
-    fired: &mut Fired,
-) {
+/// Ends the watches of `group` with `e` (its refresh panicked).
+fn fail<V: Target>(watches: &mut Vec<Watch<V>>, group: Key, e: &Error, fired: &mut Fired) {
     watches.retain(|w| {
-        if !groups.contains_key(&V::group(w.key)) {
+        if V::group(w.key) != group {
             return true;
         }
         answer(fired, w, Err(e.clone()));
@@ -469,10 +465,17 @@ fn fail<V: Target>(
     });
 }
 
-/// Every group with a due watch, with all of the group's keys.
-fn due<V: Target>(watches: &[Watch<V>], now: Instant) -> BTreeMap<Key, Vec<Key>> {
+/// Each group with a due watch that is not being refreshed already, with
+/// all of the group's keys.
+fn due<V: Target>(
+    watches: &[Watch<V>],
+    now: Instant,
+    polling: &BTreeSet<Polling>,
+) -> BTreeMap<Key, Vec<Key>> {
+    let idle = |w: &&Watch<V>| !polling.contains(&(V::KIND, V::group(w.key)));
     let groups: BTreeSet<Key> = watches
         .iter()
+        .filter(idle)
         .filter(|w| w.due <= now)
         .map(|w| V::group(w.key))
         .collect();
@@ -486,28 +489,43 @@ fn due<V: Target>(watches: &[Watch<V>], now: Instant) -> BTreeMap<Key, Vec<Key>>
     out
 }
 
-fn next_wake<V: Target>(watches: &[Watch<V>], timeout: Duration) -> Option<Instant> {
-    watches.iter().map(|w| w.due.min(w.since + timeout)).min()
+/// When the next watch is due or expires. A group being refreshed is
+/// rescheduled when its refresh ends, and with every refresh slot taken
+/// none can start before one ends (which wakes the poller): then only
+/// expiries count.
+fn next_wake<V: Target>(
+    watches: &[Watch<V>],
+    timeout: Duration,
+    polling: &BTreeSet<Polling>,
+) -> Option<Instant> {
+    let full = polling.len() >= MAX_POLLS_IN_FLIGHT;
+    watches
+        .iter()
+        .map(|w| {
+            let expiry = w.since + timeout;
+            if full || polling.contains(&(V::KIND, V::group(w.key))) {
+                expiry
+            } else {
+                w.due.min(expiry)
+            }
+        })
+        .min()
 }
 
-type Fetched<V> = Vec<(Key, Vec<Key>, crate::Result<BTreeMap<Key, V>>)>;
-
-fn fetch_all<V: Target>(shared: &Shared, groups: BTreeMap<Key, Vec<Key>>) -> Fetched<V> {
-    groups
-        .into_iter()
-        .map(|(group, keys)| {
-            let result = V::fetch(shared.cloud.as_ref(), group, &keys);
-            shared.polls.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = &result {
-                if transient(e) {
-                    shared.failed_polls.fetch_add(1, Ordering::Relaxed);
-                    crate::metrics::poll_failed(V::KIND);
-                    log::info!("polling Linode for {}: {e}; the waits go on", V::KIND);
-                }
-            }
-            (group, keys, result)
-        })
-        .collect()
+/// Takes up to `room` due groups of kind `V`, marking each as being
+/// refreshed, as jobs for their own threads.
+fn take_due<V: Target>(shared: &Arc<Shared>, state: &mut State, now: Instant, jobs: &mut Vec<Job>) {
+    let polling = std::mem::take(&mut state.polling);
+    let groups = due(V::watches(state), now, &polling);
+    state.polling = polling;
+    for (group, keys) in groups {
+        if state.polling.len() >= MAX_POLLS_IN_FLIGHT {
+            return;
+        }
+        state.polling.insert((V::KIND, group));
+        let shared = shared.clone();
+        jobs.push(Box::new(move || poll::<V>(&shared, group, keys)));
+    }
 }
 
 /// Hands each refreshed watch its object, or backs it off. Objects made
@@ -515,58 +533,94 @@ fn fetch_all<V: Target>(shared: &Shared, groups: BTreeMap<Key, Vec<Key>>) -> Fet
 /// the group go back to fast polls rather than overshoot by a long backoff.
 fn settle<V: Target>(
     watches: &mut Vec<Watch<V>>,
-    fetched: Fetched<V>,
+    keys: &[Key],
+    result: &crate::Result<BTreeMap<Key, V>>,
     policy: &WaitPolicy,
     fired: &mut Fired,
 ) {
     let now = Instant::now();
     let backoff = policy.backoff();
-    for (_, keys, result) in fetched {
-        let mut progress = false;
-        watches.retain_mut(|w| {
-            if !keys.contains(&w.key) {
-                return true;
-            }
-            let outcome = match &result {
-                Ok(found) => match found.get(&w.key) {
-                    None => Some(Err(Error::NotFound(format!("{} no longer exists", w.what)))),
-                    Some(v) => match v.status().readiness() {
-                        Readiness::Ready => Some(Ok(v.clone())),
-                        Readiness::Failed(status) => Some(Err(terminal(&w.what, &status))),
-                        Readiness::Pending => None,
-                    },
+    let mut progress = false;
+    watches.retain_mut(|w| {
+        if !keys.contains(&w.key) {
+            return true;
+        }
+        let outcome = match result {
+            Ok(found) => match found.get(&w.key) {
+                None => Some(Err(Error::NotFound(format!("{} no longer exists", w.what)))),
+                Some(v) => match v.status().readiness() {
+                    Readiness::Ready => Some(Ok(v.clone())),
+                    Readiness::Failed(status) => Some(Err(terminal(&w.what, &status))),
+                    Readiness::Pending => None,
                 },
-                Err(e) if transient(e) => None,
-                Err(e) => Some(Err(e.clone())),
-            };
-            match outcome {
-                Some(outcome) => {
-                    if outcome.is_ok() {
-                        progress = true;
-                        crate::metrics::wait_ended_active(V::KIND, now.duration_since(w.since));
-                    }
-                    answer(fired, w, outcome);
-                    false
+            },
+            Err(e) if transient(e) => None,
+            Err(e) => Some(Err(e.clone())),
+        };
+        match outcome {
+            Some(outcome) => {
+                if outcome.is_ok() {
+                    progress = true;
+                    crate::metrics::wait_ended_active(V::KIND, now.duration_since(w.since));
                 }
-                None => {
-                    w.delay = backoff.after(w.delay);
-                    w.due = now + w.delay;
-                    true
-                }
+                answer(fired, w, outcome);
+                false
             }
-        });
-        if progress {
-            for w in watches.iter_mut().filter(|w| keys.contains(&w.key)) {
-                w.delay = policy.initial_delay;
+            None => {
+                w.delay = backoff.after(w.delay);
                 w.due = now + w.delay;
+                true
             }
+        }
+    });
+    if progress {
+        for w in watches.iter_mut().filter(|w| keys.contains(&w.key)) {
+            w.delay = policy.initial_delay;
+            w.due = now + w.delay;
         }
     }
 }
 
-/// Blocks until some group is due (firing expired watches as it goes);
-/// `None` once the poller was dropped and has nothing left to watch.
-fn next_due(shared: &Arc<Shared>) -> Option<Due> {
+/// Refreshes one group (no lock held) and answers what it says; a panic
+/// in the refresh ends that group's waits with Internal.
+fn poll<V: Target>(shared: &Shared, group: Key, keys: Vec<Key>) {
+    let fetched = catch_unwind(AssertUnwindSafe(|| {
+        V::fetch(shared.cloud.as_ref(), group, &keys)
+    }));
+    shared.polls.fetch_add(1, Ordering::Relaxed);
+    if let Ok(Err(e)) = &fetched {
+        if transient(e) {
+            shared.failed_polls.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::poll_failed(V::KIND);
+            log::info!("polling Linode for {}: {e}; the waits go on", V::KIND);
+        }
+    }
+    let mut fired = Fired::new();
+    {
+        let mut state = lock(&shared.state);
+        state.polling.remove(&(V::KIND, group));
+        match &fetched {
+            Ok(result) => settle(
+                V::watches(&mut state),
+                &keys,
+                result,
+                &shared.policy,
+                &mut fired,
+            ),
+            Err(panic) => {
+                let e = flow::panicked("a Linode poll", &**panic);
+                fail(V::watches(&mut state), group, &e, &mut fired);
+            }
+        }
+    }
+    shared.changed.notify_all();
+    fire_all(fired);
+}
+
+/// Blocks until some group is due and a refresh may start (firing expired
+/// watches as it goes); `None` once the poller was dropped and has
+/// nothing left to watch or refresh.
+fn next_jobs(shared: &Arc<Shared>) -> Option<Vec<Job>> {
     let timeout = shared.policy.timeout;
     loop {
         let mut state = lock(&shared.state);
@@ -581,51 +635,31 @@ fn next_due(shared: &Arc<Shared>) -> Option<Due> {
             fire_all(expired);
             continue;
         }
-        let due = Due {
-            filesystems: due(&state.filesystems, now),
-            snapshots: due(&state.snapshots, now),
-            policies: due(&state.policies, now),
-        };
-        if !due.is_empty() {
-            return Some(due);
+        let mut jobs = Vec::new();
+        take_due::<Filesystem>(shared, &mut state, now, &mut jobs);
+        take_due::<Snapshot>(shared, &mut state, now, &mut jobs);
+        take_due::<FilesystemAccessPolicy>(shared, &mut state, now, &mut jobs);
+        if !jobs.is_empty() {
+            return Some(jobs);
         }
         let next = [
-            next_wake(&state.filesystems, timeout),
-            next_wake(&state.snapshots, timeout),
-            next_wake(&state.policies, timeout),
+            next_wake(&state.filesystems, timeout, &state.polling),
+            next_wake(&state.snapshots, timeout, &state.polling),
+            next_wake(&state.policies, timeout, &state.polling),
         ]
         .into_iter()
         .flatten()
         .min();
-        // Idle, it still wakes now and then to notice it was dropped.
+        // Idle, it still wakes now and then to notice it was dropped; a
+        // refresh that ends wakes it too.
         let wait = next.map_or(Duration::from_secs(1), |at| {
             at.saturating_duration_since(now)
         });
         let (state, _) = wait_timeout(&shared.changed, state, wait);
-        if state.is_empty() && Arc::strong_count(shared) == 1 {
+        if state.is_empty() && state.polling.is_empty() && Arc::strong_count(shared) == 1 {
             return None;
         }
     }
-}
-
-/// Refreshes the due groups (no lock held), then answers what they say.
-fn tick(shared: &Shared, due: Due) {
-    let filesystems = fetch_all::<Filesystem>(shared, due.filesystems);
-    let snapshots = fetch_all::<Snapshot>(shared, due.snapshots);
-    let policies = fetch_all::<FilesystemAccessPolicy>(shared, due.policies);
-    let mut fired = Fired::new();
-    {
-        let mut state = lock(&shared.state);
-        settle(
-            &mut state.filesystems,
-            filesystems,
-            &shared.policy,
-            &mut fired,
-        );
-        settle(&mut state.snapshots, snapshots, &shared.policy, &mut fired);
-        settle(&mut state.policies, policies, &shared.policy, &mut fired);
-    }
-    fire_all(fired);
 }
 
 fn run(weak: std::sync::Weak<Shared>) {
@@ -633,20 +667,27 @@ fn run(weak: std::sync::Weak<Shared>) {
         let Some(shared) = weak.upgrade() else {
             return;
         };
-        let Some(due) = next_due(&shared) else {
+        let Some(jobs) = next_jobs(&shared) else {
             return;
         };
-        let polled = due.clone();
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| tick(&shared, due))) {
-            let e = flow::panicked("a Linode poll", &*panic);
-            let mut fired = Fired::new();
-            {
-                let mut state = lock(&shared.state);
-                fail(&mut state.filesystems, &polled.filesystems, &e, &mut fired);
-                fail(&mut state.snapshots, &polled.snapshots, &e, &mut fired);
-                fail(&mut state.policies, &polled.policies, &e, &mut fired);
+        drop(shared);
+        for job in jobs {
+            let job = Arc::new(Mutex::new(Some(job)));
+            let handed = job.clone();
+            let spawned = std::thread::Builder::new()
+                .name("linode-poll".into())
+                .spawn(move || {
+                    if let Some(job) = lock(&handed).take() {
+                        job();
+                    }
+                });
+            if spawned.is_err() {
+                // Without a thread to spare, the refresh runs here.
+                log::warn!("Linode poller: no thread for a poll; polling inline");
+                if let Some(job) = lock(&job).take() {
+                    job();
+                }
             }
-            fire_all(fired);
         }
     }
 }
@@ -692,6 +733,7 @@ mod tests {
             delete_filesystem(a: u64, b: u64) -> crate::Result<()>;
             get_filesystem_access_policy(a: u64, b: u64)
                 -> crate::Result<Option<FilesystemAccessPolicy>>;
+            lacks_filesystem_policies() -> bool;
             put_filesystem_access_policy(a: u64, b: u64, c: &FilesystemAccessPolicyUpdate)
                 -> Result<FilesystemAccessPolicy, WriteError>;
             list_snapshots(a: u64, b: u64) -> crate::Result<Vec<Snapshot>>;

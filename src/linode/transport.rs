@@ -188,6 +188,65 @@ impl Answer {
     }
 }
 
+/// What a status means beyond retrying, decided here and nowhere else.
+impl Error {
+    /// 404 or 501: what backends lacking an endpoint answer (linode-api.md
+    /// §3.4), and what a missing object answers too; the caller tells the
+    /// two apart where it can.
+    pub fn is_missing_endpoint(&self) -> bool {
+        matches!(self.status(), Some(404 | 501))
+    }
+
+    /// Whether the request may still have been carried out. A 429 (rate
+    /// limited), a 503 (not ready, maintenance), a 408 or a proxy's refusal
+    /// turned the request away before anything was done, and the 4xx the
+    /// contract names are the API refusing it; a timeout, another 5xx, an
+    /// unexpected status, a broken connection or an unreadable success
+    /// leave the outcome unknown.
+    pub fn maybe_applied(&self) -> bool {
+        match self {
+            Error::Status {
+                transient: true, ..
+            } => false,
+            Error::Status { status, .. } => {
+                !matches!(status, 400 | 401 | 403 | 404 | 408 | 409 | 422 | 429 | 503)
+            }
+            Error::Transport(_) | Error::Decode(_) | Error::Timeout(_) => true,
+        }
+    }
+
+    /// The status that names a 400 refusing one field, e.g. `X-Filter`.
+    pub fn refuses_field(&self, name: &str) -> bool {
+        matches!(self, Error::Status { status: 400, transient: false, reasons }
+            if reasons.iter().any(|(f, _)| f.as_deref() == Some(name)))
+    }
+}
+
+/// A timeout maps to `Unavailable` (not `Internal` like other transport
+/// failures): the backend was reached or is merely slow, and the CSI sidecar
+/// should simply retry later. Connect/TLS/DNS failures stay `Internal` as
+/// behaviour.md demands, because they usually mean misconfiguration.
+impl From<Error> for crate::Error {
+    fn from(e: Error) -> crate::Error {
+        let message = e.to_string();
+        match e {
+            Error::Status {
+                transient: true, ..
+            } => crate::Error::Unavailable(message),
+            Error::Status { status, .. } => match status {
+                404 => crate::Error::NotFound(message),
+                400 | 422 => crate::Error::InvalidArgument(message),
+                401 | 403 => crate::Error::PermissionDenied(message),
+                409 => crate::Error::FailedPrecondition(message),
+                408 | 429 | 502 | 503 | 504 => crate::Error::Unavailable(message),
+                _ => crate::Error::Internal(message),
+            },
+            Error::Timeout(_) => crate::Error::Unavailable(message),
+            Error::Transport(_) | Error::Decode(_) => crate::Error::Internal(message),
+        }
+    }
+}
+
 /// PEM → certificates; empty input or no CERTIFICATE block is an error
 /// naming `what`, so a wrong file fails at startup rather than at first TLS.
 pub(crate) fn pem_certificates(
@@ -390,6 +449,9 @@ impl Transport {
             RequestClass::Other
         };
         let mut attempt = 1;
+        // An attempt the backend may have carried out (a 502, a 504)
+        // decides what the call reports, even if a later one was refused.
+        let mut maybe_applied: Option<Error> = None;
         loop {
             self.pacer.wait_turn(class);
             let started = Instant::now();
@@ -431,12 +493,21 @@ impl Transport {
                         _ => format!(" in {wait:?}"),
                     }
                 );
+                let failed = reply.into_error();
+                if failed.maybe_applied() {
+                    maybe_applied = Some(failed);
+                }
                 std::thread::sleep(wait);
                 crate::metrics::linode_retry(method.as_str(), path);
                 attempt += 1;
                 continue;
             }
-            return Err(self.scrub(reply.into_error()));
+            let failed = reply.into_error();
+            let reported = match maybe_applied {
+                Some(earlier) if !failed.maybe_applied() => earlier,
+                _ => failed,
+            };
+            return Err(self.scrub(reported));
         }
     }
 
@@ -518,6 +589,7 @@ impl Transport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::linode::WriteError;
 
     #[test]
     fn backoff_doubles_and_caps() {
@@ -565,6 +637,81 @@ mod tests {
         assert!(matches!(err, crate::Error::InvalidArgument(_)));
         assert!(err.message().contains("LINODE_CA"));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn status(code: u16) -> Error {
+        Error::Status {
+            status: code,
+            transient: false,
+            reasons: vec![(None, "x".into())],
+        }
+    }
+
+    #[test]
+    fn http_status_table_matches_behaviour_contract() {
+        use crate::Error as E;
+        type Outcome = fn(String) -> E;
+        let table: [(u16, Outcome); 14] = [
+            (404, E::NotFound),
+            (400, E::InvalidArgument),
+            (422, E::InvalidArgument),
+            (401, E::PermissionDenied),
+            (403, E::PermissionDenied),
+            (409, E::FailedPrecondition),
+            (429, E::Unavailable),
+            (502, E::Unavailable),
+            (503, E::Unavailable),
+            (504, E::Unavailable),
+            (408, E::Unavailable),
+            (500, E::Internal),
+            (501, E::Internal),
+            (418, E::Internal),
+        ];
+        for (code, want) in table {
+            let got = crate::Error::from(status(code));
+            assert_eq!(got, want(format!("[{code}] x")), "status {code}");
+        }
+    }
+
+    #[test]
+    fn only_refusals_are_known_not_to_have_happened() {
+        let from = |e: Error| WriteError::new(e, "create filesystem \"x\"").maybe_applied;
+        for code in [429, 503, 408] {
+            assert!(!from(status(code)), "{code}");
+        }
+        for code in [500, 502, 504, 418] {
+            assert!(from(status(code)), "{code}");
+        }
+        assert!(from(Error::Timeout("10s".into())));
+        assert!(from(Error::Transport("reset".into())));
+        assert!(!from(status(400)));
+        assert!(!from(status(404)));
+        let proxy = Error::Status {
+            status: 400,
+            transient: true,
+            reasons: vec![],
+        };
+        assert!(!from(proxy.clone()));
+        assert!(matches!(
+            crate::Error::from(proxy),
+            crate::Error::Unavailable(_)
+        ));
+    }
+
+    #[test]
+    fn non_status_failures() {
+        assert!(matches!(
+            crate::Error::from(Error::Transport("refused".into())),
+            crate::Error::Internal(_)
+        ));
+        assert!(matches!(
+            crate::Error::from(Error::Decode("bad json".into())),
+            crate::Error::Internal(_)
+        ));
+        assert!(matches!(
+            crate::Error::from(Error::Timeout("10s".into())),
+            crate::Error::Unavailable(_)
+        ));
     }
 
     fn answer(status: u16, body: &str, maintenance: bool, html: bool) -> Answer {
