@@ -18,9 +18,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Refreshes of entries past their age, on average per second: a quarter of
-/// the 400 a minute a token gets for single-object requests at the least,
-/// leaving the rest to publishes, creates and the poller.
+/// Refreshes of entries past their age, on average per second: 60 a
+/// minute, 15% of the 400 a minute a token gets for single-object requests
+/// at the least, leaving the rest to publishes, creates and the poller.
 const REFRESH_PER_SECOND: f64 = 1.0;
 /// Refreshes one listing may make at once when the budget has been idle:
 /// two minutes' worth, so a re-sync every ten minutes refreshes at most 120
