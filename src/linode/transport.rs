@@ -7,6 +7,7 @@
 //! puts the token anywhere but the `Authorization` header, and never retries
 //! a POST.
 
+use super::endpoint::endpoint_template;
 use super::error::Error;
 use super::pacer::{Observed, Pacer, RateLimitState, RequestClass, Work};
 use super::types::Page;
@@ -462,7 +463,12 @@ impl Transport {
             let started = Instant::now();
             let sent = self.once(method, &url, filter, body);
             let status = sent.as_ref().ok().map(|r| r.status);
-            crate::metrics::linode_request(method.as_str(), path, status, started.elapsed());
+            crate::metrics::linode_request(
+                method.as_str(),
+                &endpoint_template(path),
+                status,
+                started.elapsed(),
+            );
             let reply = sent.map_err(|e| self.scrub(e))?;
             self.pacer.observe(class, &reply.budget);
             crate::metrics::linode_budget(
@@ -503,7 +509,7 @@ impl Transport {
                     maybe_applied = Some(failed);
                 }
                 std::thread::sleep(wait);
-                crate::metrics::linode_retry(method.as_str(), path);
+                crate::metrics::linode_retry(method.as_str(), &endpoint_template(path));
                 attempt += 1;
                 continue;
             }
