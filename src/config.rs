@@ -160,6 +160,8 @@ pub struct Config {
     /// `LINODE_WAIT_TIMEOUT`, for the real client and dev mode's alike.
     pub wait_timeout: Duration,
     pub space_cache_ttl: Duration,
+    /// `ACL_CACHE_MAX_AGE` (controller, node mode).
+    pub acl_cache_max_age: Duration,
     pub access_policy_mode: AccessPolicyMode,
     pub default_capacity_bytes: i64,
     pub node_name: Option<String>,
@@ -266,6 +268,11 @@ const SETTINGS: &[Setting] = &[
         var: "SPACE_CACHE_TTL",
         default: "60s",
         help: "how long a Storage Space and its mTLS mode are reused before they are read again (0s: always read)",
+    },
+    Setting {
+        var: "ACL_CACHE_MAX_AGE",
+        default: "5m",
+        help: "node mode: age past which a filesystem ACL the controller knows is read again for ListVolumes and ControllerGetVolume, at most one a second (0s: always read)",
     },
     Setting {
         var: "NFS_ACCESS_POLICY_MODE",
@@ -616,6 +623,7 @@ impl Config {
             linode,
             wait_timeout,
             space_cache_ttl,
+            acl_cache_max_age: duration("ACL_CACHE_MAX_AGE")?,
             access_policy_mode,
             default_capacity_bytes,
             node_name,

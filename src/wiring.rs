@@ -50,6 +50,7 @@ pub fn controller_service(
             default_capacity_bytes: config.default_capacity_bytes,
             space_cache_ttl: config.space_cache_ttl,
             request_timeout: linode.request_timeout,
+            acl_cache_max_age: config.acl_cache_max_age,
         },
         rpc.clone(),
     ))

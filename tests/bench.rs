@@ -509,6 +509,29 @@ fn by_class(linode: &FakeLinode) -> (u64, u64) {
     (list, other)
 }
 
+/// Paginated GETs of the creates (label lookups and status polls: lists of
+/// filesystems filtered by id or label, or the whole Space once too many
+/// are pending) and of the rest (ListVolumes lists by the driver's tag,
+/// both list the Spaces), told apart by the request log's `X-Filter`.
+fn lists_for_creates(linode: &FakeLinode) -> (u64, u64) {
+    let (mut creates, mut rest) = (0, 0);
+    for r in linode.requests() {
+        if r.method != "GET" || !r.query.contains("page=") {
+            continue;
+        }
+        let by_tag = r
+            .x_filter
+            .as_deref()
+            .is_some_and(|f| f.contains("\"tags\""));
+        if r.path.ends_with("/filesystems") && !by_tag {
+            creates += 1;
+        } else {
+            rest += 1;
+        }
+    }
+    (creates, rest)
+}
+
 /// What `n` CreateVolume calls cost when `callers` threads send them as
 /// csi-provisioner's workers do: one call per worker at a time, retried
 /// with backoff on Unavailable and Aborted. Returns the wall time, and the
@@ -629,9 +652,10 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
     lists.sort();
     capacities.sort();
     let (list, other) = by_class(&linode);
+    let (creates, reader) = lists_for_creates(&linode);
     let floor = window.as_secs_f64() * (500.0 / other_budget as f64);
     println!(
-        "BENCH 500 CreateVolume through 100 retrying callers under list:{list_budget},other:{other_budget},window:{window:?}, activation 2 s: {:.2} s = {:.2}x the floor of 500 POSTs at the other budget ({floor:.1} s); {list} paginated GETs, {other} other requests, {} answered 429; non-OK answers {seen:?}; meanwhile ListVolumes p99 {:.0} ms ({} calls), GetCapacity p99 {:.0} ms ({} calls)",
+        "BENCH 500 CreateVolume through 100 retrying callers under list:{list_budget},other:{other_budget},window:{window:?}, activation 2 s: {:.2} s = {:.2}x the floor of 500 POSTs at the other budget ({floor:.1} s); {list} paginated GETs ({creates} for the creates' lookups and polls, {reader} for ListVolumes and GetCapacity), {other} other requests, {} answered 429; non-OK answers {seen:?}; meanwhile ListVolumes p99 {:.0} ms ({} calls), GetCapacity p99 {:.0} ms ({} calls)",
         wall.as_secs_f64(),
         wall.as_secs_f64() / floor,
         linode.throttled(),
@@ -644,4 +668,186 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
         println!("BENCH   {call}: {n}");
     }
     assert_eq!(linode.filesystems().len(), 501, "every filesystem once");
+}
+
+/// A controller binary in `mode` against `linode`, with its own kubeconfig.
+fn listing_controller(linode: &FakeLinode, kube: &FakeKube, mode: &str) -> Driver {
+    let b = Driver::builder();
+    let kubeconfig = common::write_kubeconfig(b.dir(), &kube.url(), "kube-token");
+    b.env("DRIVER_ROLE", "controller")
+        .env("RUST_LOG", "warn")
+        .env("LINODE_URL", linode.url())
+        .env("LINODE_TOKEN", linode.token())
+        .env("KUBECONFIG", kubeconfig.display().to_string())
+        .env("NFS_ACCESS_POLICY_MODE", mode)
+        .start()
+}
+
+/// Fakes holding `volumes` of the driver's volumes in Space 7 (seeded, not
+/// created) and Linodes 1001..=1010 to publish to.
+fn listing_world(volumes: usize) -> (FakeLinode, FakeKube) {
+    let seed = Seed {
+        regions: vec!["us-ord".into()],
+        ..Seed::default()
+    }
+    .with_space(SpaceSeed::new(7, "bench"));
+    let seed = (0..volumes).fold(seed, |s, i| {
+        s.with_filesystem(
+            linode_nfs_csi::fake::FilesystemSeed::new(7, &format!("pvc-{i:05}"), "us-ord")
+                .tag("csi.linodenfs.csi.linode.com"),
+        )
+    });
+    let seed = (1001..=1010).fold(seed, |s, id| {
+        s.with_instance(InstanceSeed {
+            id,
+            label: format!("node-{id}"),
+            region: "us-ord".into(),
+            interface_generation: None,
+            ipv6: None,
+            vpcs: vec![],
+        })
+    });
+    let kube = FakeKube::start("kube-token").unwrap();
+    kube.add_node(FakeNode::new("n1").label("topology.kubernetes.io/region", "us-ord"));
+    (FakeLinode::start(seed).unwrap(), kube)
+}
+
+/// Every page of a ListVolumes walk, `per_page` at a time (0: one call);
+/// the entries, the Linode requests it cost and its wall time.
+fn listing_walk(
+    client: &linode_nfs_csi::proto::csi_grpc::ControllerClient,
+    linode: &FakeLinode,
+    per_page: i32,
+) -> (Vec<csi::list_volumes_response::Entry>, u64, Duration) {
+    linode.clear_requests();
+    let started = Instant::now();
+    let mut entries = Vec::new();
+    let mut req = csi::ListVolumesRequest::new();
+    req.max_entries = per_page;
+    loop {
+        let resp = client.list_volumes(&req).unwrap();
+        entries.extend(resp.entries);
+        if resp.next_token.is_empty() {
+            break;
+        }
+        req.starting_token = resp.next_token;
+    }
+    (entries, total(linode), started.elapsed())
+}
+
+/// Published nodes by volume id, as a listing reported them.
+fn published_by_volume(
+    entries: &[csi::list_volumes_response::Entry],
+) -> BTreeMap<String, Vec<String>> {
+    entries
+        .iter()
+        .map(|e| {
+            let mut nodes = e.status.published_node_ids.clone();
+            nodes.sort();
+            (e.volume.volume_id.clone(), nodes)
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "benchmark: bash .ci/bench"]
+fn bench_list_volumes_walks_and_published_nodes_at_scale() {
+    for mode in ["space", "node"] {
+        // 1000 volumes: a full listing, again, a paged walk; each against
+        // a fresh process (cold: nothing known) and again (warm).
+        let (linode, kube) = listing_world(1000);
+        let driver = listing_controller(&linode, &kube, mode);
+        let client = driver.controller();
+        let (all, full_cold, _) = listing_walk(&client, &linode, 0);
+        assert_eq!(all.len(), 1000);
+        let (_, full_warm, _) = listing_walk(&client, &linode, 0);
+        drop(client);
+        drop(driver);
+        let driver = listing_controller(&linode, &kube, mode);
+        let client = driver.controller();
+        let (walked, walk_cold, _) = listing_walk(&client, &linode, 100);
+        let (_, walk_warm, _) = listing_walk(&client, &linode, 100);
+        assert_eq!(
+            walked
+                .iter()
+                .map(|e| &e.volume.volume_id)
+                .collect::<Vec<_>>(),
+            all.iter().map(|e| &e.volume.volume_id).collect::<Vec<_>>(),
+            "the walk is the listing"
+        );
+        println!(
+            "BENCH {mode} mode, 1000 volumes: one full ListVolumes {full_cold} Linode requests (fresh controller), {full_warm} right after; a walk of 100 per page (10 calls) {walk_cold} (fresh controller) = {:.2}x, {walk_warm} right after = {:.2}x",
+            walk_cold as f64 / full_cold as f64,
+            walk_warm as f64 / full_warm as f64,
+        );
+        assert!(walk_cold as f64 <= 1.2 * full_cold as f64);
+        assert!(walk_warm as f64 <= 1.2 * full_warm as f64);
+        if mode == "node" {
+            assert!(full_warm <= 10, "a second listing: {full_warm} requests");
+            // Publishes and unpublishes between listings: each listing
+            // shows exactly what the ACLs hold.
+            let mut want = published_by_volume(&all);
+            let mut cap = csi::ControllerPublishVolumeRequest::new();
+            cap.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+            for round in 0..3usize {
+                for i in 0..20usize {
+                    let vol = &all[(round * 37 + i * 41) % all.len()].volume.volume_id;
+                    let node = (1001 + (i + round) % 10).to_string();
+                    let nodes = want.get_mut(vol).unwrap();
+                    if nodes.contains(&node) {
+                        let mut req = csi::ControllerUnpublishVolumeRequest::new();
+                        req.volume_id = vol.clone();
+                        req.node_id = node.clone();
+                        client.controller_unpublish_volume(&req).unwrap();
+                        nodes.retain(|n| *n != node);
+                    } else {
+                        let mut req = cap.clone();
+                        req.volume_id = vol.clone();
+                        req.node_id = node.clone();
+                        client.controller_publish_volume(&req).unwrap();
+                        nodes.push(node);
+                        nodes.sort();
+                    }
+                }
+                let (listed, cost, _) = listing_walk(&client, &linode, 0);
+                assert_eq!(published_by_volume(&listed), want, "round {round}");
+                let truth: BTreeMap<String, Vec<String>> = listed
+                    .iter()
+                    .map(|e| {
+                        let fs = e.volume.volume_context["filesystem-id"].parse().unwrap();
+                        let policy = linode.filesystem_policy(fs).unwrap();
+                        let mut ids: Vec<String> = if policy.enabled {
+                            policy.linode_ids().iter().map(u64::to_string).collect()
+                        } else {
+                            Vec::new()
+                        };
+                        ids.sort();
+                        (e.volume.volume_id.clone(), ids)
+                    })
+                    .collect();
+                assert_eq!(want, truth, "the backend agrees");
+                println!(
+                    "BENCH node mode, 1000 volumes: ListVolumes after 20 publishes/unpublishes (round {round}): {cost} Linode requests, published nodes exact"
+                );
+            }
+        }
+        drop(client);
+        drop(driver);
+
+        // 10,000 volumes: one full listing on a fresh controller, and again.
+        let (linode, kube) = listing_world(10_000);
+        let driver = listing_controller(&linode, &kube, mode);
+        let client = driver.controller();
+        let (all, cold, cold_wall) = listing_walk(&client, &linode, 0);
+        assert_eq!(all.len(), 10_000);
+        let (list, other) = by_class(&linode);
+        let (_, warm, warm_wall) = listing_walk(&client, &linode, 0);
+        let (_, walk, walk_wall) = listing_walk(&client, &linode, 100);
+        println!(
+            "BENCH {mode} mode, 10,000 volumes: one full ListVolumes on a fresh controller {:.2} s, {cold} Linode requests ({list} paginated, {other} other); right after {:.2} s, {warm} requests; a walk of 100 per page (100 calls) {:.2} s, {walk} requests",
+            cold_wall.as_secs_f64(),
+            warm_wall.as_secs_f64(),
+            walk_wall.as_secs_f64(),
+        );
+    }
 }

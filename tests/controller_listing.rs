@@ -1,16 +1,21 @@
 //! ListVolumes, GetCapacity, GetSnapshot and ControllerModifyVolume through
 //! the real binary against the fake Linode: only this driver's filesystems
-//! are volumes, pages hold across changes, capacity follows the Space, and
-//! a VolumeAttributesClass changes tags and squash and nothing else.
+//! are volumes, pages hold across changes and a walk costs one listing,
+//! published nodes come from what the controller read and wrote, capacity
+//! follows the Space, and a VolumeAttributesClass changes tags and squash
+//! and nothing else.
 
 mod common;
 
 use common::controller::*;
 use grpcio::RpcStatusCode as Code;
-use linode_nfs_csi::fake::SpaceSeed;
-use linode_nfs_csi::linode::{Cloud, LinodeCloud, LinodeSettings, NewFilesystem};
+use linode_nfs_csi::fake::{FaultRule, FilesystemSeed, Seed, SpaceSeed};
+use linode_nfs_csi::linode::{
+    Cloud, FilesystemAccessPolicyUpdate, LinodeCloud, LinodeSettings, NewFilesystem, SquashPolicy,
+};
 use linode_nfs_csi::proto::csi;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 const GIB: i64 = 1 << 30;
 
@@ -28,12 +33,16 @@ fn ids(resp: &csi::ListVolumesResponse) -> Vec<String> {
         .collect()
 }
 
-/// A filesystem made behind the driver's back, in a Space it shares.
-fn foreign_filesystem(env: &Env, label: &str) {
+/// A client of the fake Linode of its own, as a person or another tool.
+fn someone_else(env: &Env) -> LinodeCloud {
     let mut settings = LinodeSettings::new(env.linode.token());
     settings.base_url = env.linode.url();
-    LinodeCloud::new(settings)
-        .unwrap()
+    LinodeCloud::new(settings).unwrap()
+}
+
+/// A filesystem made behind the driver's back, in a Space it shares.
+fn foreign_filesystem(env: &Env, label: &str) {
+    someone_else(env)
         .create_filesystem(
             SPACE,
             &NewFilesystem {
@@ -311,4 +320,327 @@ fn create_volume_applies_mutable_parameters_over_the_class() {
         "all_squash"
     );
     env.create(&req).expect("a repeat adopts");
+}
+
+/// The driver's mark: filesystems seeded with it are its volumes.
+const MARK: &str = "csi.linodenfs.csi.linode.com";
+
+/// `n` volumes of the driver already in `space`.
+fn with_volumes(seed: Seed, space: u64, n: usize) -> Seed {
+    (0..n).fold(seed, |s, i| {
+        s.with_filesystem(
+            FilesystemSeed::new(space, &format!("pvc-{space}-{i:04}"), REGION).tag(MARK),
+        )
+    })
+}
+
+/// What `f` cost, by `METHOD endpoint template`.
+fn cost<T>(env: &Env, f: impl FnOnce() -> T) -> (T, BTreeMap<String, u64>) {
+    env.linode.clear_requests();
+    let out = f();
+    (out, env.linode.request_counts())
+}
+
+fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+}
+
+/// Every page of a walk from `token`, `per_page` at a time, with `between`
+/// run after each page; the volume ids in the order served.
+fn walk_from(env: &Env, token: &str, per_page: i32, mut between: impl FnMut(usize)) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut token = token.to_string();
+    for page in 0.. {
+        let resp = list(env, per_page, &token).unwrap();
+        assert!(resp.entries.len() <= per_page as usize);
+        seen.extend(ids(&resp));
+        if resp.next_token.is_empty() {
+            break;
+        }
+        token = resp.next_token;
+        between(page);
+    }
+    seen
+}
+
+fn kill_and_restart(env: &mut Env) {
+    env.driver.signal(libc::SIGKILL);
+    env.driver.wait_exit(Duration::from_secs(10));
+    env.restart();
+}
+
+#[test]
+fn each_listing_shape_costs_one_list_per_space_page_at_most() {
+    let mut env = Setup::new()
+        .seed(|s| {
+            with_volumes(
+                with_volumes(s.with_space(SpaceSeed::new(8, "second")), SPACE, 250),
+                8,
+                50,
+            )
+        })
+        .start();
+    // Pages of 100 from the API: three lists for Space 7, one for Space 8.
+    env.linode.set_page_size(Some(100));
+    // The Spaces' mTLS modes are read once per SPACE_CACHE_TTL: not here.
+    list(&env, 0, "").unwrap();
+    let one_listing = counts(&[
+        ("GET nfs/spaces", 1),
+        ("GET nfs/spaces/{id}/filesystems", 4),
+    ]);
+
+    let (all, full) = cost(&env, || ids(&list(&env, 0, "").unwrap()));
+    assert_eq!(all.len(), 300);
+    assert_eq!(full, one_listing, "a full listing");
+
+    let (walked, walk) = cost(&env, || walk_from(&env, "", 40, |_| {}));
+    assert_eq!(walked, all, "eight pages, each volume once, in order");
+    assert_eq!(
+        walk, one_listing,
+        "a walk: its first page lists, the rest cost nothing"
+    );
+
+    // A token no kept listing handed out (never handed out, or by a
+    // process gone since): a fresh listing from there.
+    let (rest, unissued) = cost(&env, || ids(&list(&env, 0, &all[150]).unwrap()));
+    assert_eq!(rest, all[150..]);
+    assert_eq!(unissued, one_listing);
+    let first = list(&env, 100, "").unwrap();
+    assert_eq!(
+        first.next_token, all[100],
+        "a token is the next volume's id"
+    );
+    kill_and_restart(&mut env);
+    list(&env, 0, "").unwrap();
+    let (rest, after_restart) = cost(&env, || walk_from(&env, &first.next_token, 100, |_| {}));
+    assert_eq!(rest, all[100..], "the token outlives its listing");
+    assert_eq!(after_restart, one_listing);
+}
+
+#[test]
+fn a_walk_neither_repeats_nor_skips_what_existed_throughout() {
+    let mut env = Setup::new().seed(|s| with_volumes(s, SPACE, 30)).start();
+    let before = ids(&list(&env, 0, "").unwrap());
+    let mut made = 0;
+    let mut deleted: BTreeSet<String> = BTreeSet::new();
+    // Between pages: a volume made, one already served deleted and one
+    // not served yet deleted.
+    let mut churn = |env: &Env, page: usize| {
+        env.create_ok(&format!("churn-{made}"));
+        made += 1;
+        for victim in [&before[page * 4], &before[29 - page]] {
+            if deleted.insert(victim.clone()) {
+                env.delete(victim).unwrap();
+            }
+        }
+    };
+    let check = |walked: &[String], deleted: &BTreeSet<String>| {
+        let unique: BTreeSet<&String> = walked.iter().collect();
+        assert_eq!(unique.len(), walked.len(), "nothing twice: {walked:?}");
+        for id in before.iter().filter(|id| !deleted.contains(*id)) {
+            assert!(
+                unique.contains(id),
+                "{id} existed throughout but was skipped"
+            );
+        }
+        let mut sorted = walked.to_vec();
+        sorted.sort_by_key(|id| ids_of(id));
+        assert_eq!(sorted, walked, "in volume id order");
+    };
+    let walked = walk_from(&env, "", 4, |page| churn(&env, page));
+    check(&walked, &deleted);
+
+    // The same across a restart between pages: every later page comes
+    // from a fresh listing at its token.
+    let now = ids(&list(&env, 0, "").unwrap());
+    let first = list(&env, 4, "").unwrap();
+    kill_and_restart(&mut env);
+    let gone = now[6].clone();
+    env.delete(&gone).unwrap();
+    let made_after = env.create_ok("after-restart").volume_id;
+    let mut walked = ids(&first);
+    walked.extend(walk_from(&env, &first.next_token, 4, |_| {}));
+    let unique: BTreeSet<&String> = walked.iter().collect();
+    assert_eq!(unique.len(), walked.len(), "nothing twice: {walked:?}");
+    for id in now.iter().filter(|id| **id != gone) {
+        assert!(
+            unique.contains(id),
+            "{id} existed throughout but was skipped"
+        );
+    }
+    assert!(
+        !unique.contains(&gone),
+        "a fresh listing does not show what is gone"
+    );
+    assert!(
+        unique.contains(&made_after),
+        "a fresh listing shows what is new"
+    );
+}
+
+fn publish(env: &Env, volume_id: &str, node: &str) {
+    let mut req = csi::ControllerPublishVolumeRequest::new();
+    req.volume_id = volume_id.to_string();
+    req.node_id = node.into();
+    req.volume_capability = Some(mount_cap(Mode::MULTI_NODE_MULTI_WRITER)).into();
+    env.client.controller_publish_volume(&req).unwrap();
+}
+
+fn unpublish(env: &Env, volume_id: &str, node: &str) {
+    let mut req = csi::ControllerUnpublishVolumeRequest::new();
+    req.volume_id = volume_id.to_string();
+    req.node_id = node.into();
+    env.client.controller_unpublish_volume(&req).unwrap();
+}
+
+/// Published nodes by volume, as ListVolumes reports them.
+fn published(env: &Env) -> BTreeMap<String, Vec<String>> {
+    list(env, 0, "")
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| {
+            let mut nodes = e.status.published_node_ids.clone();
+            nodes.sort();
+            (e.volume.volume_id.clone(), nodes)
+        })
+        .collect()
+}
+
+fn get_volume_nodes(env: &Env, volume_id: &str) -> Vec<String> {
+    let mut req = csi::ControllerGetVolumeRequest::new();
+    req.volume_id = volume_id.to_string();
+    env.client
+        .controller_get_volume(&req)
+        .unwrap()
+        .status
+        .unwrap()
+        .published_node_ids
+}
+
+const POLICY_GET: &str = "GET nfs/spaces/{id}/filesystems/{id}/access-policy";
+
+#[test]
+fn published_nodes_follow_publishes_and_unpublishes_and_a_restart_reads_them_again() {
+    let mut env = Setup::new()
+        .node_mode()
+        .seed(|s| with_nodes(with_volumes(s, SPACE, 5), [1001, 1002]))
+        .start();
+    let (first, read) = cost(&env, || published(&env));
+    let vols: Vec<String> = first.keys().cloned().collect();
+    assert!(first.values().all(Vec::is_empty));
+    assert_eq!(read.get(POLICY_GET), Some(&5), "never read: read once each");
+    let (_, again) = cost(&env, || published(&env));
+    assert_eq!(again.get(POLICY_GET), None, "known now: {again:?}");
+
+    publish(&env, &vols[0], "1001");
+    publish(&env, &vols[0], "1002");
+    publish(&env, &vols[3], "1002");
+    let expect = |pairs: &[(usize, &[&str])]| -> BTreeMap<String, Vec<String>> {
+        let mut want: BTreeMap<String, Vec<String>> =
+            vols.iter().map(|v| (v.clone(), Vec::new())).collect();
+        for (i, nodes) in pairs {
+            want.insert(
+                vols[*i].clone(),
+                nodes.iter().map(|n| n.to_string()).collect(),
+            );
+        }
+        want
+    };
+    let (now, listing) = cost(&env, || published(&env));
+    assert_eq!(now, expect(&[(0, &["1001", "1002"]), (3, &["1002"])]));
+    assert_eq!(
+        listing.get(POLICY_GET),
+        None,
+        "the publishes wrote what the listing shows"
+    );
+    let (nodes, get) = cost(&env, || get_volume_nodes(&env, &vols[3]));
+    assert_eq!(nodes, ["1002"]);
+    assert_eq!(
+        get.get(POLICY_GET),
+        None,
+        "ControllerGetVolume too: {get:?}"
+    );
+
+    unpublish(&env, &vols[0], "1001");
+    unpublish(&env, &vols[3], "1002");
+    // Nothing to revoke: still what is known.
+    unpublish(&env, &vols[4], "1001");
+    let (now, listing) = cost(&env, || published(&env));
+    assert_eq!(now, expect(&[(0, &["1002"])]));
+    assert_eq!(listing.get(POLICY_GET), None);
+
+    kill_and_restart(&mut env);
+    let (after, read) = cost(&env, || published(&env));
+    assert_eq!(after, now, "the same, read from the backend");
+    assert_eq!(
+        read.get(POLICY_GET),
+        Some(&5),
+        "an empty cache reads each once"
+    );
+    let (_, again) = cost(&env, || published(&env));
+    assert_eq!(again.get(POLICY_GET), None);
+}
+
+/// An ACL edited by hand: what the controller knows, until the entry is
+/// older than ACL_CACHE_MAX_AGE and is read again; a read again that fails
+/// reports what was read last, never nothing.
+#[test]
+fn a_hand_edit_shows_once_the_entry_is_older_than_its_max_age() {
+    let env = Setup::new()
+        .node_mode()
+        .env("ACL_CACHE_MAX_AGE", "1s")
+        .seed(|s| with_nodes(s, [1001, 1002]))
+        .start();
+    let v = env.create_ok("edited").volume_id;
+    publish(&env, &v, "1001");
+    publish(&env, &v, "1002");
+    let fs = ids_of(&v).1;
+    let edit = |ids: Vec<u64>| {
+        someone_else(&env)
+            .put_filesystem_access_policy(
+                SPACE,
+                fs,
+                &FilesystemAccessPolicyUpdate {
+                    label: "edited".into(),
+                    enabled: true,
+                    linode_ids: ids,
+                    squash_policy: SquashPolicy::RootSquash,
+                    protocols: vec!["nfsv4".into()],
+                },
+            )
+            .unwrap()
+    };
+    edit(vec![1002]);
+    common::wait_for("the hand edit listed", Duration::from_secs(20), || {
+        published(&env)[&v] == ["1002"]
+    });
+    assert_eq!(get_volume_nodes(&env, &v), ["1002"]);
+
+    // The policy cannot be read: the last read is reported.
+    edit(vec![]);
+    env.linode
+        .inject(FaultRule::status("GET", FS_POLICY, 500).times(1000));
+    common::wait_for("a read again", Duration::from_secs(20), || {
+        let (now, tried) = cost(&env, || published(&env));
+        assert_eq!(now[&v], ["1002"], "as last read");
+        tried.contains_key(POLICY_GET)
+    });
+    env.linode.clear_faults();
+    common::wait_for("the second edit listed", Duration::from_secs(20), || {
+        published(&env)[&v].is_empty()
+    });
+}
+
+#[test]
+fn a_zero_max_age_reads_every_policy_for_every_listing() {
+    let env = Setup::new()
+        .node_mode()
+        .env("ACL_CACHE_MAX_AGE", "0s")
+        .seed(|s| with_volumes(s, SPACE, 3))
+        .start();
+    for _ in 0..2 {
+        let (_, read) = cost(&env, || published(&env));
+        assert_eq!(read.get(POLICY_GET), Some(&3));
+    }
 }

@@ -19,6 +19,13 @@ fn deadline() -> CallOption {
     CallOption::default().timeout(PATIENCE)
 }
 
+/// The Space by its label: the creates' first request, made on a worker
+/// (the warm-up resolved it by id only). The label lookup that follows
+/// parks on the poller and holds no worker, so it cannot hold one here.
+fn by_label() -> Vec<(&'static str, String)> {
+    vec![(P_SPACE_LABEL, SPACE_LABEL.to_string())]
+}
+
 /// Starts `n` creates at once on clones of `client` (one channel).
 fn start_creates(
     client: &csi_grpc::ControllerClient,
@@ -28,7 +35,7 @@ fn start_creates(
     (0..n)
         .map(|i| {
             let client = client.clone();
-            let req = volume_req(&format!("{prefix}-{i}"), &by_id());
+            let req = volume_req(&format!("{prefix}-{i}"), &by_label());
             std::thread::spawn(move || client.create_volume_opt(&req, deadline()))
         })
         .collect()
@@ -41,13 +48,13 @@ fn slow_creates_run_side_by_side_and_cheap_rpcs_answer_while_every_worker_is_hel
     let controller = csi_grpc::ControllerClient::new(channel.clone());
     let identity = csi_grpc::IdentityClient::new(channel);
     env.create_ok("warm-caches");
-    // With the region and the Space cached, the lookup by label is the
-    // first request of a create.
-    let gate = env.linode.hang("GET", FS_LIST);
+    // With the region cached, resolving the Space by label is the first
+    // request of a create.
+    let gate = env.linode.hang("GET", "nfs/spaces");
 
     let creates = start_creates(&controller, "burst", 8);
-    // Eight held lookups at once means eight workers are busy at once: the
-    // calls did not queue behind each other.
+    // Eight held resolutions at once means eight workers are busy at once:
+    // the calls did not queue behind each other.
     assert!(
         gate.wait_for_hits(8, PATIENCE),
         "only {} of 8 creates reached the backend together",
@@ -75,13 +82,13 @@ fn a_full_queue_refuses_with_unavailable_and_loses_nothing() {
     // queue, the rest are refused.
     let env = Setup::new().env("WORKER_THREADS", "1").start();
     env.create_ok("warm-caches");
-    let gate = env.linode.hang("GET", FS_LIST);
+    let gate = env.linode.hang("GET", "nfs/spaces");
 
     let (done, results) = std::sync::mpsc::channel();
     let calls: Vec<_> = (0..262)
         .map(|i| {
             let (client, done) = (env.client.clone(), done.clone());
-            let req = volume_req(&format!("call-{i}"), &by_id());
+            let req = volume_req(&format!("call-{i}"), &by_label());
             std::thread::spawn(move || {
                 let _ = done.send((i, client.create_volume_opt(&req, deadline())));
             })

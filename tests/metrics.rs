@@ -491,9 +491,11 @@ fn a_parked_create_is_a_pending_wait_and_its_wait_is_timed_when_active() {
         )
         .unwrap();
     let mut m = scrape(addr);
-    wait_for("the create to park", PATIENCE, || {
+    // It parks first on its label lookup, then on the activation.
+    wait_for("the create to park on its filesystem", PATIENCE, || {
         m = scrape(addr);
         m.get("csi_rpc_parked", &[]) == 1.0
+            && m.get("csi_linode_pending_waits", &[("kind", "label_lookup")]) == 0.0
     });
     assert_eq!(
         m.get("csi_linode_pending_waits", &[("kind", "filesystem")]),
@@ -978,4 +980,49 @@ fn dev_rate_limits_put_the_fake_behind_linode_style_budgets() {
         m.get("csi_linode_rate_limit_limit", &[("class", "other")]),
         50.0
     );
+}
+
+#[test]
+fn a_hundred_concurrent_creates_on_four_workers_are_admitted_and_their_lookups_share_a_list() {
+    // csi-provisioner's 100 workers, each with one call at a time, against
+    // the smallest pool that is still a pool.
+    let env = with_metrics().env("WORKER_THREADS", "4").start();
+    let addr = metrics_addr(&env.driver);
+    env.create_ok("warm-caches");
+    let before = env.linode.requests().len();
+    // The first lookup's list is held: every other create parks its lookup
+    // meanwhile, and none holds a worker.
+    let gate = env.linode.hang("GET", FS_LIST);
+    let calls: Vec<_> = (0..100)
+        .map(|i| {
+            let client = env.client.clone();
+            let req = volume_req(&format!("pvc-{i:03}"), &by_id());
+            std::thread::spawn(move || {
+                client.create_volume_opt(&req, grpcio::CallOption::default().timeout(PATIENCE))
+            })
+        })
+        .collect();
+    assert!(gate.wait_for_hits(1, PATIENCE));
+    wait_for("100 parked lookups", PATIENCE, || {
+        scrape(addr).get("csi_linode_pending_waits", &[("kind", "label_lookup")]) == 100.0
+    });
+    assert_eq!(gate.hits(), 1, "the parked lookups sent nothing yet");
+    gate.release();
+    for (i, call) in calls.into_iter().enumerate() {
+        call.join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("pvc-{i:03} was not served: {e:?}"));
+    }
+    assert_eq!(env.live_filesystems().len(), 101, "every filesystem once");
+    let lists = env
+        .linode
+        .requests()
+        .into_iter()
+        .skip(before)
+        .filter(|r| r.method == "GET" && r.path.ends_with("/filesystems"))
+        .count();
+    // The held lone lookup, one list for the 99 that parked behind it (the
+    // whole Space instead, should the filesystems still activating push it
+    // past 100 terms), and at most one poll of those: not one per create.
+    assert!(lists <= 3, "{lists} lists for the lookups of 100 creates");
 }

@@ -1,14 +1,17 @@
 //! The read-only views of a volume: the CSI volume and context built from
 //! a filesystem (shared with CreateVolume and ListVolumes), its condition,
-//! ValidateVolumeCapabilities and ControllerGetVolume. Nothing here writes
-//! to the backend.
+//! ValidateVolumeCapabilities and ControllerGetVolume, and the published
+//! nodes (from the ACL cache, and the policy reads that fill it). Nothing
+//! here writes to the backend.
 
+use super::acl_cache::{Acl, Plan, Ticket};
 use super::params::{Mutable, Params, SpaceRef};
+use super::publish::policy_key;
 use super::volume_capability::capability_problem;
 use super::{tags, Controller};
 use crate::handles::{self, VolumeId};
 use crate::limits;
-use crate::linode::{Filesystem, MtlsMode, Status};
+use crate::linode::{Filesystem, FilesystemAccessPolicy, MtlsMode, Status};
 use crate::proto::csi;
 use crate::Error;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -179,26 +182,79 @@ fn parameters_problem(
     Ok(None)
 }
 
-/// The nodes `fs` is published to (node mode): the Linodes its access
-/// policy allows. A backend without per-filesystem policies cannot say;
-/// the nodes are then reported unknown (none) with a warning rather than
-/// failing the read.
-pub(super) fn published_nodes(c: &Controller, fs: &Filesystem) -> Result<Vec<String>, Error> {
-    match c.cloud.get_filesystem_access_policy(fs.space_id, fs.id) {
-        Ok(Some(policy)) if policy.enabled => {
-            Ok(policy.linode_ids().iter().map(u64::to_string).collect())
-        }
-        Ok(Some(_)) | Err(Error::NotFound(_)) => Ok(Vec::new()),
-        Ok(None) => {
-            log::warn!(
-                "NFS filesystem {}/{}: published nodes unknown, the backend has no per-filesystem access policy",
-                fs.space_id,
-                fs.id
-            );
-            Ok(Vec::new())
-        }
-        Err(e) => Err(e),
+/// The nodes each of `fss` is published to (node mode): the Linodes its
+/// access policy allows, as the ACL cache knows them, reading those it
+/// does not know and, as far as its refresh budget goes, those it knew too
+/// long ago. A refresh that fails is reported from the last read; a
+/// filesystem never read that cannot be read fails the call. A backend
+/// without per-filesystem policies cannot say; the nodes are then reported
+/// unknown (none) with a warning rather than failing the read.
+pub(super) fn published_nodes(
+    c: &Controller,
+    fss: &[&Filesystem],
+) -> Result<Vec<Vec<String>>, Error> {
+    let vols: Vec<VolumeId> = fss
+        .iter()
+        .map(|fs| VolumeId {
+            space: fs.space_id,
+            filesystem: fs.id,
+        })
+        .collect();
+    let plans = c.acl_cache.plan(&vols);
+    let mut published = Vec::with_capacity(fss.len());
+    for ((fs, vol), plan) in fss.iter().zip(vols).zip(plans) {
+        let nodes = match plan {
+            Plan::Report(acl) => acl.published(),
+            Plan::Read { ticket, last } => match read_policy(c, vol, ticket) {
+                Ok(Some(policy)) => Acl::of(&policy).published(),
+                Ok(None) => {
+                    log::warn!(
+                        "NFS filesystem {}/{}: published nodes unknown, the backend has no per-filesystem access policy",
+                        fs.space_id,
+                        fs.id
+                    );
+                    Vec::new()
+                }
+                // Gone since it was listed: published nowhere.
+                Err(Error::NotFound(_)) => Vec::new(),
+                Err(e) => match last {
+                    Some(acl) => {
+                        log::warn!(
+                            "NFS filesystem {vol}: published nodes as last read, its access policy could not be read again: {e}"
+                        );
+                        acl.published()
+                    }
+                    None => return Err(e),
+                },
+            },
+        };
+        published.push(nodes);
     }
+    Ok(published)
+}
+
+/// The filesystem's access policy from the backend, kept in the ACL cache
+/// (under `ticket`, taken before the read) unless a write of it may still
+/// land. `Ok(None)` when the backend has no per-filesystem policy.
+pub(super) fn read_policy(
+    c: &Controller,
+    vol: VolumeId,
+    ticket: Ticket,
+) -> Result<Option<FilesystemAccessPolicy>, Error> {
+    let read = c
+        .cloud
+        .get_filesystem_access_policy(vol.space, vol.filesystem);
+    let found = match &read {
+        Ok(Some(policy)) => Some(Some(Acl::of(policy))),
+        Ok(None) => Some(Some(Acl::NoPolicy)),
+        Err(Error::NotFound(_)) => Some(None),
+        Err(_) => None,
+    };
+    let settled = c.in_doubt.check(&policy_key(vol), "").is_ok();
+    if let (Some(found), true) = (found, settled) {
+        c.acl_cache.read(vol, ticket, found);
+    }
+    read
 }
 
 /// A context holds for `fs` when every key of it that the driver derives
@@ -240,7 +296,7 @@ pub fn get_volume(
     let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
     let mut status = csi::controller_get_volume_response::VolumeStatus::new();
     if c.mode == crate::config::AccessPolicyMode::Node {
-        status.published_node_ids = published_nodes(c, &fs)?;
+        status.published_node_ids = published_nodes(c, &[&fs])?.remove(0);
     }
     status.volume_condition = Some(condition_of(&fs)).into();
     let mut resp = csi::ControllerGetVolumeResponse::new();

@@ -3,8 +3,11 @@
 //! token sees, one filtered list per Space (Linode's scarce paginated class,
 //! so never one request per filesystem; a whole list where the API refuses
 //! the filter, and never a filesystem without the tag, whatever the API did
-//! with it). Pages are keyset-paged by volume
-//! id, so a token stays valid however the list changes between pages.
+//! with it). Pages are keyset-paged by volume id, and a walk's later pages
+//! are cut from the listing its first page made (see `walks`), so a token
+//! stays valid however the list changes between pages and a paged walk
+//! costs about one full listing. In node mode the published nodes come
+//! from the ACL cache (see `acl_cache`), not a policy GET per volume.
 
 use super::inspect::{condition_of, published_nodes, volume_of};
 use super::params::Params;
@@ -16,7 +19,15 @@ use crate::limits;
 use crate::linode::{Filesystem, Space, Status};
 use crate::proto::csi;
 use crate::Error;
+use std::collections::HashSet;
 use std::sync::Arc;
+
+fn volume_id(fs: &Filesystem) -> VolumeId {
+    VolumeId {
+        space: fs.space_id,
+        filesystem: fs.id,
+    }
+}
 
 /// Every volume, in volume id order.
 fn volumes(c: &Controller) -> Result<Vec<Filesystem>, Error> {
@@ -29,7 +40,7 @@ fn volumes(c: &Controller) -> Result<Vec<Filesystem>, Error> {
             Err(e) => return Err(e),
         }
     }
-    all.sort_by_key(|f| (f.space_id, f.id));
+    all.sort_by_key(volume_id);
     Ok(all)
 }
 
@@ -52,34 +63,46 @@ pub fn list_volumes(
             Error::Aborted(format!("invalid starting token \"{}\"", req.starting_token))
         })?)
     };
-    let all = volumes(c)?;
-    let from = start.map_or(0, |s| {
-        all.partition_point(|f| (f.space_id, f.id) < (s.space, s.filesystem))
-    });
+    let (walk, all) = match start.and_then(|s| c.walks.find(s)) {
+        Some((walk, all)) => (Some(walk), all),
+        None => {
+            let all = Arc::new(volumes(c)?);
+            // A complete listing: what is not in it is gone.
+            c.acl_cache
+                .retain(&all.iter().map(volume_id).collect::<HashSet<_>>());
+            (None, all)
+        }
+    };
+    let from = start.map_or(0, |s| all.partition_point(|f| volume_id(f) < s));
     let end = match req.max_entries {
         0 => all.len(),
         n => all.len().min(from + n as usize),
     };
+    let page: Vec<&Filesystem> = all[from..end].iter().collect();
+    let published = if c.mode == AccessPolicyMode::Node {
+        published_nodes(c, &page)?
+    } else {
+        vec![Vec::new(); page.len()]
+    };
     let mut resp = csi::ListVolumesResponse::new();
-    for fs in &all[from..end] {
-        resp.entries.push(entry(c, fs)?);
+    for (fs, nodes) in page.into_iter().zip(published) {
+        resp.entries.push(entry(c, fs, nodes)?);
     }
-    if let Some(next) = all.get(end) {
-        resp.next_token = VolumeId {
-            space: next.space_id,
-            filesystem: next.id,
-        }
-        .to_string();
+    if let Some(next) = all.get(end).map(volume_id) {
+        c.walks.issue(walk, &all, next);
+        resp.next_token = next.to_string();
     }
     Ok(resp)
 }
 
-fn entry(c: &Controller, fs: &Filesystem) -> Result<csi::list_volumes_response::Entry, Error> {
+fn entry(
+    c: &Controller,
+    fs: &Filesystem,
+    published_node_ids: Vec<String>,
+) -> Result<csi::list_volumes_response::Entry, Error> {
     let mtls = c.spaces.mtls_mode(fs.space_id)?;
     let mut status = csi::list_volumes_response::VolumeStatus::new();
-    if c.mode == AccessPolicyMode::Node {
-        status.published_node_ids = published_nodes(c, fs)?;
-    }
+    status.published_node_ids = published_node_ids;
     status.volume_condition = Some(condition_of(fs)).into();
     let mut entry = csi::list_volumes_response::Entry::new();
     entry.volume = Some(volume_of(fs, mtls.as_ref())).into();

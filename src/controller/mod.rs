@@ -7,6 +7,7 @@
 //! that park on the shared poller instead of holding a worker. Nothing here
 //! talks to Linode directly.
 
+mod acl_cache;
 mod clone;
 mod cluster;
 mod in_doubt;
@@ -20,6 +21,7 @@ mod snapshots;
 mod spaces;
 mod tags;
 mod volume_capability;
+mod walks;
 
 pub use cluster::Cluster;
 pub use params::{keys, Mutable, Params, SpaceRef};
@@ -52,6 +54,8 @@ pub struct ControllerDeps {
     pub space_cache_ttl: Duration,
     /// `LINODE_REQUEST_TIMEOUT`: how long a create may be in doubt.
     pub request_timeout: Duration,
+    /// `ACL_CACHE_MAX_AGE`: when a known filesystem ACL is read again.
+    pub acl_cache_max_age: Duration,
 }
 
 /// Shared state of every controller RPC.
@@ -67,6 +71,8 @@ pub struct Controller {
     in_doubt: in_doubt::InDoubt,
     /// Runs access-policy batches, which answer no single call.
     rpc: Rpc,
+    acl_cache: acl_cache::AclCache,
+    walks: walks::Walks,
 }
 
 /// The [`Name`](crate::rpc::registrar::Name) of a Controller RPC.
@@ -89,6 +95,8 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
         acl: publish::AclQueue::default(),
         in_doubt: in_doubt::InDoubt::new(deps.request_timeout),
         rpc: rpc.clone(),
+        acl_cache: acl_cache::AclCache::new(deps.acl_cache_max_age),
+        walks: walks::Walks::default(),
     });
     let node_mode = c.mode == AccessPolicyMode::Node;
     let r = Registrar::new(rpc, c);

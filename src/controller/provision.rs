@@ -136,8 +136,9 @@ pub(crate) fn parse_create(
 
 /// CreateVolume. InvalidArgument for bad input, AlreadyExists for a name held by an incompatible
 /// filesystem, NotFound for a source that does not exist, OutOfRange for a restore or clone its
-/// source cannot size; repeats return the same volume. Waits for activation and for the squash
-/// policy park on the poller; the create lock goes with the flow until it is answered.
+/// source cannot size; repeats return the same volume. The label lookup, the wait for activation
+/// and the one for the squash policy park on the poller (the lookup shares its Space's refresh
+/// with every other); the create lock goes with the flow until it is answered.
 pub fn create_volume(
     c: &Arc<Controller>,
     req: csi::CreateVolumeRequest,
@@ -149,11 +150,30 @@ pub fn create_volume(
     let region = c.cluster.region()?;
     let space = c.spaces.resolve(&want.params.space)?;
     let mtls = c.spaces.mtls_mode(space.id)?;
+    let (space_id, asked, c2, looked_in) = (space.id, want.clone(), c.clone(), region.clone());
+    c.poller
+        .filesystems_labelled(space.id, &want.label, &looked_in, move |found| {
+            let existing = c2.spaces.checked(
+                space_id,
+                found.and_then(|f| pick(&c2, space_id, &asked.label, f)),
+            )?;
+            create_or_adopt(&c2, asked, space_id, region, existing)
+        })
+        .then(move |fs| {
+            drop(guard);
+            done(created(&want, &fs, mtls.as_ref()))
+        })
+}
 
-    let existing = c
-        .spaces
-        .checked(space.id, find_by_label(c, space.id, &want.label, &region))?;
-    let doubt = filesystem_key(space.id, &want.label);
+/// The rest of CreateVolume once the label lookup said what exists.
+fn create_or_adopt(
+    c: &Arc<Controller>,
+    want: Arc<CreateRequest>,
+    space_id: u64,
+    region: String,
+    existing: Option<Filesystem>,
+) -> Step<Filesystem> {
+    let doubt = filesystem_key(space_id, &want.label);
     match &existing {
         Some(_) => c.in_doubt.clear(&doubt),
         None => c
@@ -170,7 +190,7 @@ pub fn create_volume(
     let adopting = existing.is_some();
     let made = match existing {
         Some(existing) => adopt(c, &want, region, existing),
-        None => provision(c, &want, space.id, region),
+        None => provision(c, &want, space_id, region),
     };
     let (c, after) = (c.clone(), want.clone());
     made.then(move |fs| match after.source {
@@ -191,10 +211,6 @@ pub fn create_volume(
         c.acl
             .set_squash(&c, vol, squash, adopting)
             .then(move |()| done(fs))
-    })
-    .then(move |fs| {
-        drop(guard);
-        done(created(&want, &fs, mtls.as_ref()))
     })
 }
 
@@ -251,20 +267,35 @@ fn filesystem_key(space_id: u64, label: &str) -> String {
     format!("filesystem {space_id}/{label}")
 }
 
-/// The one live filesystem carrying `label` in `region`; one on its way out
-/// (`deleting`) is not a match: it will never serve this volume. Several of
-/// ours with one label are the late landing of a create whose outcome was
-/// unknown across a restart: the first made is the volume (it is the only
-/// one a caller can have been given), the rest are deleted.
+/// The one live filesystem carrying `label` in `region` (see `pick`), read
+/// at once: after a create whose outcome is unknown.
 pub(super) fn find_by_label(
     c: &Controller,
     space_id: u64,
     label: &str,
     region: &str,
 ) -> Result<Option<Filesystem>, Error> {
-    let mut found: Vec<Filesystem> = c
-        .cloud
-        .find_filesystems(space_id, label, region)?
+    pick(
+        c,
+        space_id,
+        label,
+        c.cloud.find_filesystems(space_id, label, region)?,
+    )
+}
+
+/// The one live filesystem among `found` (those carrying `label` in the
+/// region); one on its way out (`deleting`) is not a match: it will never
+/// serve this volume. Several of ours with one label are the late landing
+/// of a create whose outcome was unknown across a restart: the first made
+/// is the volume (it is the only one a caller can have been given), the
+/// rest are deleted.
+fn pick(
+    c: &Controller,
+    space_id: u64,
+    label: &str,
+    found: Vec<Filesystem>,
+) -> Result<Option<Filesystem>, Error> {
+    let mut found: Vec<Filesystem> = found
         .into_iter()
         .filter(|fs| fs.status != Status::Deleting)
         .collect();

@@ -11,12 +11,17 @@
 //! with FailedPrecondition naming what to use instead; a panic in a batch
 //! answers that batch's callers Internal and the next batch runs.
 //!
+//! Every policy read and every PUT answer here lands in the ACL cache
+//! (`acl_cache`), which listings report published nodes from.
+//!
 //! Two things could still undo a change the CO was told is done, and both
 //! are guarded here: a publish the CO gave up on that is still making its
 //! checks when the unpublish it sent next has been applied (calls for one
 //! node are ordered by arrival, see `Arrivals`), and a PUT that timed out
 //! but lands later (the policy is in doubt for a while, see `in_doubt`).
 
+use super::acl_cache::{Acl, Written};
+use super::inspect::read_policy;
 use super::volume_capability::check_capabilities;
 use super::Controller;
 use crate::flow::{done, guarded, Flow, Handoff, Step, Then};
@@ -212,7 +217,7 @@ impl AclQueue {
 }
 
 /// What an access-policy write is tracked under (see `in_doubt`).
-fn policy_key(vol: VolumeId) -> String {
+pub(super) fn policy_key(vol: VolumeId) -> String {
     format!("policy {vol}")
 }
 
@@ -264,10 +269,7 @@ fn apply_batch(
     if let Err(e) = c.in_doubt.check(&policy_key(vol), &what) {
         return done(batch.iter().map(|_| Err(e.clone())).collect());
     }
-    let current = match c
-        .cloud
-        .get_filesystem_access_policy(vol.space, vol.filesystem)
-    {
+    let current = match read_policy(c, vol, c.acl_cache.ticket(vol)) {
         Ok(Some(p)) => p,
         Ok(None) => {
             let e = no_filesystem_policy(format!("filesystem {vol}"));
@@ -354,14 +356,21 @@ fn apply_batch(
             current.protocols.clone()
         },
     };
+    let writing = c.acl_cache.write(vol);
     let written = c
         .cloud
         .put_filesystem_access_policy(vol.space, vol.filesystem, &update);
     let written: Step<()> = match written {
-        Ok(policy) => settled(c, vol, policy),
+        Ok(policy) => {
+            writing.finish(Written::Applied(Acl::of(&policy)));
+            settled(c, vol, policy)
+        }
         Err(e) => {
             if e.maybe_applied {
                 c.in_doubt.record(&policy_key(vol));
+                writing.finish(Written::InDoubt);
+            } else {
+                writing.finish(Written::NotApplied);
             }
             Err(e.error)
         }
@@ -417,9 +426,7 @@ pub fn publish(
         .map_err(|_| Error::NotFound(format!("volume {:?} not found", req.volume_id)))?;
     let node = linode_id(&req.node_id)?;
     let arrival = c.acl.arrive();
-    let policy = c
-        .cloud
-        .get_filesystem_access_policy(vol.space, vol.filesystem)?
+    let policy = read_policy(c, vol, c.acl_cache.ticket(vol))?
         .ok_or_else(|| no_filesystem_policy(format!("filesystem {vol}")))?;
     if !(policy.enabled && policy.linode_ids().contains(&node)) {
         // CSI wants NotFound for a node that does not exist; a token without
@@ -527,6 +534,8 @@ mod tests {
             acl: AclQueue::default(),
             in_doubt: InDoubt::new(Duration::from_secs(10)),
             rpc: Rpc::new(2),
+            acl_cache: crate::controller::acl_cache::AclCache::new(Duration::from_secs(300)),
+            walks: Default::default(),
         });
         let vol = VolumeId {
             space: 7,

@@ -2,7 +2,7 @@
 //! rate-limit headers of its answers, as the pacer takes them.
 
 use super::text;
-use crate::linode::pacer::{Observed, Pacer};
+use crate::linode::pacer::{Observed, Pacer, Work};
 use crate::linode::types::Page;
 use crate::linode::RequestClass;
 use crate::linode::{
@@ -156,7 +156,12 @@ pub fn pacer_headers(data: &[u8]) {
     for class in [RequestClass::List, RequestClass::Other] {
         pacer.observe(class, &seen);
         for turn in 1..=4u32 {
-            let at = pacer.reserve(class, now);
+            let work = if turn % 2 == 0 {
+                Work::Waiting
+            } else {
+                Work::New
+            };
+            let at = pacer.reserve(class, work, now);
             assert!(
                 at <= now + Duration::from_secs(60) * (turn + 1),
                 "turn {turn} after {:?}",

@@ -22,16 +22,17 @@ pub(crate) use super::transport::pem_certificates;
 /// The page size of lists the driver reads whole (the API maximum): fewer
 /// of the scarce paginated requests.
 const FULL_PAGE_SIZE: u32 = 500;
-/// At most this many ids go into one `X-Filter`; more, and the whole list
-/// is cheaper than several filtered ones.
-const MAX_FILTER_IDS: usize = 100;
+/// At most this many terms (ids, labels) go into one `X-Filter` (about 6 KB
+/// of header at most); more, and the whole list is cheaper than several
+/// filtered ones.
+const MAX_FILTER_TERMS: usize = 100;
 
 /// What this backend turned out not to offer, learnt once and shared by
 /// every view of the client.
 #[derive(Debug, Default)]
 struct Learnt {
-    /// The API refused to filter filesystems by id.
-    no_id_filter: AtomicBool,
+    /// The API refused an `+or` filter of filesystem ids and labels.
+    no_match_filter: AtomicBool,
     /// The API refused to filter filesystems by tag.
     no_tag_filter: AtomicBool,
     /// The backend was seen without a per-filesystem access-policy
@@ -215,6 +216,10 @@ impl Cloud for LinodeCloud {
         })
     }
 
+    fn rate_limit(&self, class: RequestClass) -> RateLimitState {
+        self.transport.rate_limit(class)
+    }
+
     fn list_spaces(&self) -> crate::Result<Vec<Space>> {
         ctx(self.list("nfs/spaces", None, None), || {
             "list NFS spaces".to_string()
@@ -298,20 +303,35 @@ impl Cloud for LinodeCloud {
         space_id: u64,
         ids: &[u64],
     ) -> crate::Result<Vec<Filesystem>> {
-        let what = || format!("list filesystems {ids:?} of NFS space {space_id}");
+        self.find_filesystems_matching(space_id, ids, &[])
+    }
+
+    fn find_filesystems_matching(
+        &self,
+        space_id: u64,
+        ids: &[u64],
+        labels: &[&str],
+    ) -> crate::Result<Vec<Filesystem>> {
+        let what = || {
+            format!(
+                "list filesystems {ids:?} and those labelled {labels:?} of NFS space {space_id}"
+            )
+        };
         let any: Vec<serde_json::Value> = ids
             .iter()
             .map(|id| serde_json::json!({ "id": id }))
+            .chain(labels.iter().map(|l| serde_json::json!({ "label": l })))
             .collect();
-        let filter = serde_json::json!({ "+or": any });
-        // Too many ids for one filter: the whole list is cheaper.
-        let refused = if ids.len() <= MAX_FILTER_IDS {
-            &self.learnt.no_id_filter
+        let refused = if any.len() <= MAX_FILTER_TERMS {
+            &self.learnt.no_match_filter
         } else {
             &AtomicBool::new(true)
         };
+        let filter = serde_json::json!({ "+or": any });
         ctx(
-            self.filtered_filesystems(space_id, &filter, refused, |fs| ids.contains(&fs.id)),
+            self.filtered_filesystems(space_id, &filter, refused, |fs| {
+                ids.contains(&fs.id) || labels.contains(&fs.label.as_str())
+            }),
             what,
         )
     }

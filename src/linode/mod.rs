@@ -33,9 +33,18 @@ pub use types::{
 /// may still be carried out (`WriteError`). Ids are the decimal integers of
 /// the API.
 pub trait Cloud: Send + Sync {
-    /// The same backend with every request tried once, never retried: for
-    /// the poller, whose next tick is its retry.
+    /// The same backend with every request tried once, never retried, and
+    /// served before new work when the budget runs low: for the poller,
+    /// whose next tick is its retry and whose requests finish work already
+    /// under way.
     fn single_attempt(&self) -> std::sync::Arc<dyn Cloud>;
+
+    /// The token's budget of `class` as the API last reported it (nothing
+    /// known for a backend that sends no rate-limit headers).
+    fn rate_limit(&self, class: RequestClass) -> RateLimitState {
+        let _ = class;
+        RateLimitState::default()
+    }
 
     /// Every space of the account (all pages).
     fn list_spaces(&self) -> crate::Result<Vec<Space>>;
@@ -65,6 +74,17 @@ pub trait Cloud: Send + Sync {
     /// API can filter by id (a missing id is simply not in the answer).
     fn find_filesystems_by_ids(&self, space_id: u64, ids: &[u64])
         -> crate::Result<Vec<Filesystem>>;
+    /// The filesystems of a space whose id is among `ids` or whose label is
+    /// among `labels`, in one list request (an `X-Filter` `+or` of them)
+    /// when the API can filter so; the whole space when it refuses the
+    /// filter or the terms are too many for one. Only matching ones are
+    /// returned either way.
+    fn find_filesystems_matching(
+        &self,
+        space_id: u64,
+        ids: &[u64],
+        labels: &[&str],
+    ) -> crate::Result<Vec<Filesystem>>;
     /// Filesystems of a space carrying `tag` (`X-Filter`, all pages; the
     /// whole space once the API refuses the filter). Only filesystems that
     /// carry `tag`, whatever the API did with the filter.

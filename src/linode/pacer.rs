@@ -6,8 +6,11 @@
 //! class back: until `Retry-After` has passed after a 429 (for every thread,
 //! so one throttle slows every caller, the poller included), and, once the
 //! remaining budget runs low, spaced so that it lasts until the window
-//! resets instead of running out. It only sleeps the calling thread; it
-//! never sends anything itself.
+//! resets instead of running out. Within that spread, waiting work (the
+//! poller's reads of objects already asked for) goes before new work: its
+//! turn is not queued behind the spaced turns of new requests, so a create
+//! already POSTed finishes before the POST of a new one is let through. It
+//! only sleeps the calling thread; it never sends anything itself.
 
 use crate::mutex::lock;
 use std::sync::Mutex;
@@ -35,6 +38,17 @@ impl RequestClass {
             RequestClass::Other => "other",
         }
     }
+}
+
+/// Whose turn a request is when the budget runs low.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// Finishes something already under way (a poll of a POSTed object):
+    /// taken at once while any budget is left. The poller bounds how many
+    /// of these it sends, so they cannot crowd new work out.
+    Waiting,
+    /// Starts something: spaced over the rest of the window.
+    New,
 }
 
 /// The budget of one class as last seen, for operators.
@@ -105,14 +119,14 @@ impl Pacer {
 
     /// When a request of `class` asked for at `now` may be sent; the turn
     /// is taken (counted as sent).
-    pub(crate) fn reserve(&self, class: RequestClass, now: Instant) -> Instant {
-        lock(&self.budgets)[index(class)].turn(now)
+    pub(crate) fn reserve(&self, class: RequestClass, work: Work, now: Instant) -> Instant {
+        lock(&self.budgets)[index(class)].turn(work, now)
     }
 
     /// Blocks until a request of `class` may be sent, and counts it as sent.
-    pub fn wait_turn(&self, class: RequestClass) {
+    pub fn wait_turn(&self, class: RequestClass, work: Work) {
         let now = Instant::now();
-        let at = self.reserve(class, now);
+        let at = self.reserve(class, work, now);
         if at > now {
             let wait = at - now;
             log::debug!("Linode rate limit: holding a {class:?} request for {wait:?}");
@@ -160,7 +174,7 @@ impl Pacer {
 
 impl Budget {
     /// When the next request may go, reserving that turn.
-    fn turn(&mut self, now: Instant) -> Instant {
+    fn turn(&mut self, work: Work, now: Instant) -> Instant {
         let mut at = self.blocked_until.filter(|b| *b > now).unwrap_or(now);
         let (Some(limit), Some(mut remaining)) = (self.seen.limit, self.seen.remaining) else {
             return at;
@@ -175,8 +189,10 @@ impl Budget {
             }
         }
         // The last tenth of the budget is spread over the rest of the
-        // window, so the class slows down before it is refused.
-        if remaining <= (limit / 10).max(1) {
+        // window, so the class slows down before it is refused. Waiting
+        // work takes what is left at once; the spacing of the rest adapts,
+        // since it divides by what remains.
+        if remaining <= (limit / 10).max(1) && work == Work::New {
             // Any count the server sends divides: at least 1, at most u32.
             let count = |n: u64| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
             let spacing = match self.reset.filter(|r| *r > at) {
@@ -211,7 +227,7 @@ mod tests {
         let now = Instant::now();
         let mut b = budget(200, 150);
         for _ in 0..10 {
-            assert_eq!(b.turn(now), now);
+            assert_eq!(b.turn(Work::New, now), now);
         }
         assert_eq!(b.seen.remaining, Some(140));
     }
@@ -220,9 +236,9 @@ mod tests {
     fn the_last_tenth_is_spread_over_the_window() {
         let now = Instant::now();
         let mut b = budget(200, 20);
-        let first = b.turn(now);
-        let second = b.turn(now);
-        let third = b.turn(now);
+        let first = b.turn(Work::New, now);
+        let second = b.turn(Work::New, now);
+        let third = b.turn(Work::New, now);
         assert_eq!(first, now);
         // No reset time known: the sustained rate of 200 a minute.
         assert_eq!(second - first, Duration::from_millis(300));
@@ -234,18 +250,38 @@ mod tests {
         let now = Instant::now();
         let mut b = budget(100, 3);
         b.reset = Some(now + Duration::from_secs(8));
-        let first = b.turn(now);
-        let second = b.turn(now);
+        let first = b.turn(Work::New, now);
+        let second = b.turn(Work::New, now);
         assert_eq!(first, now);
         assert_eq!(second - first, Duration::from_secs(2));
         let mut spent = budget(100, 0);
         spent.reset = Some(now + Duration::from_secs(5));
         assert_eq!(
-            spent.turn(now),
+            spent.turn(Work::New, now),
             now + Duration::from_secs(5),
             "nothing left: wait for the reset"
         );
         assert_eq!(spent.seen.remaining, Some(99), "a new window");
+    }
+
+    #[test]
+    fn waiting_work_goes_before_new_work_once_the_budget_runs_low() {
+        let now = Instant::now();
+        let mut b = budget(40, 4);
+        b.reset = Some(now + Duration::from_secs(2));
+        let new = b.turn(Work::New, now);
+        let next_new = b.turn(Work::New, now);
+        assert!(next_new > now, "new work is spread: {:?}", next_new - now);
+        // A poll of a create already posted does not queue behind it.
+        assert_eq!(b.turn(Work::Waiting, now), now);
+        assert_eq!(new, now);
+        assert_eq!(b.seen.remaining, Some(1), "every turn counts");
+        let last_new = b.turn(Work::New, now);
+        assert!(last_new > next_new, "new work keeps its spacing");
+        // Spent: waiting work too waits for the window to turn.
+        let mut spent = budget(40, 0);
+        spent.reset = Some(now + Duration::from_secs(1));
+        assert_eq!(spent.turn(Work::Waiting, now), now + Duration::from_secs(1));
     }
 
     #[test]
@@ -260,9 +296,9 @@ mod tests {
             },
         );
         let now = Instant::now();
-        let at = pacer.reserve(RequestClass::List, now);
+        let at = pacer.reserve(RequestClass::List, Work::New, now);
         assert!(at >= now + Duration::from_secs(6), "{:?}", at - now);
-        assert_eq!(pacer.reserve(RequestClass::Other, now), now);
+        assert_eq!(pacer.reserve(RequestClass::Other, Work::New, now), now);
         assert_eq!(pacer.state(RequestClass::List).throttled, 1);
     }
 
@@ -278,7 +314,7 @@ mod tests {
             },
         );
         let now = Instant::now();
-        let at = pacer.reserve(RequestClass::Other, now);
+        let at = pacer.reserve(RequestClass::Other, Work::New, now);
         assert!(at <= now + Duration::from_secs(2));
     }
 
@@ -335,7 +371,7 @@ mod tests {
                     pacer.observe(RequestClass::List, &seen);
                     let now = Instant::now();
                     for _ in 0..3 {
-                        let at = pacer.reserve(RequestClass::List, now);
+                        let at = pacer.reserve(RequestClass::List, Work::New, now);
                         assert!(
                             at <= now + Duration::from_secs(600),
                             "{limit} {remaining} {reset}"

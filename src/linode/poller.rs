@@ -3,9 +3,16 @@
 //! all pending filesystems of one Space with one request (a list filtered
 //! to their ids; a plain GET when only one is pending), all pending
 //! snapshots of one filesystem likewise, and each pending access policy
-//! once however many wait for it. Each watch backs off on its own (fast
-//! first polls, growing to a cap); a refresh answers every watch of its
-//! group. Each due group is refreshed on a short-lived thread of its own
+//! once however many wait for it. CreateVolume's label lookups join their
+//! Space's refresh: its one list filters on the pending ids and labels
+//! together (`+or`), a lone lookup costs today's filtered GET, and the
+//! first lookup of an idle Space goes at once. While the API reports a
+//! list budget, a Space's list refresh goes at most once a second, so
+//! lookups and polls together take a bounded share of the scarce list
+//! class whatever their number, and a create already POSTed shares every
+//! refresh with the new lookups instead of queueing behind them. Each
+//! watch backs off on its own (fast first polls, growing to a cap); a
+//! refresh answers every watch of its group. Each due group is refreshed on a short-lived thread of its own
 //! (a few at once), so a group whose requests hang or fail holds back no
 //! other; a poll is one attempt, never the client's retry loop (the next
 //! poll is its retry). Transient failures (429, 5xx, timeouts, transport
@@ -17,6 +24,7 @@
 //! poller's state is locked. A panic in a refresh ends that group's waits
 //! with Internal; polling goes on.
 
+use super::pacer::RequestClass;
 use super::types::{Filesystem, FilesystemAccessPolicy, Readiness, Snapshot, Status};
 use super::Cloud;
 use crate::backoff::Backoff;
@@ -94,7 +102,24 @@ struct State {
     policies: Vec<Watch<FilesystemAccessPolicy>>,
     /// Groups whose refresh is under way.
     polling: BTreeSet<Polling>,
+    lookups: Vec<Lookup>,
+    /// When each Space's last list refresh was sent.
+    listed: BTreeMap<u64, Instant>,
+    /// Numbers the lookups, so a refresh answers only those it was sent for.
+    next_lookup: u64,
 }
+
+/// While the API reports a list budget, a Space's refresh that costs a
+/// list goes at most this often: 60 a minute per Space at most, under the
+/// 200 a minute Linode gives a token, however many creates and waits there
+/// are (they share it), and none of the bursts a fresh window would allow.
+const LIST_INTERVAL: Duration = Duration::from_secs(1);
+/// A lookup whose refreshes failed transiently this many times is answered
+/// with the failure (the caller retries): the attempts the client's default
+/// `RetryPolicy` gives a read.
+const LOOKUP_ATTEMPTS: u32 = 5;
+/// Lookups as the metrics name them.
+const LOOKUP_KIND: &str = "label_lookup";
 
 /// How many waits of each kind are pending.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -102,7 +127,27 @@ pub struct PendingWaits {
     pub filesystems: usize,
     pub snapshots: usize,
     pub policies: usize,
+    /// Label lookups of CreateVolume.
+    pub lookups: usize,
 }
+
+/// A CreateVolume's idempotency check: the filesystems of a Space that
+/// carry a label in a region. It is answered by the first refresh of its
+/// Space sent after it was asked.
+struct Lookup {
+    seq: u64,
+    space: u64,
+    label: String,
+    region: String,
+    since: Instant,
+    delay: Duration,
+    due: Instant,
+    failures: u32,
+    slot: Arc<Slot<crate::Result<Vec<Filesystem>>>>,
+}
+
+/// The lookups a Space's refresh answers: `(seq, label, region)`.
+type Asked = Vec<(u64, String, String)>;
 
 /// `(space, filesystem, snapshot)`; unused parts are 0.
 type Key = (u64, u64, u64);
@@ -144,37 +189,54 @@ impl Target for Filesystem {
         &mut state.filesystems
     }
 
-    fn fetch(
-        cloud: &dyn Cloud,
-        (space, _, _): Key,
-        keys: &[Key],
-    ) -> crate::Result<BTreeMap<Key, Self>> {
-        let ids: Vec<u64> = keys.iter().map(|k| k.1).collect();
-        let mut found = BTreeMap::new();
-        if let [id] = ids[..] {
-            // A lone object costs a plain GET, not one of the scarce
-            // paginated requests.
-            if let Some(fs) = absent_is_none(cloud.get_filesystem(space, id))? {
-                found.insert((space, id, 0), fs);
-            }
-            return Ok(found);
-        }
-        for fs in cloud.find_filesystems_by_ids(space, &ids)? {
-            found.insert((space, fs.id, 0), fs);
-        }
-        // A list may lag behind a create: only a GET says an object is gone.
-        let unlisted: Vec<Key> = keys
-            .iter()
-            .filter(|k| !found.contains_key(k))
-            .copied()
-            .collect();
-        for key in unlisted {
-            if let Some(fs) = absent_is_none(cloud.get_filesystem(space, key.1))? {
-                found.insert(key, fs);
-            }
-        }
-        Ok(found)
+    fn fetch(cloud: &dyn Cloud, group: Key, keys: &[Key]) -> crate::Result<BTreeMap<Key, Self>> {
+        refresh_space(cloud, group.0, keys, &[]).map(|(found, _)| found)
     }
+}
+
+/// One refresh of a Space: the watched filesystems `keys` and everything
+/// labelled as one of `lookups` (`(label, region)`), in one request where
+/// the API allows: a plain GET for a lone id, the filtered GET of today for
+/// a lone lookup, else one list filtered to the ids and labels together.
+fn refresh_space(
+    cloud: &dyn Cloud,
+    space: u64,
+    keys: &[Key],
+    lookups: &[(String, String)],
+) -> crate::Result<(BTreeMap<Key, Filesystem>, Vec<Filesystem>)> {
+    let ids: Vec<u64> = keys.iter().map(|k| k.1).collect();
+    let mut found = BTreeMap::new();
+    let listed = match (&ids[..], lookups) {
+        ([], []) => Vec::new(),
+        // A lone object costs a plain GET, not one of the scarce
+        // paginated requests.
+        ([id], []) => {
+            if let Some(fs) = absent_is_none(cloud.get_filesystem(space, *id))? {
+                found.insert((space, *id, 0), fs);
+            }
+            return Ok((found, Vec::new()));
+        }
+        ([], [(label, region)]) => cloud.find_filesystems(space, label, region)?,
+        _ => {
+            let labels: Vec<&str> = lookups.iter().map(|(l, _)| l.as_str()).collect();
+            cloud.find_filesystems_matching(space, &ids, &labels)?
+        }
+    };
+    for fs in listed.iter().filter(|fs| ids.contains(&fs.id)) {
+        found.insert((space, fs.id, 0), fs.clone());
+    }
+    // A list may lag behind a create: only a GET says an object is gone.
+    let unlisted: Vec<Key> = keys
+        .iter()
+        .filter(|k| !found.contains_key(k))
+        .copied()
+        .collect();
+    for key in unlisted {
+        if let Some(fs) = absent_is_none(cloud.get_filesystem(space, key.1))? {
+            found.insert(key, fs);
+        }
+    }
+    Ok((found, listed))
 }
 
 impl Target for Snapshot {
@@ -275,8 +337,12 @@ fn fire_all(fired: Fired) {
     }
 }
 
-fn answer<V: Send + 'static>(fired: &mut Fired, w: &Watch<V>, outcome: crate::Result<V>) {
-    let slot = w.slot.clone();
+fn answer<V: Send + 'static>(
+    fired: &mut Fired,
+    slot: &Arc<Slot<crate::Result<V>>>,
+    outcome: crate::Result<V>,
+) {
+    let slot = slot.clone();
     fired.push(Box::new(move || {
         slot.fire(outcome);
     }));
@@ -306,6 +372,7 @@ impl Poller {
                 (Filesystem::KIND, waits.filesystems),
                 (Snapshot::KIND, waits.snapshots),
                 (FilesystemAccessPolicy::KIND, waits.policies),
+                (LOOKUP_KIND, waits.lookups),
             ])
         });
         std::thread::Builder::new()
@@ -370,7 +437,45 @@ impl Poller {
             filesystems: state.filesystems.len(),
             snapshots: state.snapshots.len(),
             policies: state.policies.len(),
+            lookups: state.lookups.len(),
         }
+    }
+
+    /// Continues with `then` once a refresh of Space `space` sent after
+    /// this call has listed the filesystems labelled `label` in `region`
+    /// (whatever their status), or failed. Always parks: the refresh is
+    /// shared with every other lookup and wait of the Space.
+    pub fn filesystems_labelled<T: Send + 'static>(
+        &self,
+        space: u64,
+        label: &str,
+        region: &str,
+        then: impl FnOnce(crate::Result<Vec<Filesystem>>) -> Step<T> + Send + 'static,
+    ) -> Step<T> {
+        let shared = self.shared.clone();
+        let (label, region) = (label.to_string(), region.to_string());
+        flow::park(
+            move |slot| {
+                let now = Instant::now();
+                let mut state = lock(&shared.state);
+                let seq = state.next_lookup;
+                state.next_lookup += 1;
+                state.lookups.push(Lookup {
+                    seq,
+                    space,
+                    label,
+                    region,
+                    since: now,
+                    delay: shared.policy.initial_delay,
+                    due: now,
+                    failures: 0,
+                    slot,
+                });
+                drop(state);
+                shared.changed.notify_one();
+            },
+            then,
+        )
     }
 
     fn watch<V: Target, T: Send + 'static>(
@@ -428,11 +533,210 @@ impl State {
         self.filesystems.retain(|w| w.slot.is_waiting());
         self.snapshots.retain(|w| w.slot.is_waiting());
         self.policies.retain(|w| w.slot.is_waiting());
+        self.lookups.retain(|l| l.slot.is_waiting());
     }
 
     fn is_empty(&self) -> bool {
-        self.filesystems.is_empty() && self.snapshots.is_empty() && self.policies.is_empty()
+        self.filesystems.is_empty()
+            && self.snapshots.is_empty()
+            && self.policies.is_empty()
+            && self.lookups.is_empty()
     }
+}
+
+/// A Space group's watched keys and lookups, and when it is next due.
+type SpaceWork = BTreeMap<Key, (Vec<Key>, Asked, Instant)>;
+
+/// Every Space group not being refreshed, with its watches' keys and
+/// lookups and when it may go: its first due watch or lookup, but a
+/// refresh costing a list no sooner than `LIST_INTERVAL` after the Space's
+/// last one while the list class is `paced`.
+fn space_work(state: &mut State, now: Instant, paced: bool) -> SpaceWork {
+    let mut work: SpaceWork = BTreeMap::new();
+    let idle = |group: &Key| !state.polling.contains(&(Filesystem::KIND, *group));
+    for w in &state.filesystems {
+        let group = Filesystem::group(w.key);
+        if !idle(&group) {
+            continue;
+        }
+        let entry = work.entry(group).or_insert((Vec::new(), Vec::new(), w.due));
+        if !entry.0.contains(&w.key) {
+            entry.0.push(w.key);
+        }
+        entry.2 = entry.2.min(w.due);
+    }
+    for l in &state.lookups {
+        let group = (l.space, 0, 0);
+        if !idle(&group) {
+            continue;
+        }
+        let entry = work.entry(group).or_insert((Vec::new(), Vec::new(), l.due));
+        entry.1.push((l.seq, l.label.clone(), l.region.clone()));
+        entry.2 = entry.2.min(l.due);
+    }
+    state
+        .listed
+        .retain(|_, at| now.duration_since(*at) < LIST_INTERVAL);
+    for (group, (keys, asked, at)) in work.iter_mut() {
+        let lists = !asked.is_empty() || keys.len() > 1;
+        if let Some(last) = state.listed.get(&group.0).filter(|_| paced && lists) {
+            *at = (*at).max(*last + LIST_INTERVAL);
+        }
+    }
+    work
+}
+
+/// Takes the due Space groups (as many as there is room for), marking each
+/// as being refreshed, as jobs for their own threads; returns when the
+/// next one held back is due.
+fn take_spaces(
+    shared: &Arc<Shared>,
+    state: &mut State,
+    now: Instant,
+    jobs: &mut Vec<Job>,
+) -> Option<Instant> {
+    let paced = shared.cloud.rate_limit(RequestClass::List).limit.is_some();
+    let mut wake: Option<Instant> = None;
+    for (group, (keys, asked, at)) in space_work(state, now, paced) {
+        // With every refresh slot taken, the end of one wakes the poller.
+        if state.polling.len() >= MAX_POLLS_IN_FLIGHT {
+            break;
+        }
+        if at > now {
+            wake = Some(wake.map_or(at, |w| w.min(at)));
+            continue;
+        }
+        if !asked.is_empty() || keys.len() > 1 {
+            state.listed.insert(group.0, now);
+        }
+        state.polling.insert((Filesystem::KIND, group));
+        let shared = shared.clone();
+        jobs.push(Box::new(move || poll_space(&shared, group, keys, asked)));
+    }
+    wake
+}
+
+/// Refreshes one Space's watches and lookups together (no lock held) and
+/// answers what it says; a panic ends that Space's waits with Internal.
+fn poll_space(shared: &Shared, group: Key, keys: Vec<Key>, asked: Asked) {
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    for (_, label, region) in &asked {
+        if !wanted.iter().any(|(l, r)| l == label && r == region) {
+            wanted.push((label.clone(), region.clone()));
+        }
+    }
+    let fetched = catch_unwind(AssertUnwindSafe(|| {
+        refresh_space(shared.cloud.as_ref(), group.0, &keys, &wanted)
+    }));
+    shared.polls.fetch_add(1, Ordering::Relaxed);
+    if let Ok(Err(e)) = &fetched {
+        if transient(e) {
+            shared.failed_polls.fetch_add(1, Ordering::Relaxed);
+            let kind = if asked.is_empty() {
+                Filesystem::KIND
+            } else {
+                LOOKUP_KIND
+            };
+            crate::metrics::poll_failed(kind);
+            log::info!("polling Linode for {kind}: {e}; the waits go on");
+        }
+    }
+    let mut fired = Fired::new();
+    {
+        let mut state = lock(&shared.state);
+        state.polling.remove(&(Filesystem::KIND, group));
+        match fetched {
+            Ok(result) => {
+                let (found, listed) = match result {
+                    Ok((found, listed)) => (Ok(found), Ok(listed)),
+                    Err(e) => (Err(e.clone()), Err(e)),
+                };
+                settle(
+                    &mut state.filesystems,
+                    &keys,
+                    &found,
+                    &shared.policy,
+                    &mut fired,
+                );
+                settle_lookups(
+                    &mut state.lookups,
+                    &asked,
+                    &listed,
+                    &shared.policy,
+                    &mut fired,
+                );
+            }
+            Err(panic) => {
+                let e = flow::panicked("a Linode poll", &*panic);
+                fail(&mut state.filesystems, group, &e, &mut fired);
+                state.lookups.retain(|l| {
+                    let polled = asked.iter().any(|(seq, _, _)| *seq == l.seq);
+                    if polled {
+                        answer(&mut fired, &l.slot, Err(e.clone()));
+                    }
+                    !polled
+                });
+            }
+        }
+    }
+    shared.changed.notify_all();
+    fire_all(fired);
+}
+
+/// Answers each refreshed lookup with what its label and region matched;
+/// a transient failure asks again later, up to `LOOKUP_ATTEMPTS`.
+fn settle_lookups(
+    lookups: &mut Vec<Lookup>,
+    asked: &Asked,
+    result: &crate::Result<Vec<Filesystem>>,
+    policy: &WaitPolicy,
+    fired: &mut Fired,
+) {
+    let now = Instant::now();
+    let backoff = policy.backoff();
+    lookups.retain_mut(|l| {
+        if !asked.iter().any(|(seq, _, _)| *seq == l.seq) {
+            return true;
+        }
+        let outcome = match result {
+            Ok(listed) => Ok(listed
+                .iter()
+                .filter(|fs| fs.label == l.label && fs.region == l.region)
+                .cloned()
+                .collect()),
+            Err(e) if transient(e) && l.failures + 1 < LOOKUP_ATTEMPTS => {
+                l.failures += 1;
+                l.delay = backoff.after(l.delay);
+                l.due = now + l.delay;
+                return true;
+            }
+            Err(e) => Err(e.clone()),
+        };
+        answer(fired, &l.slot, outcome);
+        false
+    });
+}
+
+fn expire_lookups(lookups: &mut Vec<Lookup>, now: Instant, timeout: Duration, fired: &mut Fired) {
+    lookups.retain(|l| {
+        if now.duration_since(l.since) < timeout {
+            return true;
+        }
+        let late = Error::DeadlineExceeded(format!(
+            "looking up NFS filesystem {:?} in space {} did not finish within {timeout:?}",
+            l.label, l.space
+        ));
+        answer(fired, &l.slot, Err(late));
+        false
+    });
+}
+
+/// When the first filesystem watch or lookup times out (when they are due
+/// is the Spaces' business, see `take_spaces`).
+fn next_expiry(state: &State, timeout: Duration) -> Option<Instant> {
+    let watches = state.filesystems.iter().map(|w| w.since);
+    let lookups = state.lookups.iter().map(|l| l.since);
+    watches.chain(lookups).min().map(|since| since + timeout)
 }
 
 fn expire<V: Target>(
@@ -449,7 +753,7 @@ fn expire<V: Target>(
             "{} did not become active within {timeout:?}",
             w.what
         ));
-        answer(fired, w, Err(late));
+        answer(fired, &w.slot, Err(late));
         false
     });
 }
@@ -460,7 +764,7 @@ fn fail<V: Target>(watches: &mut Vec<Watch<V>>, group: Key, e: &Error, fired: &m
         if V::group(w.key) != group {
             return true;
         }
-        answer(fired, w, Err(e.clone()));
+        answer(fired, &w.slot, Err(e.clone()));
         false
     });
 }
@@ -563,7 +867,7 @@ fn settle<V: Target>(
                     progress = true;
                     crate::metrics::wait_ended_active(V::KIND, now.duration_since(w.since));
                 }
-                answer(fired, w, outcome);
+                answer(fired, &w.slot, outcome);
                 false
             }
             None => {
@@ -630,20 +934,22 @@ fn next_jobs(shared: &Arc<Shared>) -> Option<Vec<Job>> {
         expire(&mut state.filesystems, now, timeout, &mut expired);
         expire(&mut state.snapshots, now, timeout, &mut expired);
         expire(&mut state.policies, now, timeout, &mut expired);
+        expire_lookups(&mut state.lookups, now, timeout, &mut expired);
         if !expired.is_empty() {
             drop(state);
             fire_all(expired);
             continue;
         }
         let mut jobs = Vec::new();
-        take_due::<Filesystem>(shared, &mut state, now, &mut jobs);
+        let held = take_spaces(shared, &mut state, now, &mut jobs);
         take_due::<Snapshot>(shared, &mut state, now, &mut jobs);
         take_due::<FilesystemAccessPolicy>(shared, &mut state, now, &mut jobs);
         if !jobs.is_empty() {
             return Some(jobs);
         }
         let next = [
-            next_wake(&state.filesystems, timeout, &state.polling),
+            held,
+            next_expiry(&state, timeout),
             next_wake(&state.snapshots, timeout, &state.polling),
             next_wake(&state.policies, timeout, &state.polling),
         ]
@@ -727,6 +1033,8 @@ mod tests {
             find_filesystems(a: u64, b: &str, c: &str) -> crate::Result<Vec<Filesystem>>;
             create_filesystem(a: u64, b: &NewFilesystem) -> Result<Filesystem, WriteError>;
             find_filesystems_by_ids(a: u64, b: &[u64]) -> crate::Result<Vec<Filesystem>>;
+            find_filesystems_matching(a: u64, b: &[u64], c: &[&str])
+                -> crate::Result<Vec<Filesystem>>;
             find_filesystems_by_tag(a: u64, b: &str) -> crate::Result<Vec<Filesystem>>;
             get_filesystem(a: u64, b: u64) -> crate::Result<Filesystem>;
             update_filesystem_tags(a: u64, b: u64, c: &[String]) -> crate::Result<Filesystem>;

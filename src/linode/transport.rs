@@ -7,8 +7,9 @@
 //! puts the token anywhere but the `Authorization` header, and never retries
 //! a POST.
 
+use super::endpoint::endpoint_template;
 use super::error::Error;
-use super::pacer::{Observed, Pacer, RateLimitState, RequestClass};
+use super::pacer::{Observed, Pacer, RateLimitState, RequestClass, Work};
 use super::types::Page;
 use crate::backoff::Backoff;
 use crate::secret::Secret;
@@ -292,6 +293,8 @@ pub struct Transport {
     user_agent: String,
     retry: RetryPolicy,
     pacer: Arc<Pacer>,
+    /// Whose turn this view's requests are at the pacer.
+    work: Work,
 }
 
 impl Transport {
@@ -334,17 +337,20 @@ impl Transport {
             user_agent: settings.user_agent,
             pacer: Arc::new(Pacer::new(settings.retry.retry_after_cap)),
             retry: settings.retry,
+            work: Work::New,
         })
     }
 
     /// The same transport, trying each request once: for a caller whose
-    /// own schedule is its retry (the poller's next tick).
+    /// own schedule is its retry (the poller's next tick). Its requests
+    /// serve work already under way, so they are waiting work at the pacer.
     pub fn single_attempt(&self) -> Transport {
         Transport {
             retry: RetryPolicy {
                 max_attempts: 1,
                 ..self.retry
             },
+            work: Work::Waiting,
             ..self.clone()
         }
     }
@@ -453,11 +459,16 @@ impl Transport {
         // decides what the call reports, even if a later one was refused.
         let mut maybe_applied: Option<Error> = None;
         loop {
-            self.pacer.wait_turn(class);
+            self.pacer.wait_turn(class, self.work);
             let started = Instant::now();
             let sent = self.once(method, &url, filter, body);
             let status = sent.as_ref().ok().map(|r| r.status);
-            crate::metrics::linode_request(method.as_str(), path, status, started.elapsed());
+            crate::metrics::linode_request(
+                method.as_str(),
+                &endpoint_template(path),
+                status,
+                started.elapsed(),
+            );
             let reply = sent.map_err(|e| self.scrub(e))?;
             self.pacer.observe(class, &reply.budget);
             crate::metrics::linode_budget(
@@ -498,7 +509,7 @@ impl Transport {
                     maybe_applied = Some(failed);
                 }
                 std::thread::sleep(wait);
-                crate::metrics::linode_retry(method.as_str(), path);
+                crate::metrics::linode_retry(method.as_str(), &endpoint_template(path));
                 attempt += 1;
                 continue;
             }

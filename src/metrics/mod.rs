@@ -317,17 +317,17 @@ pub fn watch_rpcs_parked(read: impl FnMut() -> Option<usize> + Send + 'static) {
 }
 
 /// One HTTP attempt to the Linode API; `status` is `None` when no answer
-/// came. `path` may hold ids and a query: only its template is kept.
-pub fn linode_request(method: &str, path: &str, status: Option<u16>, elapsed: Duration) {
-    let endpoint = crate::linode::endpoint_template(path);
+/// came. `endpoint` is the path's template (ids as `{id}`, no query), so
+/// the series stay few.
+pub fn linode_request(method: &str, endpoint: &str, status: Option<u16>, elapsed: Duration) {
     LINODE_DURATION.observe(
-        &[method, &endpoint, status_class(status)],
+        &[method, endpoint, status_class(status)],
         elapsed.as_secs_f64(),
     );
 }
 
-pub fn linode_retry(method: &str, path: &str) {
-    LINODE_RETRIES.inc(&[method, &crate::linode::endpoint_template(path)]);
+pub fn linode_retry(method: &str, endpoint: &str) {
+    LINODE_RETRIES.inc(&[method, endpoint]);
 }
 
 /// What one Linode answer said about the token's budget of `class`.
