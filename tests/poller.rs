@@ -6,11 +6,13 @@
 mod common;
 
 use common::{block_on, wait_for};
-use linode_nfs_csi::fake::{FakeLinode, FaultRule, Lifecycle, RequestRecord, Seed, SpaceSeed};
+use linode_nfs_csi::fake::{
+    FakeLinode, FaultRule, Lifecycle, QuotaBehaviour, RequestRecord, Seed, SpaceSeed,
+};
 use linode_nfs_csi::flow::{done, Flow, Pending, Step, Thunk};
 use linode_nfs_csi::linode::{
     Cloud, Filesystem, FilesystemAccessPolicyUpdate, LinodeCloud, LinodeSettings, NewFilesystem,
-    Poller, SquashPolicy, Status, WaitPolicy,
+    NewQuota, Poller, SquashPolicy, Status, WaitPolicy,
 };
 use linode_nfs_csi::Error;
 use std::sync::{mpsc, Arc};
@@ -337,6 +339,52 @@ fn snapshots_of_one_filesystem_share_a_list_and_policies_settle() {
     let settled = block_on(poller.filesystem_policy(7, fs.id, put, done)).unwrap();
     assert_eq!(settled.status, Status::Active);
     assert_eq!(settled.squash_policy, Some(SquashPolicy::None));
+}
+
+#[test]
+fn quotas_of_one_filesystem_share_a_list_and_an_error_ends_the_wait() {
+    let (fake, cloud) = setup(Duration::ZERO);
+    let fs = create(&cloud, "shared");
+    fake.set_activation_delay(Duration::from_millis(300));
+    let quota = |path: &str| NewQuota {
+        path: path.into(),
+        max_capacity_bytes: 1 << 20,
+        max_file_count: None,
+    };
+    let a = cloud
+        .create_quota(7, fs.id, &quota("/csi-volumes/a"))
+        .unwrap();
+    let b = cloud
+        .create_quota(7, fs.id, &quota("/csi-volumes/b"))
+        .unwrap();
+    assert_eq!(a.status, Status::Updating, "the fake applies quotas later");
+    let before = fake.requests().len();
+    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
+    let steps = vec![poller.quota(7, a, done), poller.quota(7, b, done)];
+    for outcome in Parked::new(steps).finish(2) {
+        assert_eq!(outcome.unwrap().unwrap().status, Status::Active);
+    }
+    let polls = polls_since(&fake, before);
+    assert!(
+        !polls.is_empty() && polls.iter().all(|r| r.path.ends_with("/quotas")),
+        "two pending quotas share the list: {:?}",
+        polls.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+
+    fake.set_quota_behaviour(QuotaBehaviour {
+        lifecycle: Some(Lifecycle::StickInError),
+        ..QuotaBehaviour::default()
+    });
+    let c = cloud
+        .create_quota(7, fs.id, &quota("/csi-volumes/c"))
+        .unwrap();
+    let id = c.id;
+    match block_on(poller.quota(7, c, done)) {
+        Err(Error::FailedPrecondition(msg)) => {
+            assert!(msg.contains(&format!("NFS quota {id}")), "{msg}")
+        }
+        other => panic!("a quota in error ends its wait: {other:?}"),
+    }
 }
 
 fn setup_two_spaces(activation: Duration) -> (FakeLinode, Arc<LinodeCloud>) {

@@ -2,7 +2,8 @@
 //! wait holds no RPC worker and costs no request of its own. It refreshes
 //! all pending filesystems of one Space with one request (a list filtered
 //! to their ids; a plain GET when only one is pending), all pending
-//! snapshots of one filesystem likewise, and each pending access policy
+//! snapshots of one filesystem likewise (and its pending quotas, the same
+//! way), and each pending access policy
 //! once however many wait for it. CreateVolume's label lookups join their
 //! Space's refresh: its one list filters on the pending ids and labels
 //! together (`+or`), a lone lookup costs today's filtered GET, and the
@@ -25,7 +26,7 @@
 //! with Internal; polling goes on.
 
 use super::pacer::RequestClass;
-use super::types::{Filesystem, FilesystemAccessPolicy, Readiness, Snapshot, Status};
+use super::types::{Filesystem, FilesystemAccessPolicy, Quota, Readiness, Snapshot, Status};
 use super::Cloud;
 use crate::backoff::Backoff;
 use crate::flow::{self, Slot, Step};
@@ -99,6 +100,7 @@ pub struct PollCounts {
 struct State {
     filesystems: Vec<Watch<Filesystem>>,
     snapshots: Vec<Watch<Snapshot>>,
+    quotas: Vec<Watch<Quota>>,
     policies: Vec<Watch<FilesystemAccessPolicy>>,
     /// Groups whose refresh is under way.
     polling: BTreeSet<Polling>,
@@ -126,6 +128,7 @@ const LOOKUP_KIND: &str = "label_lookup";
 pub struct PendingWaits {
     pub filesystems: usize,
     pub snapshots: usize,
+    pub quotas: usize,
     pub policies: usize,
     /// Label lookups of CreateVolume.
     pub lookups: usize,
@@ -278,6 +281,45 @@ impl Target for Snapshot {
     }
 }
 
+impl Target for Quota {
+    const KIND: &'static str = "quota";
+
+    fn group((space, fs, _): Key) -> Key {
+        (space, fs, 0)
+    }
+
+    fn status(&self) -> &Status {
+        &self.status
+    }
+
+    fn watches(state: &mut State) -> &mut Vec<Watch<Self>> {
+        &mut state.quotas
+    }
+
+    fn fetch(
+        cloud: &dyn Cloud,
+        (space, fs, _): Key,
+        keys: &[Key],
+    ) -> crate::Result<BTreeMap<Key, Self>> {
+        let mut found = BTreeMap::new();
+        if let [key] = keys {
+            if let Some(q) = absent_is_none(cloud.get_quota(space, fs, key.2))? {
+                found.insert(*key, q);
+            }
+            return Ok(found);
+        }
+        let wanted: BTreeSet<&Key> = keys.iter().collect();
+        // A filesystem that is gone has no quotas.
+        for q in absent_is_none(cloud.list_quotas(space, fs))?.unwrap_or_default() {
+            let key = (space, fs, q.id);
+            if wanted.contains(&key) {
+                found.insert(key, q);
+            }
+        }
+        Ok(found)
+    }
+}
+
 impl Target for FilesystemAccessPolicy {
     const KIND: &'static str = "access_policy";
 
@@ -371,6 +413,7 @@ impl Poller {
             Some(vec![
                 (Filesystem::KIND, waits.filesystems),
                 (Snapshot::KIND, waits.snapshots),
+                (Quota::KIND, waits.quotas),
                 (FilesystemAccessPolicy::KIND, waits.policies),
                 (LOOKUP_KIND, waits.lookups),
             ])
@@ -408,6 +451,22 @@ impl Poller {
         self.watch(key, what, snap, then)
     }
 
+    /// Continues with `then` once quota `quota` of filesystem `space/fs`
+    /// is active (an update shows `updating` until it is applied).
+    pub fn quota<T: Send + 'static>(
+        &self,
+        space: u64,
+        quota: Quota,
+        then: impl FnOnce(Quota) -> Step<T> + Send + 'static,
+    ) -> Step<T> {
+        let key = (space, quota.filesystem_id, quota.id);
+        let what = format!(
+            "NFS quota {} ({}) of filesystem {space}/{}",
+            quota.id, quota.path, quota.filesystem_id
+        );
+        self.watch(key, what, quota, then)
+    }
+
     /// Continues with `then` once the access policy of filesystem
     /// `space/fs` (whose latest state is `policy`) has settled.
     pub fn filesystem_policy<T: Send + 'static>(
@@ -436,6 +495,7 @@ impl Poller {
         PendingWaits {
             filesystems: state.filesystems.len(),
             snapshots: state.snapshots.len(),
+            quotas: state.quotas.len(),
             policies: state.policies.len(),
             lookups: state.lookups.len(),
         }
@@ -532,6 +592,7 @@ impl State {
     fn prune(&mut self) {
         self.filesystems.retain(|w| w.slot.is_waiting());
         self.snapshots.retain(|w| w.slot.is_waiting());
+        self.quotas.retain(|w| w.slot.is_waiting());
         self.policies.retain(|w| w.slot.is_waiting());
         self.lookups.retain(|l| l.slot.is_waiting());
     }
@@ -539,6 +600,7 @@ impl State {
     fn is_empty(&self) -> bool {
         self.filesystems.is_empty()
             && self.snapshots.is_empty()
+            && self.quotas.is_empty()
             && self.policies.is_empty()
             && self.lookups.is_empty()
     }
@@ -933,6 +995,7 @@ fn next_jobs(shared: &Arc<Shared>) -> Option<Vec<Job>> {
         let mut expired = Fired::new();
         expire(&mut state.filesystems, now, timeout, &mut expired);
         expire(&mut state.snapshots, now, timeout, &mut expired);
+        expire(&mut state.quotas, now, timeout, &mut expired);
         expire(&mut state.policies, now, timeout, &mut expired);
         expire_lookups(&mut state.lookups, now, timeout, &mut expired);
         if !expired.is_empty() {
@@ -943,6 +1006,7 @@ fn next_jobs(shared: &Arc<Shared>) -> Option<Vec<Job>> {
         let mut jobs = Vec::new();
         let held = take_spaces(shared, &mut state, now, &mut jobs);
         take_due::<Snapshot>(shared, &mut state, now, &mut jobs);
+        take_due::<Quota>(shared, &mut state, now, &mut jobs);
         take_due::<FilesystemAccessPolicy>(shared, &mut state, now, &mut jobs);
         if !jobs.is_empty() {
             return Some(jobs);
@@ -951,6 +1015,7 @@ fn next_jobs(shared: &Arc<Shared>) -> Option<Vec<Job>> {
             held,
             next_expiry(&state, timeout),
             next_wake(&state.snapshots, timeout, &state.polling),
+            next_wake(&state.quotas, timeout, &state.polling),
             next_wake(&state.policies, timeout, &state.polling),
         ]
         .into_iter()
