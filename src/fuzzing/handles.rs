@@ -1,7 +1,10 @@
 //! Volume and snapshot handles, and the label a CSI name maps to.
 
 use super::{caller_mistake, text};
-use crate::handles::{label_for, SnapshotId, VolumeId, MAX_LABEL_BYTES};
+use crate::handles::{
+    label_for, DirName, SnapshotId, SubdirId, VolumeHandle, VolumeId, MAX_LABEL_BYTES,
+    SUBDIRECTORY_BASE,
+};
 
 /// Any text as a volume and as a snapshot handle; and the handles of ids
 /// taken from the bytes, which must parse back to those ids.
@@ -9,6 +12,7 @@ pub fn handles(data: &[u8]) {
     if let Some(raw) = text(data) {
         volume_handle(raw);
         snapshot_handle(raw);
+        any_volume_handle(raw);
     }
     let mut ids = data
         .chunks_exact(8)
@@ -43,6 +47,44 @@ pub(super) fn volume_handle(raw: &str) -> Option<VolumeId> {
     }
 }
 
+/// Either kind of volume handle: one handle per volume; a directory's name
+/// can only ever name one directory directly under the volumes' base (no
+/// separator, no `.` or `..`, nothing but the allowed bytes, at most a
+/// label long), and a handle is never both a volume and a snapshot.
+pub(super) fn any_volume_handle(raw: &str) -> Option<VolumeHandle> {
+    match VolumeHandle::parse(raw) {
+        Ok(handle) => {
+            assert_eq!(handle.to_string(), raw, "a volume has exactly one handle");
+            assert!(SnapshotId::parse(raw).is_err(), "{raw:?} is both");
+            if let VolumeHandle::Subdirectory(id) = &handle {
+                directory_name(&id.name);
+                assert_eq!(SubdirId::parse(raw).as_ref(), Ok(id));
+                assert!(VolumeId::parse(raw).is_err(), "{raw:?}");
+            }
+            Some(handle)
+        }
+        Err(e) => {
+            caller_mistake("VolumeHandle::parse", &e, false);
+            None
+        }
+    }
+}
+
+/// A directory name the driver would join to the volumes' base.
+fn directory_name(name: &DirName) {
+    let s = name.as_str();
+    assert!(!s.is_empty() && s.len() <= MAX_LABEL_BYTES, "{s:?}");
+    assert!(s.starts_with(|c: char| c.is_ascii_lowercase()), "{s:?}");
+    assert!(
+        s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b)),
+        "{s:?}"
+    );
+    let path = name.path_in_share();
+    let parts: Vec<&str> = path.split('/').collect();
+    assert_eq!(parts, ["", SUBDIRECTORY_BASE, s], "{path:?}");
+}
+
 /// As `volume_handle`; the volume part of a snapshot handle is its volume's.
 pub(super) fn snapshot_handle(raw: &str) -> Option<SnapshotId> {
     match SnapshotId::parse(raw) {
@@ -65,6 +107,10 @@ pub(super) fn snapshot_handle(raw: &str) -> Option<SnapshotId> {
 pub fn labels(data: &[u8]) {
     if let Some(name) = text(data) {
         label(name);
+        let dir = DirName::for_name(name);
+        directory_name(&dir);
+        assert_eq!(DirName::parse(dir.as_str()).as_ref(), Ok(&dir));
+        assert_eq!(dir, DirName::for_name(name), "deterministic");
     }
 }
 
