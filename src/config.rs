@@ -9,13 +9,19 @@
 //! value parsers, shared with the client, are in `config/parse.rs`.
 
 mod parse;
+mod quirks;
 
 pub use parse::{
     parse_duration, parse_endpoint, parse_listen_address, parse_plugin_endpoint, parse_quantity,
     parse_url,
 };
 
+pub use quirks::DevQuirk;
+
 use crate::secret::Secret;
+use quirks::parse_quirks;
+#[cfg(test)]
+use quirks::QUIRK_NAMES;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -109,47 +115,6 @@ pub struct DevRateLimits {
     pub other: u64,
     pub window: Duration,
 }
-
-/// A documented or suspected variant of the Linode API the dev fake can
-/// behave as, to try the driver against it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DevQuirk {
-    /// Clones do not show `source_snapshot_id`.
-    NoSourceSnapshotId,
-    /// A snapshot cannot be deleted while a clone of it exists.
-    SnapshotsHeldByClones,
-    /// Filesystem lists cannot be filtered by `id`.
-    NoIdFilter,
-    /// A filesystem list filtered by `tags` answers 400 (field `X-Filter`).
-    TagFilterRefused,
-    /// A filesystem list ignores `tags` in its filter.
-    TagFilterIgnored,
-    /// The filesystem access-policy endpoints answer 404.
-    NoFilesystemPolicy,
-    /// The earlier fork's filesystem: capacity only in `stats`, none on create.
-    CapacityInStats,
-    /// Go-style nulls and left-out optional fields in answers.
-    NullFields,
-    /// Part of the injected 429/503s are 408s or nginx `text/html` 400s.
-    HtmlErrors,
-    /// Filesystems the driver did not make in the dev Space (also seeded
-    /// by the tag-filter quirks, which would show nothing without them).
-    ForeignFilesystems,
-}
-
-/// Every quirk by its `DEV_QUIRKS` name.
-const QUIRK_NAMES: [(&str, DevQuirk); 10] = [
-    ("no-source-snapshot-id", DevQuirk::NoSourceSnapshotId),
-    ("snapshots-held-by-clones", DevQuirk::SnapshotsHeldByClones),
-    ("no-id-filter", DevQuirk::NoIdFilter),
-    ("tag-filter-refused", DevQuirk::TagFilterRefused),
-    ("tag-filter-ignored", DevQuirk::TagFilterIgnored),
-    ("no-filesystem-policy", DevQuirk::NoFilesystemPolicy),
-    ("capacity-in-stats", DevQuirk::CapacityInStats),
-    ("null-fields", DevQuirk::NullFields),
-    ("html-errors", DevQuirk::HtmlErrors),
-    ("foreign-filesystems", DevQuirk::ForeignFilesystems),
-];
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -357,7 +322,7 @@ const SETTINGS: &[Setting] = &[
     Setting {
         var: "DEV_QUIRKS",
         default: "",
-        help: "dev role: backend variants to emulate, comma-separated: no-source-snapshot-id, snapshots-held-by-clones, no-id-filter, tag-filter-refused, tag-filter-ignored, no-filesystem-policy, capacity-in-stats, null-fields, html-errors, foreign-filesystems (docs/configuration.md)",
+        help: "dev role: backend variants to emulate, comma-separated: no-source-snapshot-id, snapshots-held-by-clones, no-id-filter, tag-filter-refused, tag-filter-ignored, no-filesystem-policy, capacity-in-stats, null-fields, html-errors, foreign-filesystems, no-quotas, quota-refused, quota-needs-directory, quota-path-with-export, quota-stuck-updating, quota-error, quota-limit=N (docs/configuration.md)",
     },
     Setting {
         var: "DEV_RATE_LIMITS",
@@ -370,29 +335,6 @@ const SETTINGS: &[Setting] = &[
         help: "log filter (env_logger syntax)",
     },
 ];
-
-fn parse_quirks(raw: &str) -> Result<Vec<DevQuirk>, String> {
-    let quirks = raw
-        .split(',')
-        .map(str::trim)
-        .filter(|q| !q.is_empty())
-        .map(|q| {
-            QUIRK_NAMES
-                .iter()
-                .find(|(name, _)| *name == q)
-                .map(|(_, quirk)| *quirk)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = QUIRK_NAMES.iter().map(|(n, _)| *n).collect();
-                    format!("unknown quirk \"{q}\" (want {})", names.join(", "))
-                })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if quirks.contains(&DevQuirk::TagFilterRefused) && quirks.contains(&DevQuirk::TagFilterIgnored)
-    {
-        return Err("tag-filter-refused and tag-filter-ignored exclude each other".to_string());
-    }
-    Ok(quirks)
-}
 
 /// `list:N,other:M[,window:DURATION]`; the window defaults to Linode's
 /// minute. Both budgets are required and at least 1: a class with no budget

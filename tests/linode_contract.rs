@@ -10,14 +10,14 @@
 //! real client turns each error body into the right error.
 
 use linode_nfs_csi::fake::{
-    FakeLinode, FaultRule, HttpResponse, HttpServer, InstanceSeed, Seed, SpaceSeed, TagFilter,
-    VpcAttachment,
+    FakeLinode, FaultRule, HttpResponse, HttpServer, InstanceSeed, Lifecycle, QuotaBehaviour, Seed,
+    SpaceSeed, TagFilter, VpcAttachment,
 };
 use linode_nfs_csi::linode::types::{
     Filesystem, FilesystemAccessPolicy, InstanceConfig, InstanceInterface, InterfaceGeneration,
-    Page, Readiness, Snapshot, Space, SpaceAccessPolicy, Status,
+    Page, Quota, Readiness, Snapshot, Space, SpaceAccessPolicy, Status,
 };
-use linode_nfs_csi::linode::{Cloud, LinodeCloud, LinodeSettings};
+use linode_nfs_csi::linode::{Cloud, LinodeCloud, LinodeSettings, NewQuota, QuotaUpdate};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -169,6 +169,19 @@ impl Live {
         format!("nfs/spaces/7/filesystems/{}", fs["id"])
     }
 
+    /// A quota on a new active filesystem of space 7 (the POST answer),
+    /// from the documented create body.
+    fn quota(&self) -> (String, Value) {
+        let fs = self.create("pvc-shared", &[]);
+        let quotas = format!("{}/quotas", Live::fs_path(&fs));
+        let q = self.ok(
+            "POST",
+            &quotas,
+            Some(fixture_json("quota/create-request.json")),
+        );
+        (quotas, q)
+    }
+
     /// An active snapshot of `fs`.
     fn snapshot(&self, fs: &Value) -> Value {
         let snap = self.ok(
@@ -307,6 +320,35 @@ fn renders() -> Vec<(&'static str, Render)> {
         ("interfaces/null-fields.json", |l| {
             l.fake.set_null_fields(true);
             l.get("linode/instances/61234568/interfaces")
+        }),
+        ("quota/updating.json", |l| l.quota().1),
+        ("quota/null-fields.json", |l| {
+            l.fake.set_null_fields(true);
+            l.quota().1
+        }),
+        ("quota/error.json", |l| {
+            l.fake.set_quota_behaviour(QuotaBehaviour {
+                lifecycle: Some(Lifecycle::StickInError),
+                ..QuotaBehaviour::default()
+            });
+            let (quotas, q) = l.quota();
+            l.get(&format!("{quotas}/{}", q["id"]))
+        }),
+        ("quota/active-exceeded.json", |l| {
+            let (quotas, q) = l.quota();
+            let one = format!("{quotas}/{}", q["id"]);
+            l.ok("PUT", &one, Some(fixture_json("quota/update-request.json")));
+            assert!(l
+                .fake
+                .set_quota_usage(q["id"].as_u64().unwrap(), 2_200_000_000, 4021));
+            l.get(&one)
+        }),
+        ("page/quotas.json", |l| {
+            let (quotas, q) = l.quota();
+            assert!(l
+                .fake
+                .set_quota_usage(q["id"].as_u64().unwrap(), 1 << 20, 12));
+            l.get(&quotas)
         }),
         ("page/empty.json", |l| l.get("nfs/spaces/8/filesystems")),
         ("page/empty-null-fields.json", |l| {
@@ -739,6 +781,80 @@ fn reads() -> Vec<(&'static str, Outcome, Check)> {
             let list: Vec<InstanceInterface> = de(&v["interfaces"].to_string())?;
             ensure(list[0].vpc.is_none(), "no VPC")
         }),
+        ("quota/updating.json", Reads, |t| {
+            let q: Quota = de(t)?;
+            ensure(q.status.readiness() == Readiness::Pending, "updating waits")?;
+            ensure(
+                q.used_capacity_bytes.is_none()
+                    && q.used_file_count.is_none()
+                    && q.collected_at.is_none(),
+                "not sampled yet",
+            )?;
+            ensure(
+                q.path == "/team-a" && !q.is_root && q.max_file_count == Some(100000),
+                "limits",
+            )
+        }),
+        ("quota/active-exceeded.json", Reads, |t| {
+            let q: Quota = de(t)?;
+            ensure(
+                q.status == Status::Active && q.quota_exceeded,
+                "over its cap",
+            )?;
+            ensure(
+                q.used_capacity_bytes == Some(2_200_000_000)
+                    && q.max_capacity_bytes == Some(2 << 30),
+                "usage",
+            )?;
+            ensure(q.collected_at.is_some() && q.updated.is_some(), "sampled")
+        }),
+        ("quota/error.json", Reads, |t| {
+            let q: Quota = de(t)?;
+            ensure(
+                q.status.readiness() == Readiness::Failed("error".into()),
+                "error is terminal",
+            )
+        }),
+        ("quota/null-fields.json", Reads, |t| {
+            let q: Quota = de(t)?;
+            ensure(!q.is_root && !q.quota_exceeded, "null booleans are false")?;
+            ensure(q.status == Status::Updating, "updating")
+        }),
+        ("quota/create-request.json", Reads, |t| {
+            let ours = serde_json::to_value(NewQuota {
+                path: "/team-a".to_string(),
+                max_capacity_bytes: 1 << 30,
+                max_file_count: Some(100000),
+            })
+            .unwrap();
+            ensure(ours == de::<Value>(t)?, &format!("the client sends {ours}"))
+        }),
+        ("quota/update-request.json", Reads, |t| {
+            let ours = serde_json::to_value(QuotaUpdate {
+                max_capacity_bytes: Some(2 << 30),
+                max_file_count: None,
+            })
+            .unwrap();
+            ensure(ours == de::<Value>(t)?, &format!("the client sends {ours}"))
+        }),
+        ("page/quotas.json", Reads, |t| {
+            let p: Page<Quota> = de(t)?;
+            let root = &p.data[0];
+            ensure(
+                p.data.len() == 1 && root.is_root && root.path == "/",
+                "root quota",
+            )?;
+            ensure(
+                root.used_capacity_bytes == Some(1 << 20)
+                    && root.used_file_count == Some(12)
+                    && root.collected_at.is_some(),
+                "sampled usage",
+            )?;
+            ensure(
+                root.status == Status::Active && root.updated.is_none(),
+                "active",
+            )
+        }),
         ("page/empty.json", Reads, |t| {
             let p: Page<Filesystem> = de(t)?;
             ensure(p.data.is_empty() && p.pages == 1, "empty")
@@ -893,6 +1009,7 @@ fn the_driver_reads_every_documented_variant() {
         .chain(error_renders().iter().map(|(p, ..)| *p))
         .chain(["error/invalid-token.json", "error/nginx-400.html"])
         .chain(NOT_SERVED_BY_THE_FAKE.iter().copied())
+        .chain(REQUEST_BODIES.iter().copied())
         .collect();
     for path in &rows {
         assert!(
@@ -924,3 +1041,26 @@ const NOT_SERVED_BY_THE_FAKE: &[&str] = &[
     "page/snapshots-page-2.json",
     "page/one-item-missing-id.json",
 ];
+
+/// Request bodies of the contract (linode-api.md §7.10): the client must
+/// write them (a row of `reads`) and the fake must take them.
+const REQUEST_BODIES: &[&str] = &["quota/create-request.json", "quota/update-request.json"];
+
+#[test]
+fn the_fake_takes_the_documented_quota_bodies() {
+    let live = Live::new();
+    let (quotas, q) = live.quota();
+    assert_eq!(
+        (&q["path"], &q["max_capacity_bytes"], &q["max_file_count"]),
+        (&json!("/team-a"), &json!(1073741824), &json!(100000))
+    );
+    let one = format!("{quotas}/{}", q["id"]);
+    let updated = live.ok("PUT", &one, Some(fixture_json("quota/update-request.json")));
+    assert_eq!(updated["max_capacity_bytes"], json!(2147483648u64));
+    assert_eq!(
+        updated["max_file_count"],
+        json!(100000),
+        "an omitted limit stays"
+    );
+    assert_eq!(updated["status"], "updating");
+}

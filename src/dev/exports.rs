@@ -2,10 +2,14 @@
 //! active gets a directory under the state dir, a snapshot copies it, a
 //! clone copies the snapshot back, deleting the filesystem removes it and
 //! its snapshots (the backend keeps snapshots under their filesystem); and
-//! the node's "NFS mount" is a bind mount of that directory. Only the NFS
+//! the node's "NFS mount" is a bind mount of that directory, or of a
+//! directory inside it (a subpath never leaves its export). The fake API
+//! asks it whether a quota's path exists and what it holds. Only the NFS
 //! step is emulated: bind, remount, unmount and stats go to the real
 //! `LinuxMounter`, as in production.
 
+use super::usage::tree_usage;
+use crate::fake::{DirUsage, ExportContent};
 use crate::mount::{FsStats, LinuxMounter, MountTable, Mounter, NfsMountError, StatvfsError};
 use crate::mutex::lock;
 use crate::{Error, Result};
@@ -27,13 +31,30 @@ impl Exports {
         })
     }
 
-    /// The directory serving an NFS source `host:/export` (or `[ip]:/export`).
-    /// The host is dropped so the FQDN and IP forms of one filesystem agree.
+    /// The directory serving an NFS source `host:/export[/sub/dir…]` (or
+    /// `[ip]:/…`): the export's directory and, below it, the subpath. The
+    /// host is dropped so the FQDN and IP forms of one filesystem agree.
+    /// Only the spelling is checked here (no empty, `.` or `..` segment, no
+    /// NUL); [`Exports::mount_dir`] checks what is on disk.
     pub fn dir_of(&self, source: &str) -> Result<PathBuf> {
-        let (_, export) = source.rsplit_once(':').ok_or_else(|| {
-            Error::InvalidArgument(format!("not an NFS export source: {source:?}"))
-        })?;
-        self.export_dir(export)
+        let (export, below) = split_source(source)?;
+        let mut dir = self.export_dir(export)?;
+        dir.extend(below);
+        Ok(dir)
+    }
+
+    /// The directory an NFS mount of `source` binds: [`Exports::dir_of`],
+    /// when every segment below the export is a real directory (not a
+    /// symlink) and its real location is inside the export. The errors read
+    /// as `mount.nfs4`'s would: the node never creates a missing directory.
+    pub fn mount_dir(&self, source: &str) -> Result<PathBuf> {
+        let (export, below) = split_source(source)?;
+        let root = self.export_dir(export)?;
+        confined(&root, &below).map_err(|refusal| {
+            Error::Internal(format!(
+                "mount.nfs4: mounting {source} failed, reason given by server: {refusal}"
+            ))
+        })
     }
 
     /// The directory of an export path such as `/pvc-1-12d`.
@@ -108,6 +129,110 @@ impl Exports {
     }
 }
 
+/// What the fake Linode API asks of the exports: whether a quota's path
+/// is a directory, and what it holds. A path that is malformed, missing or
+/// reached through a symlink is no directory and has no usage.
+impl ExportContent for Exports {
+    fn is_directory(&self, export: &str, path: &str) -> bool {
+        self.inside(export, path).is_some()
+    }
+
+    fn usage(&self, export: &str, path: &str) -> Option<DirUsage> {
+        let dir = self.inside(export, path)?;
+        tree_usage(&dir)
+            .map_err(|e| log::warn!("dev: usage of {}: {e}", dir.display()))
+            .ok()
+    }
+}
+
+impl Exports {
+    /// The directory at absolute `path` inside `export`, confined to it.
+    fn inside(&self, export: &str, path: &str) -> Option<PathBuf> {
+        let below = segments(path.strip_prefix('/')?)?;
+        confined(&self.export_dir(export).ok()?, &below).ok()
+    }
+}
+
+/// `host:/export/a/b` → (`export`, [`a`, `b`]), refusing a malformed
+/// source or subpath (InvalidArgument, as a mount source that can never work).
+fn split_source(source: &str) -> Result<(&str, Vec<&str>)> {
+    let bad =
+        |why: &str| Error::InvalidArgument(format!("not an NFS export source: {source:?}{why}"));
+    // The host is a name or a bracketed IPv6 address: neither holds ":/".
+    let (_, path) = source.split_once(":/").ok_or_else(|| bad(""))?;
+    let (export, below) = path.split_once('/').unwrap_or((path, ""));
+    if export.is_empty() || export.contains('\0') {
+        return Err(bad(""));
+    }
+    if path.len() == export.len() {
+        return Ok((export, Vec::new()));
+    }
+    let below = segments(below).ok_or_else(|| bad(" (empty, '.' or '..' segment, or NUL)"))?;
+    Ok((export, below))
+}
+
+/// The segments of a relative path, `None` when one is empty, `.`, `..`
+/// or holds a NUL.
+fn segments(path: &str) -> Option<Vec<&str>> {
+    let all: Vec<&str> = path.split('/').collect();
+    all.iter()
+        .all(|s| !s.is_empty() && *s != "." && *s != ".." && !s.contains('\0'))
+        .then_some(all)
+}
+
+/// Why a path inside an export cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Refusal {
+    Missing,
+    NotADirectory,
+    /// A segment is a symlink, or the real location leaves the export.
+    Leaves(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Missing => f.write_str("No such file or directory"),
+            Refusal::NotADirectory => f.write_str("Not a directory"),
+            Refusal::Leaves(why) => write!(f, "Permission denied ({why})"),
+        }
+    }
+}
+
+/// `root` joined with `below`, walked one segment at a time without
+/// following a symlink, and checked once more by its real location, so
+/// nothing outside the export (nor a sibling through a link) is reached.
+fn confined(root: &Path, below: &[&str]) -> std::result::Result<PathBuf, Refusal> {
+    let mut dir = root.to_path_buf();
+    for segment in std::iter::once(None).chain(below.iter().map(Some)) {
+        if let Some(segment) = segment {
+            dir.push(segment);
+        }
+        let meta = match std::fs::symlink_metadata(&dir) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Refusal::Missing),
+            Err(e) => return Err(Refusal::Leaves(e.to_string())),
+        };
+        if meta.file_type().is_symlink() {
+            return Err(Refusal::Leaves(format!(
+                "{} is a symbolic link; no export path goes through one",
+                dir.display()
+            )));
+        }
+        if !meta.is_dir() {
+            return Err(Refusal::NotADirectory);
+        }
+    }
+    let real = |p: &Path| std::fs::canonicalize(p).map_err(|e| Refusal::Leaves(e.to_string()));
+    if !real(&dir)?.starts_with(real(root)?) {
+        return Err(Refusal::Leaves(format!(
+            "{} leaves the export",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
@@ -175,13 +300,7 @@ impl Mounter for DevMounter {
         target: &Path,
         options: &[String],
     ) -> Result<(), NfsMountError> {
-        let dir = self.exports.dir_of(source)?;
-        if !dir.is_dir() {
-            return Err(Error::Internal(format!(
-                "mount.nfs4: mounting {source} failed, reason given by server: No such file or directory"
-            ))
-            .into());
-        }
+        let dir = self.exports.mount_dir(source)?;
         log::debug!(
             "dev: NFS {source} (options {options:?}) emulated by binding {}",
             dir.display()
@@ -242,9 +361,126 @@ mod tests {
             e.dir_of("[2001:db8::1]:/pvc-1").unwrap(),
             PathBuf::from("/state/exports/pvc-1")
         );
-        for bad in ["nohost", "h:/", "h:/a/b", "h:/..", "h:", ""] {
-            assert!(e.dir_of(bad).is_err(), "{bad:?}");
+        assert_eq!(
+            e.dir_of("h:/pvc-1/csi-volumes/v-1").unwrap(),
+            PathBuf::from("/state/exports/pvc-1/csi-volumes/v-1")
+        );
+        for bad in [
+            "nohost",
+            "h:/",
+            "h:/..",
+            "h:",
+            "",
+            "h:/a/",
+            "h:/a//b",
+            "h:/a/./b",
+            "h:/a/../b",
+            "h:/a/b/..",
+            "h:/a/b\0c",
+        ] {
+            assert!(
+                matches!(e.dir_of(bad), Err(Error::InvalidArgument(_))),
+                "{bad:?}"
+            );
+            assert!(e.mount_dir(bad).is_err(), "{bad:?}");
         }
+    }
+
+    fn exports(tag: &str) -> (PathBuf, Exports) {
+        let root = std::env::temp_dir().join(format!("exports-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let e = Exports::new(&root).unwrap();
+        e.create("/a").unwrap();
+        (root, e)
+    }
+
+    #[test]
+    fn subpaths_mount_only_real_directories_inside_their_export() {
+        let (root, e) = exports("subpaths");
+        let a = e.dir_of("h:/a").unwrap();
+        std::fs::create_dir_all(a.join("csi-volumes/v1")).unwrap();
+        std::fs::create_dir_all(root.join("outside")).unwrap();
+        std::fs::write(a.join("csi-volumes/file"), "x").unwrap();
+        std::os::unix::fs::symlink("v1", a.join("csi-volumes/to-sibling")).unwrap();
+        std::os::unix::fs::symlink(root.join("outside"), a.join("csi-volumes/to-outside")).unwrap();
+        std::os::unix::fs::symlink("../..", a.join("csi-volumes/v1/up")).unwrap();
+
+        assert_eq!(
+            e.mount_dir("h:/a/csi-volumes/v1").unwrap(),
+            a.join("csi-volumes/v1")
+        );
+        assert_eq!(e.mount_dir("[2001:db8::1]:/a").unwrap(), a);
+        for (source, reason) in [
+            ("h:/a/csi-volumes/missing", "No such file or directory"),
+            ("h:/missing", "No such file or directory"),
+            ("h:/a/csi-volumes/file", "Not a directory"),
+            ("h:/a/csi-volumes/to-sibling", "symbolic link"),
+            ("h:/a/csi-volumes/to-outside", "symbolic link"),
+            ("h:/a/csi-volumes/v1/up", "symbolic link"),
+            ("h:/a/csi-volumes/v1/up/outside", "symbolic link"),
+        ] {
+            match e.mount_dir(source) {
+                Err(Error::Internal(m)) => {
+                    assert!(
+                        m.contains("mount.nfs4") && m.contains(reason),
+                        "{source}: {m}"
+                    )
+                }
+                other => panic!("{source}: {other:?}"),
+            }
+        }
+        // The export itself replaced by a link out of the state dir.
+        std::fs::remove_dir_all(&a).unwrap();
+        std::os::unix::fs::symlink(root.join("outside"), &a).unwrap();
+        assert!(matches!(e.mount_dir("h:/a"), Err(Error::Internal(_))));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn quota_paths_are_directories_counted_without_leaving_them() {
+        let (root, e) = exports("usage");
+        let a = e.dir_of("h:/a").unwrap();
+        let v1 = a.join("csi-volumes/v1");
+        std::fs::create_dir_all(v1.join("sub")).unwrap();
+        std::fs::create_dir_all(a.join("csi-volumes/v2")).unwrap();
+        std::fs::write(v1.join("one"), vec![0u8; 1000]).unwrap();
+        std::fs::write(v1.join("sub/two"), vec![0u8; 24]).unwrap();
+        std::fs::hard_link(v1.join("one"), v1.join("sub/same")).unwrap();
+        std::fs::write(a.join("csi-volumes/v2/big"), vec![0u8; 1 << 20]).unwrap();
+        std::os::unix::fs::symlink("../v2", v1.join("sibling")).unwrap();
+        std::os::unix::fs::symlink("v2", a.join("csi-volumes/link")).unwrap();
+
+        // v1, sub, one (and its second name), two, the link itself.
+        assert_eq!(
+            e.usage("/a", "/csi-volumes/v1"),
+            Some(DirUsage {
+                bytes: 1024,
+                files: 5
+            })
+        );
+        assert_eq!(
+            e.usage("/a", "/csi-volumes/v2"),
+            Some(DirUsage {
+                bytes: 1 << 20,
+                files: 2
+            })
+        );
+        assert!(e.is_directory("/a", "/csi-volumes/v1"));
+        for (export, path) in [
+            ("/a", "/csi-volumes/none"),
+            ("/a", "/csi-volumes/link"),
+            ("/a", "/csi-volumes/v1/sibling"),
+            ("/a", "/csi-volumes/v1/one"),
+            ("/a", "/csi-volumes/../csi-volumes/v1"),
+            ("/a", "csi-volumes/v1"),
+            ("/a", "/"),
+            ("/..", "/a"),
+            ("/none", "/csi-volumes/v1"),
+        ] {
+            assert!(!e.is_directory(export, path), "{export} {path}");
+            assert_eq!(e.usage(export, path), None, "{export} {path}");
+        }
+        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]

@@ -6,13 +6,14 @@
 //! what they are wired to.
 
 pub mod exports;
+mod usage;
 
 use crate::client::DEV_SPACE_LABEL;
 use crate::config::{Config, DevQuirk, LinodeConfig};
 use crate::controller::keys::SPACE_LABEL;
 use crate::fake::{
     FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, FilesystemSeed,
-    InstanceSeed, RateLimit, Seed, SpaceSeed, TagFilter,
+    InstanceSeed, Lifecycle, QuotaBehaviour, RateLimit, Seed, SpaceSeed, TagFilter,
 };
 use crate::identity::DRIVER_NAME;
 use crate::kube::KubeClient;
@@ -31,6 +32,11 @@ pub const DEV_SPACE_ID: u64 = 1;
 pub const DEV_REGION: &str = "us-ord";
 pub const DEV_NODE: &str = "dev-node";
 pub const DEV_LINODE_ID: u64 = 424242;
+/// The filesystem dev mode seeds in its Space for `subdirectory` volumes
+/// (`shared-filesystem-label: dev-shared`): made by "the admin", so it does
+/// not carry the driver's mark and is never listed as a volume.
+pub const DEV_SHARED_LABEL: &str = "dev-shared";
+pub const DEV_SHARED_CAPACITY_BYTES: i64 = 10 << 30;
 /// Marks a directory as a dev state dir, so cleanup never removes anything else.
 const MARKER: &str = ".linode-nfs-csi-dev";
 const KUBE_TOKEN: &str = "dev-kube-token";
@@ -138,6 +144,50 @@ fn seed(activation_delay: Duration) -> Seed {
     seed
 }
 
+/// The seeded filesystems: the foreign ones when a quirk wants them (they
+/// take the first ids), then the shared parent.
+fn seed_filesystems(quirks: &[DevQuirk]) -> Vec<FilesystemSeed> {
+    let foreign = quirks.iter().any(|q| {
+        matches!(
+            q,
+            DevQuirk::ForeignFilesystems | DevQuirk::TagFilterRefused | DevQuirk::TagFilterIgnored
+        )
+    });
+    let mut filesystems = if foreign {
+        FilesystemSeed::foreign(DEV_SPACE_ID, DEV_REGION)
+    } else {
+        Vec::new()
+    };
+    filesystems.push(FilesystemSeed {
+        max_capacity_bytes: DEV_SHARED_CAPACITY_BYTES,
+        ..FilesystemSeed::new(DEV_SPACE_ID, DEV_SHARED_LABEL, DEV_REGION)
+    });
+    filesystems
+}
+
+/// The fake's quota API as the quota quirks describe it (none: the
+/// contract as linodego describes it).
+fn quota_behaviour(quirks: &[DevQuirk]) -> QuotaBehaviour {
+    let on = |q: DevQuirk| quirks.contains(&q);
+    QuotaBehaviour {
+        missing: on(DevQuirk::NoQuotas),
+        refused: on(DevQuirk::QuotaRefused),
+        path_with_export: on(DevQuirk::QuotaPathWithExport),
+        lifecycle: if on(DevQuirk::QuotaStuckUpdating) {
+            Some(Lifecycle::NeverActive)
+        } else if on(DevQuirk::QuotaError) {
+            Some(Lifecycle::StickInError)
+        } else {
+            None
+        },
+        limit: quirks.iter().find_map(|q| match q {
+            DevQuirk::QuotaLimit(n) => Some(*n),
+            _ => None,
+        }),
+        needs_directory: on(DevQuirk::QuotaNeedsDirectory),
+    }
+}
+
 /// Mirrors the fake backend's objects onto the export directories.
 fn mirror(exports: &Exports, event: &FakeEvent) {
     let done = match event {
@@ -163,6 +213,18 @@ fn mirror(exports: &Exports, event: &FakeEvent) {
     }
 }
 
+/// Gives every active filesystem its export directory, keeping what one
+/// holds: the process may have been killed after the state file recorded a
+/// filesystem active and before its directory was made, and filesystems
+/// seeded or loaded as active never announce themselves.
+fn recreate_exports(linode: &FakeLinode, exports: &Exports) {
+    for export in linode.active_exports() {
+        if let Err(e) = exports.create(&export) {
+            log::warn!("dev: export {export}: {e}");
+        }
+    }
+}
+
 pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     let dev = config.dev.as_ref().ok_or("dev settings missing")?;
     let state = dev.state_dir.clone();
@@ -174,16 +236,16 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     let exports = Arc::new(Exports::new(&state).map_err(|e| fail("exports", e))?);
 
     let mut linode_seed = seed(dev.activation_delay);
-    if dev.quirks.iter().any(|q| {
-        matches!(
-            q,
-            DevQuirk::ForeignFilesystems | DevQuirk::TagFilterRefused | DevQuirk::TagFilterIgnored
-        )
-    }) {
-        linode_seed.filesystems = FilesystemSeed::foreign(DEV_SPACE_ID, DEV_REGION);
-    }
+    linode_seed.filesystems = seed_filesystems(&dev.quirks);
     let linode = FakeLinode::start_persistent(linode_seed, &state.join("linode.json"))
         .map_err(|e| fail("fake Linode API", e))?;
+    // First of all: every setter below advances the fake's clocks, and a
+    // filesystem of the state file that turns active then must get its
+    // export directory.
+    let observed = exports.clone();
+    linode.set_observer(Arc::new(move |event| mirror(&observed, event)));
+    linode.set_export_content(exports.clone());
+    recreate_exports(&linode, &exports);
     if !dev.faults.is_empty() {
         // `slow` and `drop` hold a request past the client's timeout.
         let hold = dev.request_timeout + Duration::from_secs(1);
@@ -211,6 +273,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     linode.set_capacity_in_stats(on(DevQuirk::CapacityInStats));
     linode.set_null_fields(on(DevQuirk::NullFields));
     linode.set_html_errors(on(DevQuirk::HtmlErrors));
+    linode.set_quota_behaviour(quota_behaviour(&dev.quirks));
     if let Some(limits) = dev.rate_limits {
         linode.set_rate_limit(Some(RateLimit {
             list: limits.list,
@@ -224,9 +287,6 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
             limits.window
         );
     }
-    let observed = exports.clone();
-    linode.set_observer(Arc::new(move |event| mirror(&observed, event)));
-
     let kube = FakeKube::start(KUBE_TOKEN).map_err(|e| fail("fake Kubernetes API", e))?;
     kube.add_node(
         FakeNode::new(DEV_NODE)
@@ -327,6 +387,7 @@ fn banner(config: &Config, state: &Path, storage_class: &Path) -> String {
          {registration}\
          {metrics}\
          storage space: id {DEV_SPACE_ID}, label {DEV_SPACE_LABEL:?}, region {DEV_REGION}\n\
+         shared fs:     label {DEV_SHARED_LABEL:?} ({shared_gib} GiB) for volume-type: subdirectory\n\
          node:          {DEV_NODE} (Linode id {DEV_LINODE_ID})\n\
          StorageClass:  {sc}\n\
          state dir:     {state} (removed on exit)\n\
@@ -342,6 +403,7 @@ fn banner(config: &Config, state: &Path, storage_class: &Path) -> String {
          \x20 {me} client delete-volume {DEV_SPACE_ID}/<fs-id>\n\
          Stop with Ctrl-C (SIGINT) or SIGTERM: everything mounted is unmounted.\n",
         sc = storage_class.display(),
+        shared_gib = DEV_SHARED_CAPACITY_BYTES >> 30,
         state = state.display(),
         mounts = if std::env::var_os(REEXEC_MARK).is_some() {
             format!(

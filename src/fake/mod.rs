@@ -14,9 +14,9 @@ pub mod rate_limit;
 
 pub use self::kube::{FakeKube, FakeNode};
 pub use self::linode::{
-    FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Hang, Injected, InstanceSeed,
-    Lifecycle, PolicyPut, QuotaBehaviour, RequestRecord, Seed, SnapshotTimes, SpaceSeed, TagFilter,
-    VpcAttachment,
+    DirUsage, ExportContent, FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Hang,
+    Injected, InstanceSeed, Lifecycle, PolicyPut, QuotaBehaviour, RequestRecord, Seed,
+    SnapshotTimes, SpaceSeed, TagFilter, VpcAttachment,
 };
 pub use self::metadata::FakeMetadata;
 pub use self::rate_limit::RateLimit;

@@ -10,6 +10,7 @@
 
 use crate::common::{code_of, mounts_of, Driver, TempDir};
 use grpcio::{CallOption, RpcStatusCode};
+use linode_nfs_csi::dev::DEV_SHARED_LABEL;
 use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
 use linode_nfs_csi::proto::csi_grpc::{ControllerClient, IdentityClient, NodeClient};
@@ -74,9 +75,12 @@ impl StateDir {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
     }
 
-    /// `(id, label, phase)` of every filesystem the fake holds.
+    /// `(id, label, phase)` of every filesystem the fake holds but the
+    /// shared parent dev mode seeds (an admin's, which no test makes or
+    /// removes: see [`StateDir::shared_parent`]).
     pub fn filesystems(&self) -> Vec<(u64, String, String)> {
         records(&self.linode()["filesystems"])
+            .filter(|f| f["label"] != DEV_SHARED_LABEL)
             .map(|f| {
                 (
                     f["id"].as_u64().unwrap(),
@@ -118,11 +122,24 @@ impl StateDir {
         (policy["enabled"].as_bool().unwrap(), ids)
     }
 
-    /// Names in a subdirectory of the state dir (`exports`, `snapshots`).
+    /// The id and export path of the shared parent dev mode seeds.
+    pub fn shared_parent(&self) -> (u64, String) {
+        let state = self.linode();
+        let f = records(&state["filesystems"])
+            .find(|f| f["label"] == DEV_SHARED_LABEL)
+            .unwrap_or_else(|| panic!("no {DEV_SHARED_LABEL} filesystem in {state}"));
+        let id = f["id"].as_u64().unwrap();
+        (id, format!("/{DEV_SHARED_LABEL}-{id:x}"))
+    }
+
+    /// Names in a subdirectory of the state dir (`exports`, `snapshots`),
+    /// but the shared parent's export.
     pub fn entries(&self, sub: &str) -> Vec<String> {
+        let shared = format!("{DEV_SHARED_LABEL}-");
         let mut names: Vec<String> = match std::fs::read_dir(self.path().join(sub)) {
             Ok(dir) => dir
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|name| !name.starts_with(&shared))
                 .collect(),
             Err(_) => Vec::new(),
         };

@@ -10,11 +10,13 @@
 //! program faults, inspect what it saw. The parts: `seed` (the scenario),
 //! `state` (records and status machines), `render` (their JSON), `server`
 //! (one request's pipeline), `routes` (the endpoint table), `handlers` and
-//! `quotas` (the mutating endpoints), `query` (`X-Filter` and pagination), `api_error` (the
+//! `quotas` (the mutating endpoints), `content` (what the fake may ask of
+//! the files in its exports), `query` (`X-Filter` and pagination), `api_error` (the
 //! error envelope), `dialect` (how a backend variant writes answers),
 //! `faults` (rules, profiles, hangs) and `persist` (the state file).
 
 mod api_error;
+mod content;
 mod dialect;
 mod faults;
 mod handlers;
@@ -27,6 +29,7 @@ mod seed;
 mod server;
 mod state;
 
+pub use self::content::{DirUsage, ExportContent};
 pub use self::faults::{FaultProfile, FaultRule, Hang, Injected};
 pub use self::seed::{FilesystemSeed, InstanceSeed, Seed, SpaceSeed, VpcAttachment};
 pub use self::server::RequestRecord;
@@ -34,7 +37,7 @@ pub use self::state::{FakeEvent, Lifecycle, PolicyPut, QuotaBehaviour, SnapshotT
 
 use self::faults::{FaultAction, Gate, Gates};
 use self::server::{lock, Shared};
-use self::state::{now_ms, now_secs, QuotaUsage, SpaceRec, State};
+use self::state::{export_path, now_ms, now_secs, Phase, QuotaUsage, SpaceRec, State};
 use super::rate_limit::{Limiter, RateLimit};
 use super::HttpServer;
 use crate::linode::types::{Filesystem, FilesystemAccessPolicy, Quota, Snapshot};
@@ -124,6 +127,13 @@ impl FakeLinode {
     /// sent) for every [`FakeEvent`].
     pub fn set_observer(&self, observer: Arc<dyn Fn(&FakeEvent) + Send + Sync>) {
         *lock(&self.shared.observer) = Some(observer);
+    }
+
+    /// Who answers for the files inside the exports (dev mode, which
+    /// emulates them): quota usage is then sampled from it on every read,
+    /// and `QuotaBehaviour::needs_directory` asks it.
+    pub fn set_export_content(&self, content: Arc<dyn ExportContent>) {
+        self.mutate(|s| s.content = content::ContentHook(Some(content)));
     }
 
     // --- knobs -------------------------------------------------------------
@@ -254,7 +264,8 @@ impl FakeLinode {
     }
 
     /// What the backend sampled of a quota's usage now (`collected_at` is
-    /// this moment); `false` when there is no such quota.
+    /// this moment); `false` when there is no such quota. An installed
+    /// [`ExportContent`] samples instead.
     pub fn set_quota_usage(&self, quota_id: u64, bytes: i64, files: i64) -> bool {
         let collected_at = now_secs();
         self.mutate(|s| {
@@ -378,6 +389,18 @@ impl FakeLinode {
             s.filesystems
                 .values()
                 .map(|f| FakeLinode::decode(s.fs_json(f)))
+                .collect()
+        })
+    }
+
+    /// The export path (`/<label>-<hex id>`) of every active filesystem,
+    /// whatever its answers show of its mount targets.
+    pub fn active_exports(&self) -> Vec<String> {
+        self.mutate(|s| {
+            s.filesystems
+                .values()
+                .filter(|f| f.phase == Phase::Active)
+                .map(|f| export_path(&f.label, f.id))
                 .collect()
         })
     }

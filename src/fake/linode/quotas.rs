@@ -6,7 +6,8 @@
 //! Choices where the contract is silent: one quota per path, a duplicate
 //! answers 409 (field `path`), like a duplicate snapshot label; the
 //! filesystem root has no quota of its own here (`/` is refused); a quota
-//! can be made on an active filesystem only.
+//! can be made on an active filesystem only; under `needs_directory`, a
+//! path that is no directory of the export is refused like a bad path.
 
 use super::api_error::{ApiError, ApiResult};
 use super::state::{export_path, now_ms, Phase, QuotaRec, State};
@@ -76,6 +77,9 @@ pub(super) fn create_quota(
             "path",
             "Quotas are not available for this filesystem",
         ));
+    }
+    if behaviour.needs_directory && !state.content.is_directory(&export, &path) {
+        return Err(ApiError::bad("path", "Directory does not exist"));
     }
     let mine = state.quotas.values().filter(|q| q.filesystem_id == fs_id);
     if mine.clone().any(|q| q.path == path) {

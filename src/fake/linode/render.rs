@@ -2,7 +2,10 @@
 //! only read the state, never change it.
 
 use super::seed::InstanceSeed;
-use super::state::{export_path, FsRec, Phase, QuotaRec, SnapRec, SnapshotTimes, SpaceRec, State};
+use super::state::{
+    export_path, now_secs, FsRec, Phase, QuotaRec, QuotaUsage, SnapRec, SnapshotTimes, SpaceRec,
+    State,
+};
 use crate::linode::types::unix_to_naive;
 use serde_json::{json, Value};
 
@@ -140,23 +143,42 @@ impl State {
         }
     }
 
+    /// What a read shows of a quota's usage: sampled now from the export's
+    /// content when someone answers for it (null while its directory does
+    /// not exist), else what was last set.
+    fn quota_usage(&self, q: &QuotaRec) -> Option<QuotaUsage> {
+        if !self.content.installed() {
+            return q.usage;
+        }
+        let fs = self.filesystems.get(&q.filesystem_id)?;
+        let sampled = self
+            .content
+            .usage(&export_path(&fs.label, fs.id), &q.path)?;
+        Some(QuotaUsage {
+            bytes: sampled.bytes,
+            files: sampled.files,
+            collected_at: now_secs(),
+        })
+    }
+
     pub(super) fn quota_json(&self, q: &QuotaRec) -> Value {
         let status = match q.phase {
             Phase::Active => "active",
             Phase::Error => "error",
             Phase::Creating | Phase::Deleting => "updating",
         };
-        let exceeded = q.usage.is_some_and(|u| {
+        let usage = self.quota_usage(q);
+        let exceeded = usage.is_some_and(|u| {
             u.bytes > q.max_capacity_bytes || q.max_file_count.is_some_and(|max| u.files > max)
         });
         json!({
             "id": q.id, "filesystem_id": q.filesystem_id, "path": self.quota_wire_path(q),
             "is_root": false, "max_capacity_bytes": q.max_capacity_bytes,
-            "used_capacity_bytes": q.usage.map(|u| u.bytes),
+            "used_capacity_bytes": usage.map(|u| u.bytes),
             "quota_exceeded": exceeded, "max_file_count": q.max_file_count,
-            "used_file_count": q.usage.map(|u| u.files), "status": status,
+            "used_file_count": usage.map(|u| u.files), "status": status,
             "created": ts(q.created), "updated": q.updated.map(ts),
-            "collected_at": q.usage.map(|u| ts(u.collected_at)),
+            "collected_at": usage.map(|u| ts(u.collected_at)),
             "user_group_config": null
         })
     }

@@ -4,6 +4,7 @@
 //! or render the wire format.
 
 use super::api_error::ApiError;
+use super::content::ContentHook;
 use super::dialect::Dialect;
 use super::seed::{FilesystemSeed, InstanceSeed, Seed, SpaceSeed};
 use serde::{Deserialize, Serialize};
@@ -184,6 +185,10 @@ pub struct QuotaBehaviour {
     pub lifecycle: Option<Lifecycle>,
     /// At most this many quotas per filesystem; the next POST answers 400.
     pub limit: Option<usize>,
+    /// A POST for a path that is no directory of the export answers 400
+    /// (field `path`); the fake asks its [`ExportContent`](super::ExportContent).
+    #[serde(default)]
+    pub needs_directory: bool,
 }
 
 /// What the backend last sampled of a quota's usage.
@@ -262,6 +267,10 @@ pub(super) struct State {
     pub(super) next_quota_id: u64,
     #[serde(default)]
     pub(super) quota_behaviour: QuotaBehaviour,
+    /// Who answers for the files in the exports (dev mode); installed
+    /// again by each process, so never saved.
+    #[serde(skip)]
+    pub(super) content: ContentHook,
     pub(super) next_filesystem_id: u64,
     pub(super) next_snapshot_id: u64,
     pub(super) filesystem_lifecycles: BTreeMap<String, Lifecycle>,
@@ -315,6 +324,7 @@ impl State {
             quotas: BTreeMap::new(),
             next_quota_id: first_quota_id(),
             quota_behaviour: QuotaBehaviour::default(),
+            content: ContentHook::default(),
             next_filesystem_id: 101,
             next_snapshot_id: 9001,
             filesystem_lifecycles: BTreeMap::new(),
@@ -409,12 +419,14 @@ impl State {
         }
         for quota in self.quotas.values_mut() {
             if quota.phase == Phase::Creating && now >= quota.transition_at {
+                // `updated` stays as the POST or PUT left it: the documented
+                // list (linode-api.md §7.10) shows an active quota never
+                // changed since its creation with `updated: null`.
                 match self.quota_behaviour.lifecycle {
                     Some(Lifecycle::NeverActive) => continue,
                     Some(Lifecycle::StickInError) => quota.phase = Phase::Error,
                     _ => quota.phase = Phase::Active,
                 }
-                quota.updated = Some((now / 1000) as i64);
                 changed = true;
             }
         }
