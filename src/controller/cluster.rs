@@ -1,13 +1,19 @@
-//! The cluster's region, discovered lazily from one workload node and cached
-//! for the process lifetime. The controller may start before any worker
-//! node exists, so nothing here runs at startup, and a failed discovery
-//! leaves the cache empty for the next request to retry. No lock is held
-//! across the Kubernetes request, so no caller queues behind another's
-//! slow (or down) API server.
+//! What the controller asks the Kubernetes API: the cluster's region,
+//! discovered lazily from one workload node and cached for the process
+//! lifetime, and which volumes of a shared filesystem the cluster still
+//! attaches to a node (from its VolumeAttachments, read fresh every time:
+//! they are the record that survives our restarts). The controller may
+//! start before any worker node exists, so nothing here runs at startup,
+//! and a failed discovery leaves the cache empty for the next request to
+//! retry. No lock is held across a Kubernetes request, so no caller queues
+//! behind another's slow (or down) API server. It never writes to the API.
 
-use crate::kube::KubeClient;
+use crate::handles::{SubdirId, VolumeHandle};
+use crate::identity::DRIVER_NAME;
+use crate::kube::{KubeClient, VolumeAttachment};
 use crate::mutex::lock;
 use crate::Error;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 const REGION_LABEL: &str = "topology.kubernetes.io/region";
@@ -41,6 +47,111 @@ impl Cluster {
         Ok(region)
     }
 
+    /// The volumes other than `volume` of its shared filesystem (its other
+    /// directories, or the filesystem itself) that a VolumeAttachment of
+    /// this driver still attaches to the node whose CSI node id is `node`,
+    /// each named with its attachment. An attachment being deleted does not
+    /// count: the CO is detaching it, and two volumes detached at once must
+    /// not each keep the node for the other. Every read goes to the API
+    /// server; one that fails fails the call, never reads as "none".
+    pub fn attached_siblings(&self, volume: &SubdirId, node: u64) -> Result<Vec<String>, Error> {
+        let what = "find the other volumes of the shared filesystem attached to the node";
+        let attachments = self
+            .kube
+            .list_volume_attachments()
+            .map_err(|e| unreadable(what, e))?;
+        let ours: Vec<&VolumeAttachment> = attachments
+            .iter()
+            .filter(|a| a.attacher == DRIVER_NAME && !a.deleting)
+            .collect();
+        if ours.is_empty() {
+            return Ok(Vec::new());
+        }
+        let csi_nodes = self
+            .kube
+            .list_csi_node_ids()
+            .map_err(|e| unreadable(what, e))?;
+        let mut node_ids: HashMap<&str, NodeId> = HashMap::new();
+        let mut siblings = Vec::new();
+        let this = VolumeHandle::Subdirectory(volume.clone());
+        for a in ours {
+            let id = match node_ids.get(a.node_name.as_str()) {
+                Some(id) => *id,
+                None => {
+                    let id = self
+                        .node_id(&a.node_name, &csi_nodes)
+                        .map_err(|e| unreadable(what, e))?;
+                    node_ids.insert(&a.node_name, id);
+                    id
+                }
+            };
+            match id {
+                NodeId::Linode(id) if id != node => continue,
+                NodeId::Gone => continue,
+                NodeId::Linode(_) => {}
+                NodeId::Unknown => log::warn!(
+                    "node {:?} of VolumeAttachment {} maps to no Linode (no CSINode entry for {DRIVER_NAME}, no linode:// providerID); counting it as node {node}",
+                    a.node_name,
+                    a.name
+                ),
+            }
+            let Some(raw) = self.handle_of(a).map_err(|e| unreadable(what, e))? else {
+                continue;
+            };
+            let Ok(handle) = VolumeHandle::parse(&raw) else {
+                continue;
+            };
+            if handle.filesystem() == volume.parent() && handle != this {
+                siblings.push(format!("{handle} (VolumeAttachment {})", a.name));
+            }
+        }
+        Ok(siblings)
+    }
+
+    /// The Linode of node `name`: the node id our node plugin registered in
+    /// its CSINode (what ControllerPublishVolume was given), else the Node's
+    /// `linode://` providerID (a plugin restarting is briefly absent from
+    /// the CSINode; both name the same Linode).
+    fn node_id(
+        &self,
+        name: &str,
+        csi_nodes: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Result<NodeId, Error> {
+        let registered = csi_nodes.get(name).and_then(|d| d.get(DRIVER_NAME));
+        if let Some(id) = registered {
+            return Ok(id.parse().map_or(NodeId::Unknown, NodeId::Linode));
+        }
+        match self.kube.get_node(name) {
+            Ok(n) => Ok(n
+                .provider_id
+                .as_deref()
+                .and_then(|p| p.strip_prefix("linode://"))
+                .and_then(|id| id.parse().ok())
+                .map_or(NodeId::Unknown, NodeId::Linode)),
+            // No such node: nothing can be using a volume there.
+            Err(Error::NotFound(_)) => Ok(NodeId::Gone),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The volume handle an attachment of this driver is for; `None` when
+    /// its PersistentVolume is gone or not one of ours.
+    fn handle_of(&self, a: &VolumeAttachment) -> Result<Option<String>, Error> {
+        if let Some(handle) = &a.inline_handle {
+            return Ok(Some(handle.clone()));
+        }
+        let Some(pv) = &a.persistent_volume else {
+            return Ok(None);
+        };
+        match self.kube.persistent_volume_csi(pv) {
+            Ok(source) => Ok(source
+                .filter(|s| s.driver == DRIVER_NAME)
+                .map(|s| s.volume_handle)),
+            Err(Error::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     fn discover(&self) -> Result<String, Error> {
         // A Kubernetes API that is down or overloaded is worth retrying; a
         // refusal (RBAC, a bad kubeconfig) needs the admin.
@@ -72,6 +183,29 @@ impl Cluster {
             })?;
         log::info!("cluster region {region:?} (from node {:?})", node.name);
         Ok(region.clone())
+    }
+}
+
+/// The Linode a Kubernetes node runs on, as far as the cluster says.
+#[derive(Debug, Clone, Copy)]
+enum NodeId {
+    Linode(u64),
+    /// The Node object is gone.
+    Gone,
+    /// The node exists but names no Linode.
+    Unknown,
+}
+
+/// A Kubernetes read that failed: an API server that is down or overloaded
+/// is worth retrying as it is; a refusal (RBAC, a bad kubeconfig) needs the
+/// admin, and says what the role must allow.
+fn unreadable(what: &str, e: Error) -> Error {
+    match e {
+        Error::Unavailable(_) | Error::DeadlineExceeded(_) => e.context(what.to_string()),
+        other => Error::FailedPrecondition(format!(
+            "{what}: {} (the controller's role needs get and list on volumeattachments, persistentvolumes, csinodes and nodes)",
+            other.message()
+        )),
     }
 }
 

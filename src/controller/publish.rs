@@ -14,6 +14,15 @@
 //! Every policy read and every PUT answer here lands in the ACL cache
 //! (`acl_cache`), which listings report published nodes from.
 //!
+//! A directory of a shared filesystem (`{s}/{f}/{name}`) has no ACL of its
+//! own: its publish and unpublish change the parent's, through the parent's
+//! queue. Unpublishing it from a node revokes the node only when no other
+//! volume of the parent is still attached there, as the cluster's
+//! VolumeAttachments say (`cluster`); a publish of such a directory always
+//! goes through the queue, even when the node is already admitted, so an
+//! unpublish of a sibling that listed the attachments before this publish
+//! began is refused as overtaken rather than applied after it.
+//!
 //! Two things could still undo a change the CO was told is done, and both
 //! are guarded here: a publish the CO gave up on that is still making its
 //! checks when the unpublish it sent next has been applied (calls for one
@@ -25,7 +34,7 @@ use super::inspect::read_policy;
 use super::volume_capability::check_capabilities;
 use super::Controller;
 use crate::flow::{done, guarded, Flow, Handoff, Step, Then};
-use crate::handles::VolumeId;
+use crate::handles::{SubdirId, VolumeHandle, VolumeId};
 use crate::limits;
 use crate::linode::{FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, SquashPolicy};
 use crate::mutex::lock;
@@ -403,7 +412,8 @@ pub(crate) fn linode_id(node_id: &str) -> Result<u64, Error> {
 }
 
 /// ControllerPublishVolume (node mode): allow the node's Linode on the
-/// filesystem. NotFound for unknown volumes or nodes; repeats are no-ops.
+/// filesystem (for a directory of a shared filesystem, on its parent).
+/// NotFound for unknown volumes or nodes; repeats are no-ops.
 pub fn publish(
     c: &Arc<Controller>,
     req: csi::ControllerPublishVolumeRequest,
@@ -422,13 +432,15 @@ pub fn publish(
     check_capabilities(std::slice::from_ref(cap))?;
     limits::map("volume context", &req.volume_context)?;
     limits::map("secrets", &req.secrets)?;
-    let vol = VolumeId::parse(&req.volume_id)
+    let handle = VolumeHandle::parse(&req.volume_id)
         .map_err(|_| Error::NotFound(format!("volume {:?} not found", req.volume_id)))?;
+    let vol = handle.filesystem();
     let node = linode_id(&req.node_id)?;
     let arrival = c.acl.arrive();
     let policy = read_policy(c, vol, c.acl_cache.ticket(vol))?
         .ok_or_else(|| no_filesystem_policy(format!("filesystem {vol}")))?;
-    if !(policy.enabled && policy.linode_ids().contains(&node)) {
+    let admitted = policy.enabled && policy.linode_ids().contains(&node);
+    if !admitted {
         // CSI wants NotFound for a node that does not exist; a token without
         // read access to instances must not block attaching, though: the
         // policy PUT rejects unknown ids anyway.
@@ -437,16 +449,19 @@ pub fn publish(
             Err(e) => log::warn!("ControllerPublishVolume: cannot check Linode {node}: {e}"),
             Ok(_) => {}
         }
-        return c
-            .acl
-            .access(c, vol, node, true, arrival)
-            .then(|()| done(csi::ControllerPublishVolumeResponse::new()));
     }
-    done(csi::ControllerPublishVolumeResponse::new())
+    if admitted && matches!(handle, VolumeHandle::Filesystem(_)) {
+        return done(csi::ControllerPublishVolumeResponse::new());
+    }
+    c.acl
+        .access(c, vol, node, true, arrival)
+        .then(|()| done(csi::ControllerPublishVolumeResponse::new()))
 }
 
 /// ControllerUnpublishVolume (node mode): revoke the node's Linode. An
-/// empty node id, an unknown volume or a node not in the ACL is OK.
+/// empty node id, an unknown volume or a node not in the ACL is OK. A
+/// directory of a shared filesystem leaves the node in the parent's ACL
+/// while another volume of the parent is attached there.
 pub fn unpublish(
     c: &Arc<Controller>,
     req: csi::ControllerUnpublishVolumeRequest,
@@ -458,12 +473,35 @@ pub fn unpublish(
     if req.node_id.is_empty() {
         return done(answer());
     }
-    let (Ok(vol), Ok(node)) = (VolumeId::parse(&req.volume_id), linode_id(&req.node_id)) else {
+    let (Ok(handle), Ok(node)) = (VolumeHandle::parse(&req.volume_id), linode_id(&req.node_id))
+    else {
         return done(answer());
     };
+    // Numbered before the attachments are read: a publish of a sibling
+    // that arrives meanwhile overtakes this revoke (see `AclQueue::access`).
+    let arrival = c.acl.arrive();
+    if let VolumeHandle::Subdirectory(id) = &handle {
+        if let Some(kept) = kept_for_siblings(c, id, node)? {
+            log::info!(
+                "ControllerUnpublishVolume of {id} from node {node}: the node stays in the access policy of filesystem {}, which it still needs for {kept}",
+                id.parent()
+            );
+            return done(answer());
+        }
+    }
     c.acl
-        .access(c, vol, node, false, c.acl.arrive())
+        .access(c, handle.filesystem(), node, false, arrival)
         .then(move |()| done(answer()))
+}
+
+/// The sibling volumes that keep `node` in the parent's ACL, or `None`.
+fn kept_for_siblings(c: &Controller, id: &SubdirId, node: u64) -> Result<Option<String>, Error> {
+    let siblings = c.cluster.attached_siblings(id, node).map_err(|e| {
+        e.context(format!(
+            "ControllerUnpublishVolume of {id} from node {node}"
+        ))
+    })?;
+    Ok((!siblings.is_empty()).then(|| siblings.join(", ")))
 }
 
 #[cfg(test)]

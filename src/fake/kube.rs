@@ -1,8 +1,13 @@
-//! Fake Kubernetes API: Nodes only. `GET /api/v1/nodes/{name}` and
+//! Fake Kubernetes API: Nodes and the storage objects node-mode unpublish
+//! reads. `GET /api/v1/nodes/{name}` and
 //! `GET /api/v1/nodes?limit=&continue=&labelSelector=` (equality `k=v`/`k==v`,
 //! `k!=v`, existence `k`, `!k`, comma = AND; `limit` counts scanned nodes,
-//! so a selective page can come back short). Requires the bearer token;
-//! errors are `Status` objects. Nodes can change at runtime.
+//! so a selective page can come back short);
+//! `GET /apis/storage.k8s.io/v1/volumeattachments`,
+//! `GET /apis/storage.k8s.io/v1/csinodes` (both `?limit=&continue=`, by
+//! name), `GET /apis/storage.k8s.io/v1/csinodes/{name}` and
+//! `GET /api/v1/persistentvolumes/{name}`. Requires the bearer token;
+//! errors are `Status` objects. Everything can change at runtime.
 
 use super::{percent_decode, HttpRequest, HttpResponse, HttpServer};
 use crate::mutex::lock;
@@ -71,9 +76,103 @@ impl FakeNode {
     }
 }
 
+/// A VolumeAttachment as the fake stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeVolumeAttachment {
+    pub name: String,
+    pub attacher: String,
+    pub node_name: String,
+    /// `spec.source.persistentVolumeName`.
+    pub persistent_volume: Option<String>,
+    /// `spec.source.inlineVolumeSpec.csi.volumeHandle`.
+    pub inline_handle: Option<String>,
+    /// Served with a `deletionTimestamp` (a detach under way).
+    pub deleting: bool,
+}
+
+impl FakeVolumeAttachment {
+    /// An attached VolumeAttachment of PV `pv` to `node` by `attacher`.
+    pub fn new(name: &str, attacher: &str, node: &str, pv: &str) -> FakeVolumeAttachment {
+        FakeVolumeAttachment {
+            name: name.to_string(),
+            attacher: attacher.to_string(),
+            node_name: node.to_string(),
+            persistent_volume: Some(pv.to_string()),
+            inline_handle: None,
+            deleting: false,
+        }
+    }
+
+    pub fn deleting(mut self) -> FakeVolumeAttachment {
+        self.deleting = true;
+        self
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let mut metadata = json!({"name": self.name, "resourceVersion": "1"});
+        if self.deleting {
+            metadata["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            metadata["finalizers"] = json!([format!("external-attacher/{}", self.attacher)]);
+        }
+        let mut source = json!({});
+        if let Some(pv) = &self.persistent_volume {
+            source["persistentVolumeName"] = json!(pv);
+        }
+        if let Some(handle) = &self.inline_handle {
+            source["inlineVolumeSpec"] =
+                json!({"csi": {"driver": self.attacher, "volumeHandle": handle}});
+        }
+        json!({
+            "kind": "VolumeAttachment", "apiVersion": "storage.k8s.io/v1",
+            "metadata": metadata,
+            "spec": {"attacher": self.attacher, "nodeName": self.node_name, "source": source},
+            "status": {"attached": !self.deleting}
+        })
+    }
+}
+
+/// A PersistentVolume with a CSI source, as the fake stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakePersistentVolume {
+    pub name: String,
+    pub driver: String,
+    pub volume_handle: String,
+}
+
+impl FakePersistentVolume {
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "kind": "PersistentVolume", "apiVersion": "v1",
+            "metadata": {"name": self.name, "resourceVersion": "1"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "csi": {"driver": self.driver, "volumeHandle": self.volume_handle}
+            },
+            "status": {"phase": "Bound"}
+        })
+    }
+}
+
+fn csi_node_json(name: &str, drivers: &BTreeMap<String, String>) -> serde_json::Value {
+    let drivers: Vec<_> = drivers
+        .iter()
+        .map(|(driver, id)| json!({"name": driver, "nodeID": id, "topologyKeys": null}))
+        .collect();
+    json!({
+        "kind": "CSINode", "apiVersion": "storage.k8s.io/v1",
+        "metadata": {"name": name, "resourceVersion": "1"},
+        "spec": {"drivers": drivers}
+    })
+}
+
 struct Shared {
     token: Mutex<String>,
     nodes: Mutex<BTreeMap<String, FakeNode>>,
+    attachments: Mutex<BTreeMap<String, FakeVolumeAttachment>>,
+    persistent_volumes: Mutex<BTreeMap<String, FakePersistentVolume>>,
+    /// Node name → driver name → node id.
+    csi_nodes: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
     failures: Mutex<Option<(u16, u32)>>,
     requests: AtomicUsize,
 }
@@ -169,6 +268,9 @@ impl Shared {
                 "the server does not allow this method",
             );
         }
+        if let Some(answer) = self.storage(&req) {
+            return answer;
+        }
         let nodes = lock(&self.nodes);
         if req.path == "/api/v1/nodes" {
             return self.list(&req, &nodes);
@@ -187,6 +289,43 @@ impl Shared {
                 "the server could not find the requested resource",
             ),
         }
+    }
+
+    /// The storage endpoints; `None` for any other path.
+    fn storage(&self, req: &HttpRequest) -> Option<HttpResponse> {
+        const STORAGE: &str = "/apis/storage.k8s.io/v1/";
+        let not_found = |kind: &str, name: &str| {
+            status(404, "NotFound", &format!("{kind} \"{name}\" not found"))
+        };
+        if req.path == format!("{STORAGE}volumeattachments") {
+            let items: Vec<_> = lock(&self.attachments)
+                .values()
+                .map(|a| a.to_json())
+                .collect();
+            return Some(paged(req, "VolumeAttachmentList", items));
+        }
+        if req.path == format!("{STORAGE}csinodes") {
+            let items: Vec<_> = lock(&self.csi_nodes)
+                .iter()
+                .map(|(name, drivers)| csi_node_json(name, drivers))
+                .collect();
+            return Some(paged(req, "CSINodeList", items));
+        }
+        if let Some(name) = req.path.strip_prefix(&format!("{STORAGE}csinodes/")) {
+            let name = percent_decode(name);
+            return Some(match lock(&self.csi_nodes).get(&name) {
+                Some(drivers) => HttpResponse::json(200, &csi_node_json(&name, drivers)),
+                None => not_found("csinodes.storage.k8s.io", &name),
+            });
+        }
+        if let Some(name) = req.path.strip_prefix("/api/v1/persistentvolumes/") {
+            let name = percent_decode(name);
+            return Some(match lock(&self.persistent_volumes).get(&name) {
+                Some(pv) => HttpResponse::json(200, &pv.to_json()),
+                None => not_found("persistentvolumes", &name),
+            });
+        }
+        None
     }
 
     fn list(&self, req: &HttpRequest, nodes: &BTreeMap<String, FakeNode>) -> HttpResponse {
@@ -236,12 +375,47 @@ impl Shared {
     }
 }
 
+/// One page of `items` (in name order) as `limit` and `continue` ask.
+fn paged(req: &HttpRequest, kind: &str, items: Vec<serde_json::Value>) -> HttpResponse {
+    let limit: usize = match req.query_param("limit").filter(|l| !l.is_empty()) {
+        Some(l) => match l.parse() {
+            Ok(n) => n,
+            Err(_) => return status(400, "BadRequest", "invalid limit"),
+        },
+        None => 0,
+    };
+    let offset: usize = match req.query_param("continue").filter(|c| !c.is_empty()) {
+        Some(c) => match c.parse() {
+            Ok(n) => n,
+            Err(_) => return status(410, "Expired", "invalid continue token"),
+        },
+        None => 0,
+    };
+    let end = if limit == 0 {
+        items.len()
+    } else {
+        offset.saturating_add(limit).min(items.len())
+    };
+    let page = items.get(offset.min(end)..end).unwrap_or_default().to_vec();
+    let mut metadata = json!({"resourceVersion": "1"});
+    if end < items.len() {
+        metadata["continue"] = json!(end.to_string());
+    }
+    HttpResponse::json(
+        200,
+        &json!({"kind": kind, "apiVersion": "storage.k8s.io/v1", "metadata": metadata, "items": page}),
+    )
+}
+
 impl FakeKube {
     /// An API server that accepts `Authorization: Bearer <token>`.
     pub fn start(token: &str) -> crate::Result<FakeKube> {
         let shared = Arc::new(Shared {
             token: Mutex::new(token.to_string()),
             nodes: Mutex::new(BTreeMap::new()),
+            attachments: Mutex::new(BTreeMap::new()),
+            persistent_volumes: Mutex::new(BTreeMap::new()),
+            csi_nodes: Mutex::new(BTreeMap::new()),
             failures: Mutex::new(None),
             requests: AtomicUsize::new(0),
         });
@@ -271,6 +445,39 @@ impl FakeKube {
 
     pub fn remove_node(&self, name: &str) {
         lock(&self.shared.nodes).remove(name);
+    }
+
+    /// Add or replace (by name) a VolumeAttachment.
+    pub fn add_volume_attachment(&self, attachment: FakeVolumeAttachment) {
+        lock(&self.shared.attachments).insert(attachment.name.clone(), attachment);
+    }
+
+    pub fn remove_volume_attachment(&self, name: &str) {
+        lock(&self.shared.attachments).remove(name);
+    }
+
+    /// Add or replace (by name) a PersistentVolume with CSI source
+    /// `driver`/`volume_handle`.
+    pub fn add_persistent_volume(&self, name: &str, driver: &str, volume_handle: &str) {
+        lock(&self.shared.persistent_volumes).insert(
+            name.to_string(),
+            FakePersistentVolume {
+                name: name.to_string(),
+                driver: driver.to_string(),
+                volume_handle: volume_handle.to_string(),
+            },
+        );
+    }
+
+    /// Records that `driver` registered on node `node` with node id `id`
+    /// (creating the CSINode); `None` takes the driver off it again.
+    pub fn set_csi_node(&self, node: &str, driver: &str, id: Option<&str>) {
+        let mut nodes = lock(&self.shared.csi_nodes);
+        let drivers = nodes.entry(node.to_string()).or_default();
+        match id {
+            Some(id) => drivers.insert(driver.to_string(), id.to_string()),
+            None => drivers.remove(driver),
+        };
     }
 
     /// The next `times` authorised requests answer `status` (a Status body).

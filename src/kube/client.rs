@@ -1,5 +1,5 @@
 //! The Kubernetes REST requests the driver makes (read one Node, list Nodes
-//! by label selector) over a connection built from resolved settings
+//! by label selector; the storage objects are `storage`'s) over a connection built from resolved settings
 //! ([`super::config`]), with the bearer token re-read as the projected
 //! service-account token rotates. Each request's duration and outcome is a
 //! metric. It must never log or return a bearer token.
@@ -164,7 +164,7 @@ const RESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERI
     .remove(b'~');
 
 /// Percent-encoding for a path segment or query value.
-fn percent_encode(s: &str) -> String {
+pub(super) fn percent_encode(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, RESERVED).to_string()
 }
 
@@ -292,7 +292,12 @@ impl KubeClient {
     }
 
     /// `request` names the request in the metrics.
-    fn get(&self, request: &'static str, path: &str, what: &str) -> crate::Result<String> {
+    pub(super) fn get(
+        &self,
+        request: &'static str,
+        path: &str,
+        what: &str,
+    ) -> crate::Result<String> {
         let mut req = self
             .agent
             .get(format!("{}{path}", self.server))

@@ -1,13 +1,17 @@
 //! Minimal Kubernetes REST client: read one Node, list Nodes by label
-//! selector. Where the API server is and how to authenticate comes from a
-//! kubeconfig file or the in-cluster service account (`config`); the
-//! requests, their metrics and the rotating bearer token are `client`'s.
+//! selector, and read the storage objects node-mode unpublish decides from
+//! (VolumeAttachments, PersistentVolumes, CSINodes). Where the API server
+//! is and how to authenticate comes from a kubeconfig file or the
+//! in-cluster service account (`config`); the requests, their metrics and
+//! the rotating bearer token are `client`'s.
 //! Unsupported auth (exec plugins, auth-provider, basic) fails at
 //! construction. It must never log or return a bearer token.
 
 mod client;
 mod config;
+mod storage;
 
 pub use client::{KubeClient, Node, TOKEN_REFRESH};
 pub(crate) use config::resolve_kubeconfig_with;
 pub use config::SERVICE_ACCOUNT_DIR;
+pub use storage::{CsiSource, VolumeAttachment};

@@ -1,12 +1,16 @@
 //! The volume context a NodeStageVolume carries, read and validated: the
-//! NFS sources (`mount-target`, `mount-target-ips`) and the mTLS mode. A
+//! NFS sources (`mount-target`, `mount-target-ips`), the mTLS mode and the
+//! volume type, and the sources of one directory inside the export. A
 //! static PV's volume attributes are written by hand, so every attribute the
 //! node reads is checked before anything is mounted and a bad one is
 //! InvalidArgument naming it. Keys the node does not read are ignored, and
 //! never echoed.
 
 use super::input::shown;
-use crate::handles::{CTX_MOUNT_TARGET, CTX_MOUNT_TARGET_IPS, CTX_MTLS_MODE};
+use super::volume::VolumeType;
+use crate::handles::{
+    DirName, CTX_MOUNT_TARGET, CTX_MOUNT_TARGET_IPS, CTX_MTLS_MODE, CTX_VOLUME_TYPE,
+};
 use crate::{Error, Result};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -27,6 +31,7 @@ const MAX_IPS_BYTES: usize = 4096;
 pub struct StageContext {
     pub sources: MountSources,
     pub mtls: MtlsMode,
+    pub volume_type: VolumeType,
 }
 
 impl StageContext {
@@ -38,6 +43,7 @@ impl StageContext {
                 attribute(CTX_MOUNT_TARGET_IPS),
             )?,
             mtls: MtlsMode::parse(attribute(CTX_MTLS_MODE))?,
+            volume_type: VolumeType::parse(attribute(CTX_VOLUME_TYPE))?,
         })
     }
 }
@@ -84,6 +90,27 @@ impl MountSources {
     /// Every source a staging mount of this volume may have come from.
     pub fn all(&self) -> impl Iterator<Item = &str> {
         std::iter::once(self.primary.as_str()).chain(self.fallback.as_deref())
+    }
+
+    /// The same sources for directory `dir` of the export
+    /// (`host:/export/csi-volumes/<dir>`). `dir` is a checked name, so the
+    /// result stays inside the export.
+    pub fn within(&self, dir: &DirName) -> Result<MountSources> {
+        let join = |source: &str| -> Result<String> {
+            let joined = format!("{}{}", source.trim_end_matches('/'), dir.path_in_share());
+            let export_bytes = joined.len() - source.find(":/").map_or(0, |i| i + 1);
+            if export_bytes > MAX_EXPORT_BYTES {
+                return Err(Error::InvalidArgument(format!(
+                    "the export path of {} is longer than {MAX_EXPORT_BYTES} bytes",
+                    shown(&joined)
+                )));
+            }
+            Ok(joined)
+        };
+        Ok(MountSources {
+            primary: join(&self.primary)?,
+            fallback: self.fallback.as_deref().map(join).transpose()?,
+        })
     }
 }
 
@@ -353,6 +380,34 @@ mod tests {
         }
         let thousands = vec!["[2001:db8::1]:/x"; 5000].join(",");
         let err = sources(&[(CTX_MOUNT_TARGET_IPS, &thousands)]).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    }
+
+    #[test]
+    fn a_directory_is_appended_to_every_source_and_nothing_else() {
+        let dir = DirName::parse("pvc-a").unwrap();
+        let s = sources(&[
+            (CTX_MOUNT_TARGET, "fs-1.example.com:/share"),
+            (CTX_MOUNT_TARGET_IPS, "[2001:db8::1]:/share/"),
+        ])
+        .unwrap()
+        .within(&dir)
+        .unwrap();
+        assert_eq!(s.primary, "fs-1.example.com:/share/csi-volumes/pvc-a");
+        assert_eq!(
+            s.fallback.as_deref(),
+            Some("[2001:db8::1]:/share/csi-volumes/pvc-a")
+        );
+        let root = sources(&[(CTX_MOUNT_TARGET, "[2001:db8::1]:/")])
+            .unwrap()
+            .within(&dir)
+            .unwrap();
+        assert_eq!(root.primary, "[2001:db8::1]:/csi-volumes/pvc-a");
+        let long = format!("fs:/{}", "e".repeat(MAX_EXPORT_BYTES - 5));
+        let err = sources(&[(CTX_MOUNT_TARGET, &long)])
+            .unwrap()
+            .within(&dir)
+            .unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
     }
 

@@ -9,6 +9,7 @@ mod input;
 mod publish;
 mod stage;
 mod stats;
+mod volume;
 
 // Each request's validation, which its handler runs before any lock or
 // mount: reachable from `crate::fuzzing` so the fuzz targets run exactly it.

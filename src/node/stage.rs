@@ -1,11 +1,15 @@
 //! NodeStageVolume and NodeUnstageVolume: assembling mount options
 //! (capability flags plus the volume's mTLS mode), choosing among the
-//! volume's NFS sources, and the staging mount's life. Reading the volume
-//! context is `context`'s; mounting itself goes through `Mounter`; nothing
-//! here calls the kernel.
+//! volume's NFS sources (for a directory of a shared filesystem, the same
+//! sources with the directory's path appended), and the staging mount's
+//! life. Reading the volume context is `context`'s, the volume's kind
+//! `volume`'s; mounting itself goes through `Mounter`; nothing here calls
+//! the kernel. The node never creates a volume's directory on the share: a
+//! missing one fails the mount.
 
 use super::context::{MountSources, MtlsMode, StageContext};
 use super::input::{absolute_path, volume_id};
+use super::volume::directory;
 use super::{cleanup_mount_point, create_dir, mount_capability, mount_flags, NodePlugin};
 use crate::mount::NfsMountError;
 use crate::proto::csi;
@@ -29,11 +33,15 @@ impl StageRequest {
         let staging = absolute_path(&req.staging_target_path, "staging target path")?;
         let mount = mount_capability(req.volume_capability.as_ref())?;
         let context = StageContext::parse(&req.volume_context)?;
+        let sources = match directory(&volume_id, context.volume_type)? {
+            Some(dir) => context.sources.within(&dir)?,
+            None => context.sources,
+        };
         let attempts = context.mtls.attempts(&mount_flags(mount)?)?;
         Ok(StageRequest {
             volume_id,
             staging,
-            sources: context.sources,
+            sources,
             mtls: context.mtls,
             attempts,
         })
