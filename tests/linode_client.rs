@@ -8,8 +8,8 @@ mod common;
 
 use common::block_on;
 use linode_nfs_csi::fake::{
-    FakeLinode, FaultProfile, FaultRule, InstanceSeed, Lifecycle, RateLimit, Seed, SpaceSeed,
-    VpcAttachment,
+    FakeLinode, FaultProfile, FaultRule, Injected, InstanceSeed, Lifecycle, RateLimit, Seed,
+    SpaceSeed, VpcAttachment,
 };
 use linode_nfs_csi::flow::done;
 use linode_nfs_csi::linode::{
@@ -774,6 +774,28 @@ fn a_post_refused_by_the_rate_limiter_every_time_gives_up_unavailable() {
         "bounded like the other retries"
     );
     assert!(fake.filesystems().iter().all(|f| f.label != "pvc-429s"));
+}
+
+/// `DEV_FAULTS` scoped to a method and path: only those requests fail,
+/// and a `reset` reaches the client as a broken connection, no answer.
+#[test]
+fn a_scoped_random_fault_hits_only_its_requests() {
+    let (fake, cloud) = setup();
+    let profile = FaultProfile::parse("reset:1@GET:nfs/spaces/7", Duration::from_secs(1)).unwrap();
+    fake.set_fault_profile(Some(profile));
+    let err = cloud.get_space(7).unwrap_err();
+    assert!(
+        matches!(&err, Error::Internal(m) if !m.contains('[')),
+        "a transport failure, not a status: {err:?}"
+    );
+    assert_eq!(cloud.get_space(8).unwrap().id, 8, "another path");
+    assert_eq!(cloud.list_spaces().unwrap().len(), 3, "another path");
+    assert_eq!(fake.injected().get(&Injected::Reset), Some(&1));
+    assert_eq!(
+        fake.calls("GET", "nfs/spaces/7"),
+        1,
+        "a GET's reset is not retried"
+    );
 }
 
 #[test]
