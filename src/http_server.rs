@@ -78,6 +78,9 @@ impl HttpRequest {
     }
 }
 
+/// The status of [`HttpResponse::hang_up`]: no HTTP status is 0.
+const HANG_UP: u16 = 0;
+
 /// What a handler answers.
 pub struct HttpResponse {
     pub status: u16,
@@ -97,6 +100,16 @@ impl HttpResponse {
             status,
             headers: vec![("Content-Type".into(), content_type.into())],
             body,
+        }
+    }
+
+    /// No answer at all: the connection is closed once the request is
+    /// read, as a reset or a dropped connection looks to the client.
+    pub fn hang_up() -> HttpResponse {
+        HttpResponse {
+            status: HANG_UP,
+            headers: Vec::new(),
+            body: Vec::new(),
         }
     }
 
@@ -311,6 +324,9 @@ fn serve_connection(stream: TcpStream, accepted: Instant, limits: &Limits, handl
             format!("{}\n", refusal.message).into_bytes(),
         ),
     };
+    if reply.status == HANG_UP {
+        return;
+    }
     // The client may have given up (timeouts are part of the tests).
     let _ = write_response(&mut writer, &reply);
     let _ = writer.flush();

@@ -1,6 +1,6 @@
 //! The real `LinodeCloud` against the fake Linode API over loopback HTTP:
 //! every `Cloud` method, pagination, filters, each error class and its
-//! `crate::Error`, retries (bounded, never for POST), rate-limit pacing, and
+//! `crate::Error`, retries (bounded; a POST only after a 429), rate-limit pacing, and
 //! the token never showing up in an error or a log line. The shared poller
 //! has its own suite (`poller.rs`).
 
@@ -8,8 +8,8 @@ mod common;
 
 use common::block_on;
 use linode_nfs_csi::fake::{
-    FakeLinode, FaultProfile, FaultRule, InstanceSeed, Lifecycle, RateLimit, Seed, SpaceSeed,
-    VpcAttachment,
+    FakeLinode, FaultProfile, FaultRule, Injected, InstanceSeed, Lifecycle, RateLimit, Seed,
+    SpaceSeed, VpcAttachment,
 };
 use linode_nfs_csi::flow::done;
 use linode_nfs_csi::linode::{
@@ -684,7 +684,7 @@ fn the_client_paces_itself_by_the_rate_limit_headers() {
 }
 
 #[test]
-fn put_and_delete_are_retried_but_post_never_is() {
+fn put_and_delete_are_retried_and_a_post_only_after_a_429() {
     let (fake, cloud) = setup();
     let fs = cloud.create_filesystem(7, &new_fs("pvc-r")).unwrap();
     let update = FilesystemAccessPolicyUpdate {
@@ -704,18 +704,17 @@ fn put_and_delete_are_retried_but_post_never_is() {
     cloud.delete_filesystem(7, fs.id).unwrap();
     assert_eq!(fake.calls("DELETE", "**"), 2, "`Linode busy.` is transient");
 
-    for fault in [
-        FaultRule::status("POST", "**", 503),
-        FaultRule::rate_limited("POST", "**", 1),
-    ] {
+    // Any other transient answer may have come after the POST was
+    // processed: never sent again, the caller looks it up by label.
+    for status in [503, 502, 504, 408] {
         fake.clear_requests();
-        fake.inject(fault.times(1));
+        fake.inject(FaultRule::status("POST", "**", status).times(1));
         let err = cloud
             .create_filesystem(7, &new_fs("pvc-post"))
             .unwrap_err()
             .error;
-        assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
-        assert_eq!(fake.calls("POST", "**"), 1, "POST is never retried");
+        assert!(matches!(err, Error::Unavailable(_)), "{status}: {err:?}");
+        assert_eq!(fake.calls("POST", "**"), 1, "{status}: no retry");
     }
 
     fake.clear_requests();
@@ -725,6 +724,78 @@ fn put_and_delete_are_retried_but_post_never_is() {
         Error::Unavailable(_)
     ));
     assert_eq!(fake.calls("GET", "**"), 1, "maintenance is not retried");
+}
+
+#[test]
+fn a_post_refused_by_the_rate_limiter_is_sent_again_after_retry_after() {
+    let (fake, _) = setup();
+    let cloud = LinodeCloud::new(LinodeSettings {
+        retry: RetryPolicy {
+            retry_after_cap: Duration::from_secs(30),
+            ..fast_retry()
+        },
+        ..settings(&fake)
+    })
+    .unwrap();
+    fake.inject(FaultRule::rate_limited("POST", "**", 1).times(1));
+    let started = Instant::now();
+    let fs = cloud
+        .create_filesystem(7, &new_fs("pvc-429"))
+        .unwrap_or_else(|e| panic!("{:?}", e.error));
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "waited Retry-After"
+    );
+    assert_eq!(fake.calls("POST", "**"), 2, "one retry");
+    let made: Vec<_> = fake
+        .filesystems()
+        .into_iter()
+        .filter(|f| f.label == "pvc-429")
+        .collect();
+    assert_eq!(made.len(), 1, "one object");
+    assert_eq!(made[0].id, fs.id);
+    assert_eq!(cloud.rate_limit(RequestClass::Other).throttled, 1);
+}
+
+#[test]
+fn a_post_refused_by_the_rate_limiter_every_time_gives_up_unavailable() {
+    let (fake, cloud) = setup();
+    fake.inject(FaultRule::rate_limited("POST", "**", 0));
+    let err = cloud.create_filesystem(7, &new_fs("pvc-429s")).unwrap_err();
+    assert!(
+        matches!(err.error, Error::Unavailable(_)),
+        "{:?}",
+        err.error
+    );
+    assert!(!err.maybe_applied, "every attempt was refused");
+    assert_eq!(
+        fake.calls("POST", "**"),
+        fast_retry().max_attempts as usize,
+        "bounded like the other retries"
+    );
+    assert!(fake.filesystems().iter().all(|f| f.label != "pvc-429s"));
+}
+
+/// `DEV_FAULTS` scoped to a method and path: only those requests fail,
+/// and a `reset` reaches the client as a broken connection, no answer.
+#[test]
+fn a_scoped_random_fault_hits_only_its_requests() {
+    let (fake, cloud) = setup();
+    let profile = FaultProfile::parse("reset:1@GET:nfs/spaces/7", Duration::from_secs(1)).unwrap();
+    fake.set_fault_profile(Some(profile));
+    let err = cloud.get_space(7).unwrap_err();
+    assert!(
+        matches!(&err, Error::Internal(m) if !m.contains('[')),
+        "a transport failure, not a status: {err:?}"
+    );
+    assert_eq!(cloud.get_space(8).unwrap().id, 8, "another path");
+    assert_eq!(cloud.list_spaces().unwrap().len(), 3, "another path");
+    assert_eq!(fake.injected().get(&Injected::Reset), Some(&1));
+    assert_eq!(
+        fake.calls("GET", "nfs/spaces/7"),
+        1,
+        "a GET's reset is not retried"
+    );
 }
 
 #[test]

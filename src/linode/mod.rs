@@ -64,7 +64,7 @@ pub trait Cloud: Send + Sync {
         label: &str,
         region: &str,
     ) -> crate::Result<Vec<Filesystem>>;
-    /// POST, never retried: on an ambiguous failure, look it up by label.
+    /// POST, sent again only after a 429: on an ambiguous failure, look it up by label.
     fn create_filesystem(
         &self,
         space_id: u64,
@@ -162,7 +162,7 @@ pub trait Cloud: Send + Sync {
         fs_id: u64,
         path: &str,
     ) -> crate::Result<Vec<Quota>>;
-    /// POST, never retried: on an ambiguous failure, look it up by path.
+    /// POST, sent again only after a 429: on an ambiguous failure, look it up by path.
     fn create_quota(
         &self,
         space_id: u64,

@@ -4,8 +4,8 @@
 //! answer — the success body, or the error envelope and what its status
 //! means. This is the one place an HTTP status is classified (retryable or
 //! not, and the `Error` it becomes). It knows no endpoint by name; it never
-//! puts the token anywhere but the `Authorization` header, and never retries
-//! a POST.
+//! puts the token anywhere but the `Authorization` header, and never blindly
+//! retries a POST: only one the rate limiter refused (429) is sent again.
 
 use super::endpoint::endpoint_template;
 use super::error::Error;
@@ -107,6 +107,15 @@ impl Method {
             Method::Delete => "DELETE",
         }
     }
+}
+
+/// Whether a request answered a retryable `status` may be sent again. A
+/// POST is not idempotent: only a 429 is known to have been refused before
+/// it was processed (Linode's rate limiter answers ahead of the handler);
+/// any other failure of a POST may have created the object, and the caller
+/// looks it up instead.
+fn may_resend(method: Method, status: u16) -> bool {
+    method != Method::Post || status == 429
 }
 
 /// One HTTP answer, any status.
@@ -487,7 +496,10 @@ impl Transport {
             if reply.is_success() {
                 return Ok(reply.body);
             }
-            if method != Method::Post && reply.is_retryable() && attempt < self.retry.max_attempts {
+            if reply.is_retryable()
+                && may_resend(method, reply.status)
+                && attempt < self.retry.max_attempts
+            {
                 let wait = match reply.status {
                     429 => Duration::ZERO,
                     _ => self.retry.backoff(attempt),

@@ -164,9 +164,11 @@ fn path_matches(pattern: &str, path: &str) -> bool {
 
 /// Random transient failures for `dev` mode: each request independently gets
 /// one of the listed statuses with its probability (429 carries `Retry-After: 1`).
+/// An entry may be scoped to a method and path pattern; a request outside
+/// its scope is never hit by it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FaultProfile {
-    entries: Vec<(Injected, f64)>,
+    entries: Vec<(Injected, f64, Scope)>,
     /// How long `slow` and `drop` hold a request: past the client's timeout.
     hold: Duration,
 }
@@ -186,6 +188,43 @@ pub enum Injected {
     Drop,
     /// Answered `400` with a proxy's (nginx) `text/html` page; nothing happens.
     ProxyBadRequest,
+    /// The connection closed without an answer; nothing happens.
+    Reset,
+}
+
+/// Which requests a profile entry may hit: a method (`*` any) and a path
+/// pattern as [`FaultRule`]'s.
+#[derive(Debug, Clone, PartialEq)]
+struct Scope {
+    method: String,
+    pattern: String,
+}
+
+impl Scope {
+    const ANY: &'static str = "*";
+
+    fn any() -> Scope {
+        Scope {
+            method: Scope::ANY.to_string(),
+            pattern: "**".to_string(),
+        }
+    }
+
+    /// `METHOD` or `METHOD:PATTERN`, e.g. `GET:nfs/spaces/*/filesystems/*`.
+    fn parse(spec: &str) -> Option<Scope> {
+        let (method, pattern) = spec.split_once(':').unwrap_or((spec, "**"));
+        let method = method.trim().to_ascii_uppercase();
+        let known = ["GET", "POST", "PUT", "DELETE", Scope::ANY];
+        let pattern = pattern.trim().trim_matches('/');
+        (known.contains(&method.as_str()) && !pattern.is_empty()).then(|| Scope {
+            method,
+            pattern: pattern.to_string(),
+        })
+    }
+
+    fn matches(&self, method: &str, path: &str) -> bool {
+        (self.method == Scope::ANY || self.method == method) && path_matches(&self.pattern, path)
+    }
 }
 
 impl std::fmt::Display for Injected {
@@ -196,24 +235,39 @@ impl std::fmt::Display for Injected {
             Injected::Slow => f.write_str("slow"),
             Injected::Drop => f.write_str("drop"),
             Injected::ProxyBadRequest => f.write_str("html-400"),
+            Injected::Reset => f.write_str("reset"),
         }
     }
 }
 
 impl FaultProfile {
     /// `"429:0.1,503:0.05,lost:0.02,slow:0.01,drop:0.01"`: an HTTP error
-    /// status or `lost`/`slow`/`drop`/`html-400`, each with a probability in [0, 1],
-    /// adding up to at most 1. `hold` is how long `slow` and `drop` keep a
-    /// request: longer than the client's request timeout.
+    /// status or `lost`/`slow`/`drop`/`html-400`/`reset`, each with a
+    /// probability in [0, 1], adding up to at most 1, and optionally scoped:
+    /// `500:0.3@GET` hits GETs only, `500:0.3@GET:nfs/spaces/*/filesystems/*`
+    /// GETs of that path pattern only. `hold` is how long `slow` and `drop`
+    /// keep a request: longer than the client's request timeout.
     pub fn parse(spec: &str, hold: Duration) -> crate::Result<FaultProfile> {
         let bad = |m: String| crate::Error::InvalidArgument(format!("fault profile {spec:?}: {m}"));
         let mut entries = Vec::new();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (kind, p) = part
+            let (kind, rest) = part
                 .split_once(':')
-                .ok_or_else(|| bad(format!("{part:?} is not KIND:PROBABILITY")))?;
+                .ok_or_else(|| bad(format!("{part:?} is not KIND:PROBABILITY[@SCOPE]")))?;
+            let (p, scope) = match rest.split_once('@') {
+                Some((p, scope)) => (
+                    p,
+                    Scope::parse(scope).ok_or_else(|| {
+                        bad(format!(
+                            "{scope:?} is not METHOD or METHOD:PATTERN (GET, POST, PUT, DELETE or *)"
+                        ))
+                    })?,
+                ),
+                None => (rest, Scope::any()),
+            };
             let kind = match kind.trim() {
                 "lost" => Injected::Lost,
+                "reset" => Injected::Reset,
                 "slow" => Injected::Slow,
                 "drop" => Injected::Drop,
                 "html-400" => Injected::ProxyBadRequest,
@@ -224,7 +278,7 @@ impl FaultProfile {
                     .map(Injected::Status)
                     .ok_or_else(|| {
                         bad(format!(
-                            "{code:?} is not an HTTP error status, lost, slow, drop or html-400"
+                            "{code:?} is not an HTTP error status, lost, slow, drop, html-400 or reset"
                         ))
                     })?,
             };
@@ -234,21 +288,30 @@ impl FaultProfile {
                 .ok()
                 .filter(|p: &f64| (0.0..=1.0).contains(p))
                 .ok_or_else(|| bad(format!("{p:?} is not a probability")))?;
-            entries.push((kind, p));
+            entries.push((kind, p, scope));
         }
-        if entries.iter().map(|(_, p)| p).sum::<f64>() > 1.0 + 1e-9 {
+        if entries.iter().map(|(_, p, _)| p).sum::<f64>() > 1.0 + 1e-9 {
             return Err(bad("probabilities add up to more than 1".to_string()));
         }
         Ok(FaultProfile { entries, hold })
     }
 
-    /// The fault `roll` (in [0, 1)) picks, with where in that fault's
-    /// probability band it fell (in [0, 1)).
-    pub(super) fn pick_within(&self, roll: f64) -> Option<(Injected, f64)> {
+    /// The fault `roll` (in [0, 1)) picks for a `method` request of
+    /// `path`, with where in that fault's probability band it fell (in
+    /// [0, 1)). The bands do not move with the request: a roll in the band
+    /// of an entry scoped elsewhere is no fault.
+    pub(super) fn pick_within(
+        &self,
+        roll: f64,
+        method: &str,
+        path: &str,
+    ) -> Option<(Injected, f64)> {
         let mut acc = 0.0;
-        for (kind, p) in &self.entries {
+        for (kind, p, scope) in &self.entries {
             if roll < acc + p {
-                return Some((*kind, (roll - acc) / p));
+                return scope
+                    .matches(method, path)
+                    .then(|| (*kind, (roll - acc) / p));
             }
             acc += p;
         }
@@ -356,7 +419,7 @@ mod tests {
         let hold = Duration::from_secs(2);
         let p =
             FaultProfile::parse("429:0.1, 503:0.05, lost:0.1, slow:0.1, drop:0.1", hold).unwrap();
-        let pick = |p: &FaultProfile, roll| p.pick_within(roll).map(|(kind, _)| kind);
+        let pick = |p: &FaultProfile, roll| p.pick_within(roll, "GET", "x").map(|(kind, _)| kind);
         assert_eq!(pick(&p, 0.05), Some(Injected::Status(429)));
         assert_eq!(pick(&p, 0.12), Some(Injected::Status(503)));
         assert_eq!(pick(&p, 0.2), Some(Injected::Lost));
@@ -364,7 +427,10 @@ mod tests {
         assert_eq!(pick(&p, 0.4), Some(Injected::Drop));
         assert_eq!(pick(&p, 0.5), None);
         assert_eq!(p.hold(), hold);
-        let within = |roll| p.pick_within(roll).map(|(k, w)| (k, (w * 100.0).round()));
+        let within = |roll| {
+            p.pick_within(roll, "GET", "x")
+                .map(|(k, w)| (k, (w * 100.0).round()))
+        };
         assert_eq!(within(0.025), Some((Injected::Status(429), 25.0)));
         assert_eq!(within(0.14), Some((Injected::Status(503), 80.0)));
         assert_eq!(
@@ -378,9 +444,37 @@ mod tests {
             "503:1.5",
             "429:0.7,503:0.7",
             "gone:0.1",
+            "500:0.1@",
+            "500:0.1@FETCH",
+            "500:0.1@GET:",
         ] {
             assert!(FaultProfile::parse(bad, hold).is_err(), "{bad}");
         }
         assert_eq!(pick(&FaultProfile::parse("", hold).unwrap(), 0.0), None);
+    }
+
+    #[test]
+    fn a_scoped_fault_hits_only_its_method_and_paths() {
+        let hold = Duration::from_secs(2);
+        let p = FaultProfile::parse(
+            "500:0.25@GET:nfs/spaces/*/filesystems/*, reset:0.25@get, 429:0.25",
+            hold,
+        )
+        .unwrap();
+        let fs = "nfs/spaces/7/filesystems/12";
+        let pick = |roll, method, path| p.pick_within(roll, method, path).map(|(k, _)| k);
+        assert_eq!(pick(0.1, "GET", fs), Some(Injected::Status(500)));
+        assert_eq!(pick(0.1, "GET", "nfs/spaces/7"), None, "another path");
+        assert_eq!(pick(0.1, "PUT", fs), None, "another method");
+        assert_eq!(pick(0.3, "GET", "nfs/spaces/7"), Some(Injected::Reset));
+        assert_eq!(pick(0.3, "POST", fs), None);
+        assert_eq!(pick(0.6, "POST", fs), Some(Injected::Status(429)));
+        assert_eq!(pick(0.8, "GET", fs), None);
+        let any = FaultProfile::parse("reset:1@*:nfs/**", hold).unwrap();
+        assert_eq!(
+            any.pick_within(0.5, "DELETE", fs).map(|(k, _)| k),
+            Some(Injected::Reset)
+        );
+        assert_eq!(any.pick_within(0.5, "GET", "linode/instances/1"), None);
     }
 }

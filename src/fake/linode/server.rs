@@ -175,7 +175,7 @@ impl Shared {
                 }
             }
         }
-        let (injected, hold) = self.random_fault().unzip();
+        let (injected, hold) = self.random_fault(&req.method, path).unzip();
         if let Some(kind) = injected {
             log::info!("fake Linode: injected {kind} into {} {path}", req.method);
             *lock(&self.injected).entry(kind).or_default() += 1;
@@ -193,6 +193,7 @@ impl Shared {
                 };
             }
             Some(Injected::ProxyBadRequest) => return proxy_page(400, "Bad Request"),
+            Some(Injected::Reset) => return HttpResponse::hang_up(),
             Some(Injected::Slow) => std::thread::sleep(hold.unwrap_or_default()),
             _ => {}
         }
@@ -255,14 +256,15 @@ impl Shared {
 
     /// A fault of the random profile for this request, with how long
     /// `slow` and `drop` hold it.
-    fn random_fault(&self) -> Option<(Injected, std::time::Duration)> {
+    fn random_fault(&self, method: &str, path: &str) -> Option<(Injected, std::time::Duration)> {
         let profile = lock(&self.profile).clone()?;
         let mut x = lock(&self.rng);
         // xorshift64: plenty for "fail about this often".
         *x ^= *x << 13;
         *x ^= *x >> 7;
         *x ^= *x << 17;
-        let (kind, within) = profile.pick_within((*x >> 11) as f64 / (1u64 << 53) as f64)?;
+        let roll = (*x >> 11) as f64 / (1u64 << 53) as f64;
+        let (kind, within) = profile.pick_within(roll, method, path)?;
         let kind = match kind {
             // Where in its band the roll fell picks the form, so the same
             // requests fail with or without the quirk, and a seed replays it.
