@@ -609,3 +609,119 @@ fn expand_volume_is_advertised_only_when_configured() {
         Code::UNIMPLEMENTED
     );
 }
+
+#[test]
+fn a_backend_that_wants_the_export_in_quota_paths_gets_it() {
+    let w = world();
+    w.env.linode.set_quota_behaviour(QuotaBehaviour {
+        path_with_export: true,
+        ..QuotaBehaviour::default()
+    });
+    let v = w.create_ok("pvc-exp", GIB, &[]);
+    let export = w.export.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(w.quota_paths(), [format!("/{export}/csi-volumes/pvc-exp")]);
+    // Found again in that form: a retry, a growth, a delete.
+    w.create_ok("pvc-exp", GIB, &[]);
+    assert_eq!(w.quotas().len(), 1);
+    assert_eq!(
+        w.expand(&v.volume_id, 2 * GIB).unwrap().capacity_bytes,
+        2 * GIB
+    );
+    w.env.delete(&v.volume_id).unwrap();
+    assert!(w.quotas().is_empty() && w.dirs().is_empty());
+}
+
+#[test]
+fn list_pages_through_directory_volumes_and_reports_their_condition() {
+    let w = world();
+    let whole = w.env.create_ok("pvc-whole");
+    let a = w.create_ok("pvc-a", GIB, &[]);
+    let b = w.create_ok("pvc-b", GIB, &[]);
+    let list = |token: &str| {
+        let mut req = csi::ListVolumesRequest::new();
+        req.max_entries = 1;
+        req.starting_token = token.to_string();
+        w.env.client.list_volumes(&req).unwrap()
+    };
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = list(&token);
+        assert_eq!(page.entries.len(), 1);
+        seen.push(page.entries[0].volume.volume_id.clone());
+        if page.next_token.is_empty() {
+            break;
+        }
+        token = page.next_token;
+    }
+    assert_eq!(
+        seen,
+        [whole.volume_id, a.volume_id.clone(), b.volume_id.clone()]
+    );
+    // A token naming a directory volume is good for a fresh walk too.
+    let mut fresh = csi::ListVolumesRequest::new();
+    fresh.starting_token = b.volume_id.clone();
+    let rest = w.env.client.list_volumes(&fresh).unwrap();
+    assert_eq!(rest.entries.len(), 1);
+    assert_eq!(rest.entries[0].volume.volume_id, b.volume_id);
+
+    let quota = w
+        .quotas()
+        .into_iter()
+        .find(|q| q.path.ends_with("pvc-a"))
+        .unwrap();
+    assert!(w.env.linode.set_quota_usage(quota.id, 2 * GIB, 10));
+    let mut get = csi::ControllerGetVolumeRequest::new();
+    get.volume_id = a.volume_id.clone();
+    let got = w.env.client.controller_get_volume(&get).unwrap();
+    assert!(got.status.volume_condition.abnormal);
+    assert!(
+        got.status.volume_condition.message.contains("exceeded"),
+        "{}",
+        got.status.volume_condition.message
+    );
+    let all = w
+        .env
+        .client
+        .list_volumes(&csi::ListVolumesRequest::new())
+        .unwrap();
+    let abnormal: Vec<&str> = all
+        .entries
+        .iter()
+        .filter(|e| e.status.volume_condition.abnormal)
+        .map(|e| e.volume.volume_id.as_str())
+        .collect();
+    assert_eq!(abnormal, [a.volume_id.as_str()]);
+}
+
+#[test]
+fn validate_confirms_only_what_holds_for_a_directory_volume() {
+    let w = world();
+    let v = w.create_ok("pvc-val", GIB, &[]);
+    let validate = |params: Vec<(&'static str, String)>, ctx: &[(&str, &str)]| {
+        let mut req = csi::ValidateVolumeCapabilitiesRequest::new();
+        req.volume_id = v.volume_id.clone();
+        req.volume_capabilities = vec![mount_cap(Mode::MULTI_NODE_MULTI_WRITER)];
+        req.parameters = common::controller::params(params);
+        req.volume_context = ctx
+            .iter()
+            .map(|(k, val)| (k.to_string(), val.to_string()))
+            .collect();
+        w.env.client.validate_volume_capabilities(&req).unwrap()
+    };
+    assert!(validate(w.class(&[]), &[("volume-type", "subdirectory")])
+        .confirmed
+        .is_some());
+    assert!(validate(vec![], &[]).confirmed.is_some());
+    let whole = validate(by_id(), &[]);
+    assert!(whole.confirmed.is_none() && !whole.message.is_empty());
+    let ctx = validate(vec![], &[("quota", "absent")]);
+    assert!(ctx.confirmed.is_none(), "it has a quota");
+    let mut req = csi::ValidateVolumeCapabilitiesRequest::new();
+    req.volume_id = w.id("nobody");
+    req.volume_capabilities = vec![mount_cap(Mode::MULTI_NODE_MULTI_WRITER)];
+    assert_eq!(
+        code_of(&w.env.client.validate_volume_capabilities(&req).unwrap_err()),
+        Code::NOT_FOUND
+    );
+}
