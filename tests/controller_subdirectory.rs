@@ -525,6 +525,9 @@ fn whole_filesystem_keys_and_copies_are_refused() {
     );
     let clone = from_snapshot(volume_req("pvc-clone", &w.class(&[])), "7/1/2");
     assert_eq!(err_code(w.env.create(&clone)), Code::FAILED_PRECONDITION);
+    // A source that cannot exist is NotFound first, as csi-sanity expects.
+    let missing = from_snapshot(volume_req("pvc-clone", &w.class(&[])), "no-such-snapshot");
+    assert_eq!(err_code(w.env.create(&missing)), Code::NOT_FOUND);
     let mut of_volume = volume_req("pvc-clone", &by_id());
     let mut src = csi::VolumeContentSource::new();
     let mut vol = csi::volume_content_source::VolumeSource::new();
@@ -598,10 +601,26 @@ fn expand_volume_is_advertised_only_when_configured() {
                     == csi::controller_service_capability::rpc::Type::EXPAND_VOLUME as i32
             })
     };
+    let online = |env: &Env| {
+        env.driver
+            .identity()
+            .get_plugin_capabilities(&csi::GetPluginCapabilitiesRequest::new())
+            .unwrap()
+            .capabilities
+            .iter()
+            .filter(|c| c.has_volume_expansion())
+            .map(|c| c.volume_expansion().type_.value())
+            .collect::<Vec<i32>>()
+    };
     let w = world();
     assert!(has_expand(&w.env));
+    assert_eq!(
+        online(&w.env),
+        [csi::plugin_capability::volume_expansion::Type::ONLINE as i32]
+    );
     let plain = Setup::new().start();
     assert!(!has_expand(&plain));
+    assert!(online(&plain).is_empty());
     let mut req = csi::ControllerExpandVolumeRequest::new();
     req.volume_id = "7/1/x".into();
     assert_eq!(

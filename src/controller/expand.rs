@@ -64,8 +64,8 @@ pub fn expand(
     };
     let want = if required > 0 { required } else { limit };
     let guard = c.locks.try_lock(&lock_key(&id.name))?;
-    let (parent, _, quota) = find(c, &id)?;
-    let Some(quota) = quota else {
+    let found = find(c, &id)?;
+    let Some(quota) = found.quota else {
         return Err(Error::FailedPrecondition(format!(
             "volume {id} has no quota (its class is quota: best-effort or off), so it has no size to grow"
         )));
@@ -74,8 +74,7 @@ pub fn expand(
     if want <= current {
         return done(grown(current));
     }
-    let all = c.cloud.list_quotas(id.space, id.filesystem)?;
-    quotas::check_room(&all, &parent, &id.name, want)?;
+    quotas::check_room(&found.quotas, &found.parent, &id.name, want)?;
     let update = QuotaUpdate {
         max_capacity_bytes: Some(want),
         max_file_count: None,

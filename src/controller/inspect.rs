@@ -7,7 +7,7 @@
 use super::acl_cache::{Acl, Plan, Ticket};
 use super::params::{Mutable, Params, ParentRef, SpaceRef};
 use super::publish::policy_key;
-use super::subdirs::{find, subdir_volume};
+use super::subdirs::{find, subdir_volume, Found};
 use super::volume_capability::capability_problem;
 use super::{tags, Controller};
 use crate::handles::{self, SubdirId, VolumeHandle, VolumeId};
@@ -87,9 +87,15 @@ pub fn validate_capabilities(
             unconfirmable(c, &req, &fs)?
         }
         VolumeHandle::Subdirectory(id) => {
-            let (parent, mtls, quota) = find(c, &id)?;
-            let volume = subdir_volume(&parent, mtls.as_ref(), &id, 0, quota.is_some());
-            subdirectory_problem(c, &req, &id, &parent, &volume)?
+            let found = find(c, &id)?;
+            let volume = subdir_volume(
+                &found.parent,
+                found.mtls.as_ref(),
+                &id,
+                0,
+                found.quota.is_some(),
+            );
+            subdirectory_problem(c, &req, &id, &found.parent, &volume)?
         }
     };
     let mut resp = csi::ValidateVolumeCapabilitiesResponse::new();
@@ -405,7 +411,12 @@ fn get_subdirectory(
     c: &Controller,
     id: &SubdirId,
 ) -> Result<csi::ControllerGetVolumeResponse, Error> {
-    let (parent, mtls, quota) = find(c, id)?;
+    let Found {
+        parent,
+        mtls,
+        quota,
+        ..
+    } = find(c, id)?;
     let mut status = csi::controller_get_volume_response::VolumeStatus::new();
     if c.mode == crate::config::AccessPolicyMode::Node {
         status.published_node_ids = published_nodes(c, &[&parent])?.remove(0);

@@ -74,8 +74,7 @@ fn modify_subdirectory(
 ) -> Step<csi::ControllerModifyVolumeResponse> {
     mutable.check_subdirectory()?;
     let guard = c.locks.try_lock(&lock_key(&id.name))?;
-    let (_, _, quota) = find(c, &id)?;
-    let Some(quota) = quota else {
+    let Some(quota) = find(c, &id)?.quota else {
         return Err(Error::FailedPrecondition(format!(
             "volume {id} has no quota (its class is quota: best-effort or off), so it has no file-count limit to change"
         )));

@@ -135,11 +135,17 @@ pub(crate) fn parse_create(
             "required_bytes {required} exceeds limit_bytes {limit}"
         )));
     }
+    // A source that cannot exist is NotFound whatever the class is.
+    let source = req
+        .volume_content_source
+        .as_ref()
+        .map(parse_source)
+        .transpose()?;
     let params = Params::parse(&req.parameters)?;
     let mutable = Mutable::parse(&req.mutable_parameters)?;
     if params.subdirectory.is_some() {
         mutable.check_subdirectory()?;
-        if req.volume_content_source.is_some() {
+        if source.is_some() {
             return Err(Error::FailedPrecondition(format!(
                 "a subdirectory volume cannot be made from a snapshot or volume: {NO_SUBDIRECTORY_COPIES}"
             )));
@@ -147,11 +153,6 @@ pub(crate) fn parse_create(
     } else {
         mutable.check_filesystem()?;
     }
-    let source = req
-        .volume_content_source
-        .as_ref()
-        .map(parse_source)
-        .transpose()?;
     Ok(CreateRequest {
         name: req.name.clone(),
         max_files: mutable.max_files,

@@ -381,19 +381,27 @@ pub(super) fn existing_parent(c: &Controller, parent: VolumeId) -> Result<Filesy
     }
 }
 
-/// The current state of directory volume `id`: its quota (if it has one),
-/// or NotFound when neither quota nor marker says it exists.
-pub(super) fn find(
-    c: &Controller,
-    id: &SubdirId,
-) -> Result<(Filesystem, Option<MtlsMode>, Option<Quota>), Error> {
+/// What is known of an existing directory volume.
+pub(super) struct Found {
+    pub parent: Filesystem,
+    pub mtls: Option<MtlsMode>,
+    /// Its quota, if it has one...
+    pub quota: Option<Quota>,
+    /// ...among every quota of the parent (none without the quota API).
+    pub quotas: Vec<Quota>,
+}
+
+/// The current state of directory volume `id`: NotFound when neither a
+/// quota nor the driver's marker says it exists.
+pub(super) fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
     let parent = existing_parent(c, id.parent())?;
     let mtls = c.spaces.mtls_mode(id.space)?;
-    let quota = match c.cloud.list_quotas(id.space, id.filesystem) {
-        Ok(all) => quotas::of_volume(&all, &parent, &id.name).cloned(),
-        Err(Error::Unimplemented(_)) => None,
+    let quotas = match c.cloud.list_quotas(id.space, id.filesystem) {
+        Ok(all) => all,
+        Err(Error::Unimplemented(_)) => Vec::new(),
         Err(e) => return Err(e),
     };
+    let quota = quotas::of_volume(&quotas, &parent, &id.name).cloned();
     if quota.is_none() {
         let root = c.shares.root(&parent, mtls.as_ref())?;
         match directories::read_marker(&root, &id.name)? {
@@ -401,5 +409,10 @@ pub(super) fn find(
             _ => return Err(Error::NotFound(format!("volume {id} not found"))),
         }
     }
-    Ok((parent, mtls, quota))
+    Ok(Found {
+        parent,
+        mtls,
+        quota,
+        quotas,
+    })
 }
