@@ -744,3 +744,34 @@ fn validate_confirms_only_what_holds_for_a_directory_volume() {
         Code::NOT_FOUND
     );
 }
+
+#[test]
+fn a_create_cut_short_by_its_wait_is_finished_by_a_retry_after_a_restart() {
+    let mut w = world_with(|s| s.wait_timeout("1s"));
+    w.env.linode.set_quota_behaviour(QuotaBehaviour {
+        lifecycle: Some(Lifecycle::NeverActive),
+        ..QuotaBehaviour::default()
+    });
+    let e = w.create("pvc-slow", GIB, &[]).unwrap_err();
+    assert_eq!(code_of(&e), Code::DEADLINE_EXCEEDED, "{e:?}");
+    // Nothing handed out, nothing lost: the directory keeps its quota.
+    assert_eq!(w.quota_paths(), ["/csi-volumes/pvc-slow"]);
+    assert_eq!(w.quotas()[0].status, Status::Updating);
+    assert_eq!(w.dirs(), ["pvc-slow"]);
+    assert_eq!(w.markers(), ["pvc-slow"]);
+
+    w.env.driver.signal(libc::SIGKILL);
+    w.env.driver.wait_exit(std::time::Duration::from_secs(10));
+    w.env.restart();
+    w.env.linode.set_quota_behaviour(QuotaBehaviour::default());
+    let v = w.create_ok("pvc-slow", GIB, &[]);
+    assert_eq!(v.capacity_bytes, GIB);
+    assert_eq!(w.quotas().len(), 1);
+    assert_eq!(w.quotas()[0].status, Status::Active);
+    assert_eq!(
+        w.quota_calls("POST"),
+        1,
+        "the quota was found, not made again"
+    );
+    assert_eq!(w.dirs(), ["pvc-slow"]);
+}

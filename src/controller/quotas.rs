@@ -31,17 +31,15 @@ pub fn of_volume<'a>(quotas: &'a [Quota], fs: &Filesystem, name: &DirName) -> Op
 }
 
 /// The volume directory a quota of `fs` caps, when it is one of ours
-/// (one level under the base).
+/// (one level under the base), in either path form.
 pub fn volume_name(q: &Quota, fs: &Filesystem) -> Option<DirName> {
-    let export = export_of(fs).unwrap_or_default();
-    let rest = q.path.strip_prefix(export.as_str()).unwrap_or(&q.path);
-    let rest = if rest.starts_with(&format!("/{SUBDIRECTORY_BASE}/")) {
-        rest
-    } else {
-        q.path.as_str()
+    let base = format!("/{SUBDIRECTORY_BASE}/");
+    let export = export_of(fs);
+    let inside = match export.as_deref().and_then(|e| q.path.strip_prefix(e)) {
+        Some(rest) if rest.starts_with(&base) => rest,
+        _ => q.path.as_str(),
     };
-    let name = rest.strip_prefix(&format!("/{SUBDIRECTORY_BASE}/"))?;
-    DirName::parse(name).ok()
+    DirName::parse(inside.strip_prefix(&base)?).ok()
 }
 
 /// What the quotas of `fs` promise, the root quota and `except`'s own aside.

@@ -11,7 +11,7 @@ use crate::linode::{Filesystem, MtlsMode};
 use crate::mount::{Mounter, StatvfsError};
 use crate::mutex::lock;
 use crate::Error;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -20,9 +20,10 @@ const MTLS_OPTION: &str = "xprtsec=mtls";
 pub struct Shares {
     mounter: Arc<dyn Mounter>,
     dir: PathBuf,
-    /// Held while a share is checked or mounted, so two RPCs never mount
-    /// one parent twice.
-    mounting: Mutex<()>,
+    /// One per parent, held while it is checked or mounted, so two RPCs
+    /// never mount it twice, and a parent whose server hangs holds up no
+    /// other.
+    mounting: Mutex<BTreeMap<VolumeId, Arc<Mutex<()>>>>,
 }
 
 impl Shares {
@@ -64,7 +65,8 @@ impl Shares {
             filesystem: fs.id,
         };
         let target = self.mount_point(parent);
-        let _one = lock(&self.mounting);
+        let this = lock(&self.mounting).entry(parent).or_default().clone();
+        let _one = lock(&this);
         if self.mounter.is_mount_point(&target)? {
             match self.mounter.statvfs(&target) {
                 Ok(_) => return Ok(target),
