@@ -1,21 +1,32 @@
 //! What the driver advertises, derived from role and configuration in one
 //! place. Nothing is advertised that is not implemented.
 
-use crate::config::{AccessPolicyMode, Role};
+use crate::config::{AccessPolicyMode, Role, VolumeExpansion};
 use crate::proto::csi;
 use csi::controller_service_capability::rpc::Type as ControllerRpc;
 use csi::node_service_capability::rpc::Type as NodeRpc;
 use csi::plugin_capability::service::Type as PluginService;
+use csi::plugin_capability::volume_expansion::Type as Expansion;
 
-/// GetPluginCapabilities: the controller service where this process serves it.
-pub fn plugin(role: Role) -> Vec<csi::PluginCapability> {
+/// GetPluginCapabilities: the controller service where this process serves
+/// it, and with `VOLUME_EXPANSION=subdirectory` ONLINE expansion (a quota
+/// update applies while the volume is mounted; the node has nothing to do).
+pub fn plugin(role: Role, expansion: VolumeExpansion) -> Vec<csi::PluginCapability> {
     match role {
         Role::Controller | Role::Dev => {
             let mut service = csi::plugin_capability::Service::new();
             service.type_ = PluginService::CONTROLLER_SERVICE.into();
             let mut cap = csi::PluginCapability::new();
             cap.set_service(service);
-            vec![cap]
+            let mut caps = vec![cap];
+            if expansion == VolumeExpansion::Subdirectory {
+                let mut online = csi::plugin_capability::VolumeExpansion::new();
+                online.type_ = Expansion::ONLINE.into();
+                let mut cap = csi::PluginCapability::new();
+                cap.set_volume_expansion(online);
+                caps.push(cap);
+            }
+            caps
         }
         Role::Node => Vec::new(),
     }
@@ -25,9 +36,13 @@ pub fn plugin(role: Role) -> Vec<csi::PluginCapability> {
 /// ListVolumes report an abnormal condition while the filesystem is not
 /// active. Publish/unpublish, and with them the published nodes of
 /// ListVolumes, exist only in node mode, where "attach" means adding the
-/// node to the filesystem's ACL. Not offered: EXPAND_VOLUME (the API cannot
-/// change an existing filesystem's capacity).
-pub fn controller(mode: AccessPolicyMode) -> Vec<csi::ControllerServiceCapability> {
+/// node to the filesystem's ACL. EXPAND_VOLUME only with
+/// `VOLUME_EXPANSION=subdirectory`: the API cannot change an existing
+/// filesystem's capacity, only a `subdirectory` volume's quota.
+pub fn controller(
+    mode: AccessPolicyMode,
+    expansion: VolumeExpansion,
+) -> Vec<csi::ControllerServiceCapability> {
     let mut rpcs = vec![
         ControllerRpc::CREATE_DELETE_VOLUME,
         ControllerRpc::GET_VOLUME,
@@ -46,6 +61,9 @@ pub fn controller(mode: AccessPolicyMode) -> Vec<csi::ControllerServiceCapabilit
     if mode == AccessPolicyMode::Node {
         rpcs.push(ControllerRpc::PUBLISH_UNPUBLISH_VOLUME);
         rpcs.push(ControllerRpc::LIST_VOLUMES_PUBLISHED_NODES);
+    }
+    if expansion == VolumeExpansion::Subdirectory {
+        rpcs.push(ControllerRpc::EXPAND_VOLUME);
     }
     rpcs.into_iter()
         .map(|t| {

@@ -69,6 +69,18 @@ pub enum AccessPolicyMode {
     Node,
 }
 
+/// `VOLUME_EXPANSION`: whether ControllerExpandVolume is offered. The
+/// capability is plugin-wide while the volume type is per class, so it is
+/// the admin's choice (controller and dev roles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VolumeExpansion {
+    /// Not advertised; the RPC is Unimplemented.
+    Off,
+    /// Advertised: `subdirectory` volumes grow by a quota update, a whole
+    /// filesystem's expansion is FailedPrecondition.
+    Subdirectory,
+}
+
 /// Settings of the Linode API client (controller and dev roles).
 #[derive(Debug, Clone)]
 pub struct LinodeConfig {
@@ -129,6 +141,10 @@ pub struct Config {
     pub acl_cache_max_age: Duration,
     pub access_policy_mode: AccessPolicyMode,
     pub default_capacity_bytes: i64,
+    pub volume_expansion: VolumeExpansion,
+    /// `SHARE_MOUNT_DIR`: where the controller mounts the shared parents of
+    /// `subdirectory` volumes (dev mode: `<state dir>/shares`).
+    pub share_mount_dir: PathBuf,
     pub node_name: Option<String>,
     pub kubeconfig: Option<PathBuf>,
     /// The in-cluster API server, `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`
@@ -248,6 +264,16 @@ const SETTINGS: &[Setting] = &[
         var: "DEFAULT_CAPACITY",
         default: "10Gi",
         help: "filesystem size when a request names none (bytes or Ki/Mi/Gi/Ti)",
+    },
+    Setting {
+        var: "VOLUME_EXPANSION",
+        default: "off",
+        help: "off or subdirectory (controller and dev roles): advertise EXPAND_VOLUME, which grows subdirectory volumes by their quota; whole filesystems cannot grow",
+    },
+    Setting {
+        var: "SHARE_MOUNT_DIR",
+        default: "/var/lib/linode-nfs-csi/shares",
+        help: "controller: where the shared filesystems of subdirectory volumes are mounted (dev role: <DEV_STATE_DIR>/shares unless set)",
     },
     Setting {
         var: "NODE_NAME",
@@ -530,6 +556,30 @@ impl Config {
             })?;
         let default_capacity_bytes = parse_quantity(&or_default("DEFAULT_CAPACITY"))
             .map_err(|e| ConfigError::new(format!("DEFAULT_CAPACITY: {e}")))?;
+        let volume_expansion = match or_default("VOLUME_EXPANSION").as_str() {
+            "off" => VolumeExpansion::Off,
+            "subdirectory" => VolumeExpansion::Subdirectory,
+            other => {
+                return Err(ConfigError::new(format!(
+                    "VOLUME_EXPANSION: invalid value \"{other}\" (want off or subdirectory)"
+                )))
+            }
+        };
+        let share_mount_dir = match (role, get("SHARE_MOUNT_DIR")) {
+            (Role::Dev, None) => {
+                absolute(&PathBuf::from(or_default("DEV_STATE_DIR")))?.join("shares")
+            }
+            (_, raw) => {
+                let dir = PathBuf::from(raw.unwrap_or_else(|| default_of("SHARE_MOUNT_DIR")));
+                if !dir.is_absolute() {
+                    return Err(ConfigError::new(format!(
+                        "SHARE_MOUNT_DIR: want an absolute directory path, got {:?}",
+                        dir.display().to_string()
+                    )));
+                }
+                dir.components().collect()
+            }
+        };
         let registration = registration(
             role,
             &endpoint,
@@ -568,6 +618,8 @@ impl Config {
             acl_cache_max_age: duration("ACL_CACHE_MAX_AGE")?,
             access_policy_mode,
             default_capacity_bytes,
+            volume_expansion,
+            share_mount_dir,
             node_name,
             kubeconfig: get("KUBECONFIG").map(PathBuf::from),
             kube_service: kube_service(

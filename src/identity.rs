@@ -3,7 +3,7 @@
 //! answerable however busy the worker pool is.
 
 use crate::capabilities;
-use crate::config::Role;
+use crate::config::{Role, VolumeExpansion};
 use crate::proto::csi;
 use crate::rpc::registrar::{rpc_name, Registrar};
 use crate::rpc::Rpc;
@@ -22,13 +22,24 @@ macro_rules! name {
 /// What Identity answers from.
 struct IdentityState {
     role: Role,
+    expansion: VolumeExpansion,
     /// What Probe reports.
     ready: Arc<AtomicBool>,
 }
 
 /// The Identity service; `ready` is what Probe reports.
-pub fn service(rpc: Rpc, role: Role, ready: Arc<AtomicBool>) -> grpcio::Service {
-    Registrar::new(rpc, Arc::new(IdentityState { role, ready }))
+pub fn service(
+    rpc: Rpc,
+    role: Role,
+    expansion: VolumeExpansion,
+    ready: Arc<AtomicBool>,
+) -> grpcio::Service {
+    let state = IdentityState {
+        role,
+        expansion,
+        ready,
+    };
+    Registrar::new(rpc, Arc::new(state))
         .inline(name!("GetPluginInfo"), |_, _: csi::GetPluginInfoRequest| {
             let mut resp = csi::GetPluginInfoResponse::new();
             resp.name = DRIVER_NAME.to_string();
@@ -39,7 +50,7 @@ pub fn service(rpc: Rpc, role: Role, ready: Arc<AtomicBool>) -> grpcio::Service 
             name!("GetPluginCapabilities"),
             |s, _: csi::GetPluginCapabilitiesRequest| {
                 let mut resp = csi::GetPluginCapabilitiesResponse::new();
-                resp.capabilities = capabilities::plugin(s.role);
+                resp.capabilities = capabilities::plugin(s.role, s.expansion);
                 Ok(resp)
             },
         )

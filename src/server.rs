@@ -72,6 +72,7 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
     let mut builder = ServerBuilder::new(env.clone()).register_service(identity::service(
         rpc.clone(),
         config.role,
+        config.volume_expansion,
         ready.clone(),
     ));
     for service in std::mem::take(&mut role.services) {

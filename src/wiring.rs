@@ -6,6 +6,7 @@ use crate::config::{Config, LinodeConfig};
 use crate::controller::{self, ControllerDeps};
 use crate::kube::KubeClient;
 use crate::linode::{LinodeCloud, LinodeSettings, WaitPolicy};
+use crate::mount::{LinuxMounter, Mounter};
 use crate::rpc::Rpc;
 use std::any::Any;
 use std::sync::Arc;
@@ -27,12 +28,26 @@ impl Started {
     }
 }
 
-/// The Controller service over the real Linode client.
+/// The Controller service over the real Linode client, mounting shared
+/// parents with the real mounter.
 pub fn controller_service(
     config: &Config,
     linode: &LinodeConfig,
     kube: KubeClient,
     rpc: &Rpc,
+) -> Result<grpcio::Service, String> {
+    let mounter = LinuxMounter::new(config.nfs_mount_helper.clone(), config.nfs_mount_timeout);
+    controller_service_with(config, linode, kube, rpc, Arc::new(mounter))
+}
+
+/// The Controller service over the real Linode client, mounting shared
+/// parents with `mounter` (dev mode's emulated NFS).
+pub fn controller_service_with(
+    config: &Config,
+    linode: &LinodeConfig,
+    kube: KubeClient,
+    rpc: &Rpc,
+    mounter: Arc<dyn Mounter>,
 ) -> Result<grpcio::Service, String> {
     let mut settings = LinodeSettings::new(linode.token.expose());
     settings.base_url = linode.url.clone();
@@ -51,6 +66,9 @@ pub fn controller_service(
             space_cache_ttl: config.space_cache_ttl,
             request_timeout: linode.request_timeout,
             acl_cache_max_age: config.acl_cache_max_age,
+            expansion: config.volume_expansion,
+            mounter,
+            share_mount_dir: config.share_mount_dir.clone(),
         },
         rpc.clone(),
     ))

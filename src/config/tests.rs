@@ -503,3 +503,30 @@ fn quirk_lists_combine_and_reject_contradictions() {
     assert!(unknown.contains("\"nulls\"") && unknown.contains("foreign-filesystems"));
     assert!(parse_quirks("tag-filter-refused,tag-filter-ignored").is_err());
 }
+
+#[test]
+fn volume_expansion_and_the_share_mount_dir() {
+    let controller = [("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")];
+    let c = config(&[], &controller);
+    assert_eq!(c.volume_expansion, VolumeExpansion::Off);
+    assert_eq!(
+        c.share_mount_dir,
+        PathBuf::from("/var/lib/linode-nfs-csi/shares")
+    );
+    let c = config(
+        &["--volume-expansion", "subdirectory"],
+        &[
+            ("SHARE_MOUNT_DIR", "/srv/shares/"),
+            controller[0],
+            controller[1],
+        ],
+    );
+    assert_eq!(c.volume_expansion, VolumeExpansion::Subdirectory);
+    assert_eq!(c.share_mount_dir, PathBuf::from("/srv/shares"));
+    let dev = config(&[], &[("DRIVER_ROLE", "dev"), ("DEV_STATE_DIR", "/tmp/st")]);
+    assert_eq!(dev.share_mount_dir, PathBuf::from("/tmp/st/shares"));
+    for (var, bad) in [("VOLUME_EXPANSION", "on"), ("SHARE_MOUNT_DIR", "rel/dir")] {
+        let err = parse(&[], &[controller[0], controller[1], (var, bad)]).unwrap_err();
+        assert!(err.message.starts_with(var), "{}", err.message);
+    }
+}

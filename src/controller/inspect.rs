@@ -5,13 +5,14 @@
 //! here writes to the backend.
 
 use super::acl_cache::{Acl, Plan, Ticket};
-use super::params::{Mutable, Params, SpaceRef};
+use super::params::{Mutable, Params, ParentRef, SpaceRef};
 use super::publish::policy_key;
+use super::subdirs::{find, subdir_volume, Found};
 use super::volume_capability::capability_problem;
 use super::{tags, Controller};
-use crate::handles::{self, VolumeId};
+use crate::handles::{self, SubdirId, VolumeHandle, VolumeId};
 use crate::limits;
-use crate::linode::{Filesystem, FilesystemAccessPolicy, MtlsMode, Status};
+use crate::linode::{Filesystem, FilesystemAccessPolicy, MtlsMode, Quota, Status};
 use crate::proto::csi;
 use crate::Error;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -78,11 +79,27 @@ pub fn validate_capabilities(
     limits::map("parameters", &req.parameters)?;
     limits::map("mutable parameters", &req.mutable_parameters)?;
     limits::map("secrets", &req.secrets)?;
-    let id =
-        VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
-    let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
+    let handle = VolumeHandle::parse(&req.volume_id)
+        .map_err(|_| Error::NotFound("volume not found".into()))?;
+    let problem = match handle {
+        VolumeHandle::Filesystem(id) => {
+            let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
+            unconfirmable(c, &req, &fs)?
+        }
+        VolumeHandle::Subdirectory(id) => {
+            let found = find(c, &id)?;
+            let volume = subdir_volume(
+                &found.parent,
+                found.mtls.as_ref(),
+                &id,
+                0,
+                found.quota.is_some(),
+            );
+            subdirectory_problem(c, &req, &id, &found.parent, &volume)?
+        }
+    };
     let mut resp = csi::ValidateVolumeCapabilitiesResponse::new();
-    if let Some(problem) = unconfirmable(c, &req, &fs)? {
+    if let Some(problem) = problem {
         resp.message = problem;
         return Ok(resp);
     }
@@ -110,6 +127,79 @@ fn unconfirmable(
     context_problem(c, &req.volume_context, fs)
 }
 
+/// Why `req` cannot be confirmed for directory volume `id`: a capability
+/// the driver cannot serve, parameters that are not a `subdirectory` class
+/// of its Space (and parent, when named by id), or a context key the
+/// driver derives with another value.
+fn subdirectory_problem(
+    c: &Controller,
+    req: &csi::ValidateVolumeCapabilitiesRequest,
+    id: &SubdirId,
+    parent: &Filesystem,
+    volume: &csi::Volume,
+) -> Result<Option<String>, Error> {
+    if let Some(problem) = req.volume_capabilities.iter().find_map(capability_problem) {
+        return Ok(Some(problem));
+    }
+    if let Err(e) = Mutable::parse(&req.mutable_parameters).and_then(|m| m.check_subdirectory()) {
+        return Ok(Some(e.to_string()));
+    }
+    if !req.parameters.is_empty() {
+        let params = match Params::parse(&req.parameters) {
+            Ok(params) => params,
+            Err(e) => return Ok(Some(e.to_string())),
+        };
+        let Some(sub) = &params.subdirectory else {
+            return Ok(Some(format!(
+                "the parameters describe a whole filesystem, but volume {id} is a subdirectory volume"
+            )));
+        };
+        let space = match c.spaces.resolve(&params.space) {
+            Ok(space) => space.id,
+            Err(Error::NotFound(m) | Error::FailedPrecondition(m)) => return Ok(Some(m)),
+            Err(e) => return Err(e),
+        };
+        let other_parent = match &sub.parent {
+            ParentRef::Id(fs) => *fs != parent.id,
+            ParentRef::Label(label) => *label != parent.label,
+        };
+        if space != id.space || other_parent {
+            return Ok(Some(format!(
+                "the parameters name another shared filesystem than volume {id}'s"
+            )));
+        }
+    }
+    let sorted: BTreeMap<&String, &String> = req.volume_context.iter().collect();
+    Ok(sorted
+        .into_iter()
+        .find_map(|(key, value)| match volume.volume_context.get(key) {
+            Some(want) if want != value => Some(format!(
+                "volume context {key} is {value:?}, but the volume has {want:?}"
+            )),
+            None if key == handles::CTX_QUOTA => Some(format!(
+                "volume context {key} is {value:?}, but the volume has a quota"
+            )),
+            _ => None,
+        }))
+}
+
+/// Abnormal when the backend says the quota is exceeded or failed.
+pub(super) fn quota_condition(id: &SubdirId, quota: Option<&Quota>) -> csi::VolumeCondition {
+    let mut condition = csi::VolumeCondition::new();
+    match quota {
+        Some(q) => {
+            condition.abnormal = q.quota_exceeded || q.status == Status::Error;
+            condition.message = if q.quota_exceeded {
+                format!("volume {id} has exceeded its quota ({})", q.status)
+            } else {
+                format!("the quota of volume {id} is {}", q.status)
+            };
+        }
+        None => condition.message = format!("volume {id} has no quota"),
+    }
+    condition
+}
+
 /// Parameters hold for `fs` when CreateVolume, given them, would have
 /// adopted it: they parse, name its space and carry its tags and, if they
 /// ask for one, its squash policy; mutable parameters override the tags and
@@ -121,7 +211,7 @@ fn parameters_problem(
     mutable_raw: &HashMap<String, String>,
     fs: &Filesystem,
 ) -> Result<Option<String>, Error> {
-    let mutable = match Mutable::parse(mutable_raw) {
+    let mutable = match Mutable::parse(mutable_raw).and_then(|m| m.check_filesystem().map(|()| m)) {
         Ok(mutable) => mutable,
         Err(e) => return Ok(Some(e.to_string())),
     };
@@ -132,6 +222,12 @@ fn parameters_problem(
             Ok(params) => params,
             Err(e) => return Ok(Some(e.to_string())),
         };
+        if params.subdirectory.is_some() {
+            return Ok(Some(format!(
+                "the parameters describe a subdirectory volume, but NFS filesystem {} is a whole-filesystem volume",
+                fs.id
+            )));
+        }
         let space = match &params.space {
             SpaceRef::Id(id) => *id,
             SpaceRef::Label(_) => match c.spaces.resolve(&params.space) {
@@ -291,8 +387,11 @@ pub fn get_volume(
     if req.volume_id.is_empty() {
         return Err(Error::InvalidArgument("volume ID is not set".into()));
     }
-    let id =
-        VolumeId::parse(&req.volume_id).map_err(|_| Error::NotFound("volume not found".into()))?;
+    let id = match VolumeHandle::parse(&req.volume_id) {
+        Ok(VolumeHandle::Filesystem(id)) => id,
+        Ok(VolumeHandle::Subdirectory(id)) => return get_subdirectory(c, &id),
+        Err(_) => return Err(Error::NotFound("volume not found".into())),
+    };
     let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
     let mut status = csi::controller_get_volume_response::VolumeStatus::new();
     if c.mode == crate::config::AccessPolicyMode::Node {
@@ -302,6 +401,40 @@ pub fn get_volume(
     let mut resp = csi::ControllerGetVolumeResponse::new();
     let mtls = c.spaces.mtls_mode(id.space)?;
     resp.volume = Some(volume_of(&fs, mtls.as_ref())).into();
+    resp.status = Some(status).into();
+    Ok(resp)
+}
+
+/// ControllerGetVolume of a directory volume: its size is its quota's, its
+/// published nodes its parent's (the ACL belongs to the parent).
+fn get_subdirectory(
+    c: &Controller,
+    id: &SubdirId,
+) -> Result<csi::ControllerGetVolumeResponse, Error> {
+    let Found {
+        parent,
+        mtls,
+        quota,
+        ..
+    } = find(c, id)?;
+    let mut status = csi::controller_get_volume_response::VolumeStatus::new();
+    if c.mode == crate::config::AccessPolicyMode::Node {
+        status.published_node_ids = published_nodes(c, &[&parent])?.remove(0);
+    }
+    status.volume_condition = Some(quota_condition(id, quota.as_ref())).into();
+    let capacity = quota
+        .as_ref()
+        .and_then(|q| q.max_capacity_bytes)
+        .unwrap_or(0);
+    let mut resp = csi::ControllerGetVolumeResponse::new();
+    resp.volume = Some(subdir_volume(
+        &parent,
+        mtls.as_ref(),
+        id,
+        capacity,
+        quota.is_some(),
+    ))
+    .into();
     resp.status = Some(status).into();
     Ok(resp)
 }

@@ -8,18 +8,27 @@
 //! stays valid however the list changes between pages and a paged walk
 //! costs about one full listing. In node mode the published nodes come
 //! from the ACL cache (see `acl_cache`), not a policy GET per volume.
+//!
+//! `subdirectory` volumes are listed from the shared parents this
+//! controller has mounted (their mount points under `SHARE_MOUNT_DIR` stay
+//! across restarts): each parent's quotas under `/csi-volumes/`, and the
+//! ownership markers of volumes without a quota. A parent never used here
+//! costs nothing, so a cluster without directory volumes pays no extra
+//! request. They sort after the whole filesystems (by handle), and a
+//! token naming one round-trips like any other.
 
-use super::inspect::{condition_of, published_nodes, volume_of};
+use super::inspect::{condition_of, published_nodes, quota_condition, volume_of};
 use super::params::Params;
+use super::subdirs::{parent_of, subdir_volume};
 use super::volume_capability::capability_problem;
-use super::{tags, Controller};
+use super::{directories, quotas, tags, Controller};
 use crate::config::AccessPolicyMode;
-use crate::handles::VolumeId;
+use crate::handles::{DirName, SubdirId, VolumeHandle, VolumeId};
 use crate::limits;
-use crate::linode::{Filesystem, Space, Status};
+use crate::linode::{Filesystem, Quota, Space, Status};
 use crate::proto::csi;
 use crate::Error;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 fn volume_id(fs: &Filesystem) -> VolumeId {
@@ -29,19 +38,109 @@ fn volume_id(fs: &Filesystem) -> VolumeId {
     }
 }
 
-/// Every volume, in volume id order.
-fn volumes(c: &Controller) -> Result<Vec<Filesystem>, Error> {
+/// A directory volume as listed: its parent and its quota, if it has one.
+#[derive(Debug, Clone)]
+pub struct ListedDir {
+    pub id: SubdirId,
+    pub parent: Filesystem,
+    pub quota: Option<Quota>,
+}
+
+/// One volume of a listing.
+#[derive(Debug, Clone)]
+pub enum Listed {
+    Filesystem(Box<Filesystem>),
+    Subdirectory(Box<ListedDir>),
+}
+
+impl Listed {
+    pub fn handle(&self) -> VolumeHandle {
+        match self {
+            Listed::Filesystem(fs) => VolumeHandle::Filesystem(volume_id(fs)),
+            Listed::Subdirectory(d) => VolumeHandle::Subdirectory(d.id.clone()),
+        }
+    }
+
+    /// The filesystem whose ACL says where the volume is published.
+    fn filesystem(&self) -> &Filesystem {
+        match self {
+            Listed::Filesystem(fs) => fs,
+            Listed::Subdirectory(d) => &d.parent,
+        }
+    }
+}
+
+/// Every volume, in handle order.
+fn volumes(c: &Controller) -> Result<Vec<Listed>, Error> {
     let mut all = Vec::new();
     for space in c.cloud.list_spaces()? {
         match c.cloud.find_filesystems_by_tag(space.id, tags::MANAGED) {
-            Ok(found) => all.extend(found.into_iter().filter(|f| f.status != Status::Deleting)),
+            Ok(found) => all.extend(
+                found
+                    .into_iter()
+                    .filter(|f| f.status != Status::Deleting)
+                    .map(|fs| Listed::Filesystem(Box::new(fs))),
+            ),
             // A space deleted between the two lists has no volumes.
             Err(Error::NotFound(_)) => {}
             Err(e) => return Err(e),
         }
     }
-    all.sort_by_key(volume_id);
+    for parent in c.shares.known() {
+        all.extend(directories_of(c, parent)?);
+    }
+    all.sort_by_key(Listed::handle);
     Ok(all)
+}
+
+/// The directory volumes of shared parent `vol`: those its quotas cap,
+/// and those without a quota its markers record. A parent that is gone
+/// has none; one whose markers cannot be read is listed by its quotas.
+fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Listed>, Error> {
+    let parent = match c.cloud.get_filesystem(vol.space, vol.filesystem) {
+        Ok(fs) if fs.status != Status::Deleting => fs,
+        Ok(_) | Err(Error::NotFound(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let quotas = match c.cloud.list_quotas(vol.space, vol.filesystem) {
+        Ok(quotas) => quotas,
+        Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let mut found: BTreeMap<DirName, Option<Quota>> = quotas
+        .into_iter()
+        .filter_map(|q| Some((quotas::volume_name(&q, &parent)?, Some(q))))
+        .collect();
+    let mtls = c.spaces.mtls_mode(vol.space)?;
+    match c.shares.root(&parent, mtls.as_ref()) {
+        Ok(root) => {
+            for (name, marker) in directories::marked(&root)? {
+                let id = SubdirId {
+                    space: vol.space,
+                    filesystem: vol.filesystem,
+                    name: name.clone(),
+                };
+                if marker.volume_id == id.to_string() {
+                    found.entry(name).or_insert(None);
+                }
+            }
+        }
+        Err(e) => log::warn!("ListVolumes: volumes without a quota on {vol} not listed: {e}"),
+    }
+    Ok(found
+        .into_iter()
+        .map(|(name, quota)| {
+            Listed::Subdirectory(Box::new(ListedDir {
+                id: SubdirId {
+                    space: vol.space,
+                    filesystem: vol.filesystem,
+                    name,
+                },
+                parent: parent.clone(),
+                quota,
+            }))
+        })
+        .collect())
 }
 
 /// ListVolumes. A `starting_token` this driver could not have issued is
@@ -59,60 +158,80 @@ pub fn list_volumes(
     let start = if req.starting_token.is_empty() {
         None
     } else {
-        Some(VolumeId::parse(&req.starting_token).map_err(|_| {
+        Some(VolumeHandle::parse(&req.starting_token).map_err(|_| {
             Error::Aborted(format!("invalid starting token \"{}\"", req.starting_token))
         })?)
     };
-    let (walk, all) = match start.and_then(|s| c.walks.find(s)) {
+    let (walk, all) = match start.as_ref().and_then(|s| c.walks.find(s)) {
         Some((walk, all)) => (Some(walk), all),
         None => {
             let all = Arc::new(volumes(c)?);
             // A complete listing: what is not in it is gone.
-            c.acl_cache
-                .retain(&all.iter().map(volume_id).collect::<HashSet<_>>());
+            c.acl_cache.retain(
+                &all.iter()
+                    .map(|v| volume_id(v.filesystem()))
+                    .collect::<HashSet<_>>(),
+            );
             (None, all)
         }
     };
-    let from = start.map_or(0, |s| all.partition_point(|f| volume_id(f) < s));
+    let from = start
+        .as_ref()
+        .map_or(0, |s| all.partition_point(|v| v.handle() < *s));
     let end = match req.max_entries {
         0 => all.len(),
         n => all.len().min(from + n as usize),
     };
-    let page: Vec<&Filesystem> = all[from..end].iter().collect();
+    let page: Vec<&Filesystem> = all[from..end].iter().map(Listed::filesystem).collect();
     let published = if c.mode == AccessPolicyMode::Node {
         published_nodes(c, &page)?
     } else {
         vec![Vec::new(); page.len()]
     };
     let mut resp = csi::ListVolumesResponse::new();
-    for (fs, nodes) in page.into_iter().zip(published) {
-        resp.entries.push(entry(c, fs, nodes)?);
+    for (listed, nodes) in all[from..end].iter().zip(published) {
+        resp.entries.push(entry(c, listed, nodes)?);
     }
-    if let Some(next) = all.get(end).map(volume_id) {
-        c.walks.issue(walk, &all, next);
+    if let Some(next) = all.get(end).map(Listed::handle) {
         resp.next_token = next.to_string();
+        c.walks.issue(walk, &all, next);
     }
     Ok(resp)
 }
 
 fn entry(
     c: &Controller,
-    fs: &Filesystem,
+    listed: &Listed,
     published_node_ids: Vec<String>,
 ) -> Result<csi::list_volumes_response::Entry, Error> {
+    let fs = listed.filesystem();
     let mtls = c.spaces.mtls_mode(fs.space_id)?;
     let mut status = csi::list_volumes_response::VolumeStatus::new();
     status.published_node_ids = published_node_ids;
-    status.volume_condition = Some(condition_of(fs)).into();
+    let volume = match listed {
+        Listed::Filesystem(fs) => {
+            status.volume_condition = Some(condition_of(fs)).into();
+            volume_of(fs, mtls.as_ref())
+        }
+        Listed::Subdirectory(d) => {
+            status.volume_condition = Some(quota_condition(&d.id, d.quota.as_ref())).into();
+            let capacity = d
+                .quota
+                .as_ref()
+                .and_then(|q| q.max_capacity_bytes)
+                .unwrap_or(0);
+            subdir_volume(&d.parent, mtls.as_ref(), &d.id, capacity, d.quota.is_some())
+        }
+    };
     let mut entry = csi::list_volumes_response::Entry::new();
-    entry.volume = Some(volume_of(fs, mtls.as_ref())).into();
+    entry.volume = Some(volume).into();
     entry.status = Some(status).into();
     Ok(entry)
 }
 
 /// GetCapacity: what the Space a StorageClass names can still hold (its
 /// maximum less what is used), or with no parameters every Space the token
-/// sees. The API names no largest filesystem, so `maximum_volume_size` is
+/// sees; for a `subdirectory` class what its parent's quotas leave. The API names no largest filesystem, so `maximum_volume_size` is
 /// left unset. Capabilities the driver cannot serve have no capacity.
 pub fn get_capacity(
     c: &Arc<Controller>,
@@ -131,6 +250,10 @@ pub fn get_capacity(
         c.cloud.list_spaces()?
     } else {
         let params = Params::parse(&req.parameters)?;
+        if let Some(sub) = &params.subdirectory {
+            resp.available_capacity = room_in_parent(c, &params, &sub.parent)?;
+            return Ok(resp);
+        }
         // The figures change with every volume: read them, not the cache.
         let id = c.spaces.resolve(&params.space)?.id;
         vec![c.spaces.checked(id, c.cloud.get_space(id))?]
@@ -143,4 +266,23 @@ pub fn get_capacity(
         })
         .sum();
     Ok(resp)
+}
+
+/// What a shared parent can still promise: its capacity less the maxima
+/// of its quotas (its root quota aside); all of it on a backend without
+/// quotas.
+fn room_in_parent(
+    c: &Controller,
+    params: &Params,
+    parent: &super::params::ParentRef,
+) -> Result<i64, Error> {
+    let region = c.cluster.region()?;
+    let space = c.spaces.resolve(&params.space)?;
+    let fs = parent_of(c, space.id, parent, &region)?;
+    let promised = match c.cloud.list_quotas(space.id, fs.id) {
+        Ok(all) => quotas::promised(&all),
+        Err(Error::Unimplemented(_)) => 0,
+        Err(e) => return Err(e),
+    };
+    Ok((fs.capacity_bytes().unwrap_or(0) - promised).max(0))
 }

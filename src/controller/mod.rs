@@ -1,7 +1,8 @@
 //! The CSI Controller service: one registration table of thin handlers
 //! (see [`crate::rpc::registrar`]),
 //! each handing its request to the worker pool and a plain function in
-//! `provision`, `publish`, `snapshots`, `inspect`, `listing` or `modify`.
+//! `provision`, `publish`, `snapshots`, `inspect`, `listing`, `modify` or
+//! `expand` (`subdirs` for the directory volumes of shared filesystems).
 //! RPCs that may wait for Linode (CreateVolume, ControllerModifyVolume, and
 //! ControllerPublish/Unpublish in node mode) return flows
 //! that park on the shared poller instead of holding a worker. Nothing here
@@ -10,6 +11,8 @@
 mod acl_cache;
 mod clone;
 mod cluster;
+mod directories;
+mod expand;
 mod in_doubt;
 mod inspect;
 mod listing;
@@ -17,14 +20,17 @@ mod modify;
 mod params;
 mod provision;
 mod publish;
+mod quotas;
+mod shares;
 mod snapshots;
 mod spaces;
+mod subdirs;
 mod tags;
 mod volume_capability;
 mod walks;
 
 pub use cluster::Cluster;
-pub use params::{keys, Mutable, Params, SpaceRef};
+pub use params::{keys, Mutable, OnDelete, Params, ParentRef, QuotaMode, SpaceRef, SubdirParams};
 pub use publish::inject_batch_panics;
 // The request parsers the handlers run first, for `crate::fuzzing`.
 pub(crate) use provision::parse_create;
@@ -32,14 +38,16 @@ pub(crate) use publish::linode_id;
 pub(crate) use volume_capability::{capability_problem, check_capabilities};
 
 use crate::capabilities;
-use crate::config::AccessPolicyMode;
+use crate::config::{AccessPolicyMode, VolumeExpansion};
 use crate::kube::KubeClient;
 use crate::linode::{Cloud, Poller, WaitPolicy};
 use crate::locks::OpLocks;
+use crate::mount::Mounter;
 use crate::proto::csi;
 use crate::rpc::registrar::{rpc_name, Registrar};
 use crate::rpc::Rpc;
 use spaces::Spaces;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +64,12 @@ pub struct ControllerDeps {
     pub request_timeout: Duration,
     /// `ACL_CACHE_MAX_AGE`: when a known filesystem ACL is read again.
     pub acl_cache_max_age: Duration,
+    /// `VOLUME_EXPANSION`.
+    pub expansion: VolumeExpansion,
+    /// Mounts the shared parents of `subdirectory` volumes...
+    pub mounter: Arc<dyn Mounter>,
+    /// ...at `SHARE_MOUNT_DIR/<space>-<fs>`.
+    pub share_mount_dir: PathBuf,
 }
 
 /// Shared state of every controller RPC.
@@ -73,6 +87,8 @@ pub struct Controller {
     rpc: Rpc,
     acl_cache: acl_cache::AclCache,
     walks: walks::Walks,
+    expansion: VolumeExpansion,
+    shares: shares::Shares,
 }
 
 /// The [`Name`](crate::rpc::registrar::Name) of a Controller RPC.
@@ -97,7 +113,10 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
         rpc: rpc.clone(),
         acl_cache: acl_cache::AclCache::new(deps.acl_cache_max_age),
         walks: walks::Walks::default(),
+        expansion: deps.expansion,
+        shares: shares::Shares::new(deps.mounter, deps.share_mount_dir),
     });
+    let expansion = c.expansion;
     let node_mode = c.mode == AccessPolicyMode::Node;
     let r = Registrar::new(rpc, c);
     let r = r
@@ -114,11 +133,16 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
         .pooled(name!("GetSnapshot"), snapshots::get)
         .pooled(name!("ListVolumes"), listing::list_volumes)
         .pooled(name!("GetCapacity"), listing::get_capacity)
-        .parking(name!("ControllerModifyVolume"), modify::modify)
-        // The API cannot change an existing filesystem's capacity.
-        .unimplemented::<csi::ControllerExpandVolumeRequest, csi::ControllerExpandVolumeResponse>(
-            name!("ControllerExpandVolume"),
-        );
+        .parking(name!("ControllerModifyVolume"), modify::modify);
+    // The API cannot change an existing filesystem's capacity; only a
+    // subdirectory volume's quota grows, and only when the admin asks.
+    let r = match expansion {
+        VolumeExpansion::Subdirectory => r.parking(name!("ControllerExpandVolume"), expand::expand),
+        VolumeExpansion::Off => r.unimplemented::<
+            csi::ControllerExpandVolumeRequest,
+            csi::ControllerExpandVolumeResponse,
+        >(name!("ControllerExpandVolume")),
+    };
     let r = if node_mode {
         r.parking(name!("ControllerPublishVolume"), publish::publish)
             .parking(name!("ControllerUnpublishVolume"), publish::unpublish)
@@ -134,7 +158,7 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
         name!("ControllerGetCapabilities"),
         |c, _: csi::ControllerGetCapabilitiesRequest| {
             let mut resp = csi::ControllerGetCapabilitiesResponse::new();
-            resp.capabilities = capabilities::controller(c.mode);
+            resp.capabilities = capabilities::controller(c.mode, c.expansion);
             Ok(resp)
         },
     )

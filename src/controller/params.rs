@@ -4,7 +4,9 @@
 //! ignored; unknown or immutable mutable keys are refused, since a
 //! VolumeAttributesClass that asks for a change we cannot make must not
 //! look applied. Bad values are InvalidArgument with the reference driver's
-//! messages.
+//! messages. A `subdirectory` class names a shared parent filesystem and
+//! the directory's quota, mode and owner; the whole-filesystem keys are
+//! refused with it, naming the key.
 
 use crate::linode::SquashPolicy;
 use crate::Error;
@@ -17,8 +19,83 @@ pub mod keys {
     pub const SPACE_LABEL: &str = "linodenfs.csi.linode.com/space-label";
     pub const TAGS: &str = "linodenfs.csi.linode.com/tags";
     pub const ROOT_SQUASH: &str = "linodenfs.csi.linode.com/filesystem-root-squash";
+    pub const VOLUME_TYPE: &str = "linodenfs.csi.linode.com/volume-type";
+    pub const SHARED_FS_ID: &str = "linodenfs.csi.linode.com/shared-filesystem-id";
+    pub const SHARED_FS_LABEL: &str = "linodenfs.csi.linode.com/shared-filesystem-label";
+    pub const QUOTA: &str = "linodenfs.csi.linode.com/quota";
+    pub const ON_DELETE: &str = "linodenfs.csi.linode.com/on-delete";
+    pub const DIRECTORY_MODE: &str = "linodenfs.csi.linode.com/directory-mode";
+    pub const DIRECTORY_UID: &str = "linodenfs.csi.linode.com/directory-uid";
+    pub const DIRECTORY_GID: &str = "linodenfs.csi.linode.com/directory-gid";
+    pub const MAX_FILES: &str = "linodenfs.csi.linode.com/max-files";
 }
-use keys::{ROOT_SQUASH, SPACE_ID, SPACE_LABEL, TAGS};
+use keys::{
+    DIRECTORY_GID, DIRECTORY_MODE, DIRECTORY_UID, MAX_FILES, ON_DELETE, QUOTA, ROOT_SQUASH,
+    SHARED_FS_ID, SHARED_FS_LABEL, SPACE_ID, SPACE_LABEL, TAGS, VOLUME_TYPE,
+};
+
+/// The shared filesystem a `subdirectory` class names, in its Space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParentRef {
+    Id(u64),
+    Label(String),
+}
+
+/// Whether a `subdirectory` volume must be capped by a backend quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaMode {
+    /// Handed out only once its quota is active; nothing is left behind
+    /// when the backend has no quota or refuses one.
+    Required,
+    /// Without a quota when the backend gives none; the context says so.
+    BestEffort,
+    /// Never asks for a quota (the context says `quota: absent`).
+    Off,
+}
+
+/// What DeleteVolume does with a `subdirectory` volume's directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnDelete {
+    Delete,
+    Retain,
+    /// Renamed into the driver's archive.
+    Archive,
+}
+
+impl OnDelete {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnDelete::Delete => "delete",
+            OnDelete::Retain => "retain",
+            OnDelete::Archive => "archive",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Result<OnDelete, Error> {
+        match raw {
+            "delete" => Ok(OnDelete::Delete),
+            "retain" => Ok(OnDelete::Retain),
+            "archive" => Ok(OnDelete::Archive),
+            v => Err(Error::InvalidArgument(format!(
+                "unsupported {ON_DELETE} value \"{v}\" (want delete, retain or archive)"
+            ))),
+        }
+    }
+}
+
+/// The parameters of a `subdirectory` class.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubdirParams {
+    pub parent: ParentRef,
+    pub quota: QuotaMode,
+    pub on_delete: OnDelete,
+    /// Permission bits of the new directory (default `0770`).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// The quota's file-count limit; `None` sets none.
+    pub max_files: Option<i64>,
+}
 
 /// Which pre-created Storage Space the class names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,11 +111,49 @@ pub struct Params {
     pub tags: Vec<String>,
     /// Applied only when the class asks; otherwise the backend default stays.
     pub squash: Option<SquashPolicy>,
+    /// `Some` for `volume-type: subdirectory` (then `tags` is empty and
+    /// `squash` unset), `None` for a whole filesystem.
+    pub subdirectory: Option<SubdirParams>,
 }
 
 impl Params {
     pub fn parse(raw: &HashMap<String, String>) -> Result<Params, Error> {
         let get = |k: &str| raw.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let subdirectory = match get(VOLUME_TYPE).unwrap_or("filesystem") {
+            "filesystem" => {
+                if let Some(key) = [
+                    SHARED_FS_ID,
+                    SHARED_FS_LABEL,
+                    QUOTA,
+                    ON_DELETE,
+                    DIRECTORY_MODE,
+                    DIRECTORY_UID,
+                    DIRECTORY_GID,
+                    MAX_FILES,
+                ]
+                .into_iter()
+                .find(|k| get(k).is_some())
+                {
+                    return Err(Error::InvalidArgument(format!(
+                        "StorageClass parameter {key} applies only to {VOLUME_TYPE} subdirectory"
+                    )));
+                }
+                None
+            }
+            "subdirectory" => {
+                if let Some(key) = [TAGS, ROOT_SQUASH].into_iter().find(|k| get(k).is_some()) {
+                    return Err(Error::InvalidArgument(format!(
+                        "StorageClass parameter {key} applies to a whole filesystem, not to {VOLUME_TYPE} subdirectory: a shared filesystem has one policy for all its volumes"
+                    )));
+                }
+                Some(parse_subdirectory(&get)?)
+            }
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unsupported {VOLUME_TYPE} value \"{other}\" (want filesystem or subdirectory)"
+                )))
+            }
+        };
         let space = match (get(SPACE_ID), get(SPACE_LABEL)) {
             (Some(_), Some(_)) => {
                 return Err(Error::InvalidArgument(format!(
@@ -64,7 +179,78 @@ impl Params {
             space,
             tags: get(TAGS).map(parse_tags).unwrap_or_default(),
             squash: get(ROOT_SQUASH).map(parse_squash).transpose()?,
+            subdirectory,
         })
+    }
+}
+
+fn parse_subdirectory<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<SubdirParams, Error> {
+    let parent = match (get(SHARED_FS_ID), get(SHARED_FS_LABEL)) {
+        (Some(_), Some(_)) => {
+            return Err(Error::InvalidArgument(format!(
+                "StorageClass parameters {SHARED_FS_ID} and {SHARED_FS_LABEL} are mutually exclusive"
+            )))
+        }
+        (None, None) => {
+            return Err(Error::InvalidArgument(format!(
+                "{VOLUME_TYPE} subdirectory needs {SHARED_FS_ID} or {SHARED_FS_LABEL}: the existing NFS filesystem its directories live in"
+            )))
+        }
+        (Some(id), None) => ParentRef::Id(positive(SHARED_FS_ID, id)? as u64),
+        (None, Some(label)) => ParentRef::Label(label.to_string()),
+    };
+    let quota = match get(QUOTA).unwrap_or("required") {
+        "required" => QuotaMode::Required,
+        "best-effort" => QuotaMode::BestEffort,
+        "off" => QuotaMode::Off,
+        v => {
+            return Err(Error::InvalidArgument(format!(
+                "unsupported {QUOTA} value \"{v}\" (want required, best-effort or off)"
+            )))
+        }
+    };
+    let mode = match get(DIRECTORY_MODE) {
+        None => 0o770,
+        Some(raw) => u32::from_str_radix(raw, 8)
+            .ok()
+            .filter(|m| *m <= 0o7777)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "StorageClass parameter {DIRECTORY_MODE} \"{raw}\" must be octal permission bits such as 0770"
+                ))
+            })?,
+    };
+    let id = |key: &str| -> Result<u32, Error> {
+        match get(key) {
+            None => Ok(0),
+            Some(raw) => raw.parse::<u32>().map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "StorageClass parameter {key} \"{raw}\" must be a numeric id"
+                ))
+            }),
+        }
+    };
+    Ok(SubdirParams {
+        parent,
+        quota,
+        on_delete: get(ON_DELETE)
+            .map(OnDelete::parse)
+            .transpose()?
+            .unwrap_or(OnDelete::Delete),
+        mode,
+        uid: id(DIRECTORY_UID)?,
+        gid: id(DIRECTORY_GID)?,
+        max_files: get(MAX_FILES).map(|v| positive(MAX_FILES, v)).transpose()?,
+    })
+}
+
+/// A parameter that must be a positive integer.
+fn positive(key: &str, raw: &str) -> Result<i64, Error> {
+    match raw.parse::<i64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(Error::InvalidArgument(format!(
+            "parameter {key} \"{raw}\" must be a positive integer"
+        ))),
     }
 }
 
@@ -74,6 +260,8 @@ pub struct Mutable {
     /// The filesystem's own tags (the driver's markers are kept apart).
     pub tags: Option<Vec<String>>,
     pub squash: Option<SquashPolicy>,
+    /// A `subdirectory` volume's quota file-count limit.
+    pub max_files: Option<i64>,
 }
 
 impl Mutable {
@@ -86,14 +274,15 @@ impl Mutable {
             match key.as_str() {
                 TAGS => out.tags = Some(parse_tags(value)),
                 ROOT_SQUASH => out.squash = Some(parse_squash(value)?),
-                SPACE_ID | SPACE_LABEL => {
+                MAX_FILES => out.max_files = Some(positive(MAX_FILES, value)?),
+                SPACE_ID | SPACE_LABEL | VOLUME_TYPE | SHARED_FS_ID | SHARED_FS_LABEL => {
                     return Err(Error::InvalidArgument(format!(
-                        "mutable parameter {key} cannot be changed: a volume stays in its NFS Storage Space"
+                        "mutable parameter {key} cannot be changed: a volume stays where it was made"
                     )))
                 }
                 other => {
                     return Err(Error::InvalidArgument(format!(
-                        "unknown mutable parameter \"{other}\"; only {TAGS} and {ROOT_SQUASH} can be modified"
+                        "unknown mutable parameter \"{other}\"; only {TAGS}, {ROOT_SQUASH} and {MAX_FILES} can be modified"
                     )))
                 }
             }
@@ -102,7 +291,30 @@ impl Mutable {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tags.is_none() && self.squash.is_none()
+        self.tags.is_none() && self.squash.is_none() && self.max_files.is_none()
+    }
+
+    /// Whether it changes only what a `subdirectory` volume has: the
+    /// whole-filesystem keys are InvalidArgument for one, naming the key.
+    pub fn check_subdirectory(&self) -> Result<(), Error> {
+        let key = match (&self.tags, &self.squash) {
+            (Some(_), _) => TAGS,
+            (_, Some(_)) => ROOT_SQUASH,
+            _ => return Ok(()),
+        };
+        Err(Error::InvalidArgument(format!(
+            "mutable parameter {key} applies to a whole filesystem; a subdirectory volume shares its filesystem's"
+        )))
+    }
+
+    /// Whether it changes only what a whole filesystem has.
+    pub fn check_filesystem(&self) -> Result<(), Error> {
+        match self.max_files {
+            Some(_) => Err(Error::InvalidArgument(format!(
+                "mutable parameter {MAX_FILES} applies to subdirectory volumes only; a whole filesystem has no quota"
+            ))),
+            None => Ok(()),
+        }
     }
 }
 
@@ -181,6 +393,107 @@ mod tests {
         ));
     }
 
+    fn subdir(pairs: &[(&str, &str)]) -> Result<SubdirParams, Error> {
+        let mut all = vec![(SPACE_ID, "1"), (VOLUME_TYPE, "subdirectory")];
+        all.extend_from_slice(pairs);
+        parse(&all).map(|p| p.subdirectory.expect("a subdirectory class"))
+    }
+
+    #[test]
+    fn subdirectory_classes() {
+        assert_eq!(parse(&[(SPACE_ID, "1")]).unwrap().subdirectory, None);
+        assert_eq!(
+            parse(&[(SPACE_ID, "1"), (VOLUME_TYPE, "filesystem")])
+                .unwrap()
+                .subdirectory,
+            None
+        );
+        let p = subdir(&[(SHARED_FS_LABEL, "team")]).unwrap();
+        assert_eq!(
+            p,
+            SubdirParams {
+                parent: ParentRef::Label("team".into()),
+                quota: QuotaMode::Required,
+                on_delete: OnDelete::Delete,
+                mode: 0o770,
+                uid: 0,
+                gid: 0,
+                max_files: None,
+            }
+        );
+        let p = subdir(&[
+            (SHARED_FS_ID, "12"),
+            (QUOTA, "best-effort"),
+            (ON_DELETE, "archive"),
+            (DIRECTORY_MODE, "2775"),
+            (DIRECTORY_UID, "1000"),
+            (DIRECTORY_GID, "1001"),
+            (MAX_FILES, "5000"),
+        ])
+        .unwrap();
+        assert_eq!(p.parent, ParentRef::Id(12));
+        assert_eq!(
+            (p.quota, p.on_delete, p.mode, p.uid, p.gid, p.max_files),
+            (
+                QuotaMode::BestEffort,
+                OnDelete::Archive,
+                0o2775,
+                1000,
+                1001,
+                Some(5000)
+            )
+        );
+        assert_eq!(
+            subdir(&[(SHARED_FS_ID, "1"), (QUOTA, "off")])
+                .unwrap()
+                .quota,
+            QuotaMode::Off
+        );
+        for (bad, named) in [
+            (vec![], SHARED_FS_ID),
+            (
+                vec![(SHARED_FS_ID, "1"), (SHARED_FS_LABEL, "x")],
+                SHARED_FS_LABEL,
+            ),
+            (vec![(SHARED_FS_ID, "0")], SHARED_FS_ID),
+            (vec![(SHARED_FS_ID, "1"), (QUOTA, "maybe")], QUOTA),
+            (vec![(SHARED_FS_ID, "1"), (ON_DELETE, "shred")], ON_DELETE),
+            (
+                vec![(SHARED_FS_ID, "1"), (DIRECTORY_MODE, "0999")],
+                DIRECTORY_MODE,
+            ),
+            (
+                vec![(SHARED_FS_ID, "1"), (DIRECTORY_MODE, "17777")],
+                DIRECTORY_MODE,
+            ),
+            (
+                vec![(SHARED_FS_ID, "1"), (DIRECTORY_UID, "-1")],
+                DIRECTORY_UID,
+            ),
+            (vec![(SHARED_FS_ID, "1"), (MAX_FILES, "0")], MAX_FILES),
+            (vec![(SHARED_FS_ID, "1"), (TAGS, "a")], TAGS),
+            (
+                vec![(SHARED_FS_ID, "1"), (ROOT_SQUASH, "none")],
+                ROOT_SQUASH,
+            ),
+        ] {
+            match subdir(&bad) {
+                Err(Error::InvalidArgument(m)) => assert!(m.contains(named), "{bad:?}: {m}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        for (bad, named) in [
+            (vec![(SPACE_ID, "1"), (VOLUME_TYPE, "block")], VOLUME_TYPE),
+            (vec![(SPACE_ID, "1"), (SHARED_FS_ID, "3")], SHARED_FS_ID),
+            (vec![(SPACE_ID, "1"), (MAX_FILES, "3")], MAX_FILES),
+        ] {
+            match parse(&bad) {
+                Err(Error::InvalidArgument(m)) => assert!(m.contains(named), "{bad:?}: {m}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+
     fn mutable(pairs: &[(&str, &str)]) -> Result<Mutable, Error> {
         Mutable::parse(
             &pairs
@@ -191,17 +504,30 @@ mod tests {
     }
 
     #[test]
-    fn mutable_parameters_are_tags_and_squash_only() {
+    fn mutable_parameters_are_tags_squash_and_max_files_only() {
         assert!(mutable(&[]).unwrap().is_empty());
         let m = mutable(&[(TAGS, "x, y"), (ROOT_SQUASH, "none")]).unwrap();
         assert_eq!(m.tags, Some(vec!["x".to_string(), "y".to_string()]));
         assert_eq!(m.squash, Some(SquashPolicy::None));
         assert_eq!(mutable(&[(TAGS, "")]).unwrap().tags, Some(vec![]));
+        let files = mutable(&[(MAX_FILES, "100")]).unwrap();
+        assert_eq!(files.max_files, Some(100));
+        assert!(files.check_subdirectory().is_ok());
+        assert!(
+            matches!(files.check_filesystem(), Err(Error::InvalidArgument(m)) if m.contains(MAX_FILES))
+        );
+        assert!(m.check_filesystem().is_ok());
+        assert!(
+            matches!(m.check_subdirectory(), Err(Error::InvalidArgument(m)) if m.contains(TAGS))
+        );
         for bad in [
             vec![(SPACE_ID, "7")],
             vec![(SPACE_LABEL, "other")],
             vec![("capacity", "10Gi")],
             vec![(ROOT_SQUASH, "sometimes")],
+            vec![(MAX_FILES, "many")],
+            vec![(VOLUME_TYPE, "subdirectory")],
+            vec![(SHARED_FS_ID, "3")],
         ] {
             assert!(
                 matches!(mutable(&bad), Err(Error::InvalidArgument(_))),

@@ -8,9 +8,9 @@ use super::inspect::volume_of;
 use super::params::{Mutable, Params};
 use super::publish::no_filesystem_policy;
 use super::volume_capability::check_capabilities;
-use super::{clone, tags, Controller};
+use super::{clone, subdirs, tags, Controller};
 use crate::flow::{done, Flow, Step, Then};
-use crate::handles::{label_for, SnapshotId, VolumeId};
+use crate::handles::{label_for, SnapshotId, VolumeHandle, VolumeId};
 use crate::limits;
 use crate::linode::{
     CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, SquashPolicy, Status, WriteError,
@@ -33,6 +33,8 @@ pub(crate) enum Source {
 
 /// What CreateVolume asked for, parsed.
 pub(crate) struct CreateRequest {
+    /// The CSI name, as given.
+    pub name: String,
     pub label: String,
     pub required: i64,
     pub limit: i64,
@@ -45,7 +47,14 @@ pub(crate) struct CreateRequest {
     pub squash: Option<SquashPolicy>,
     /// With the handle as the caller wrote it, to echo back.
     pub source: Option<(Source, String)>,
+    /// A `subdirectory` volume's file-count limit from the
+    /// VolumeAttributesClass (the StorageClass's is in `params`).
+    pub max_files: Option<i64>,
 }
+
+/// Why a `subdirectory` volume is never copied: the backend snapshots
+/// whole filesystems only.
+pub(super) const NO_SUBDIRECTORY_COPIES: &str = "a Linode snapshot covers the whole shared filesystem, so restoring or cloning it would hand every tenant's data to one requester";
 
 impl CreateRequest {
     /// Everything a new filesystem is tagged with: the user's tags, the
@@ -80,8 +89,19 @@ fn parse_source(src: &csi::VolumeContentSource) -> Result<(Source, String), Erro
                 "source volume id is required".into(),
             ));
         }
-        let parsed = VolumeId::parse(id)
-            .map_err(|_| Error::NotFound(format!("source volume \"{id}\" was not found")))?;
+        let parsed = match VolumeHandle::parse(id) {
+            Ok(VolumeHandle::Filesystem(vol)) => vol,
+            Ok(VolumeHandle::Subdirectory(_)) => {
+                return Err(Error::FailedPrecondition(format!(
+                    "source volume {id} is a subdirectory volume and cannot be cloned: {NO_SUBDIRECTORY_COPIES}"
+                )))
+            }
+            Err(_) => {
+                return Err(Error::NotFound(format!(
+                    "source volume \"{id}\" was not found"
+                )))
+            }
+        };
         return Ok((Source::Volume(parsed), id.clone()));
     }
     Err(Error::InvalidArgument(
@@ -115,6 +135,7 @@ pub(crate) fn parse_create(
             "required_bytes {required} exceeds limit_bytes {limit}"
         )));
     }
+    // A source that cannot exist is NotFound whatever the class is.
     let source = req
         .volume_content_source
         .as_ref()
@@ -122,7 +143,19 @@ pub(crate) fn parse_create(
         .transpose()?;
     let params = Params::parse(&req.parameters)?;
     let mutable = Mutable::parse(&req.mutable_parameters)?;
+    if params.subdirectory.is_some() {
+        mutable.check_subdirectory()?;
+        if source.is_some() {
+            return Err(Error::FailedPrecondition(format!(
+                "a subdirectory volume cannot be made from a snapshot or volume: {NO_SUBDIRECTORY_COPIES}"
+            )));
+        }
+    } else {
+        mutable.check_filesystem()?;
+    }
     Ok(CreateRequest {
+        name: req.name.clone(),
+        max_files: mutable.max_files,
         label: label_for(&req.name),
         required,
         limit,
@@ -144,6 +177,9 @@ pub fn create_volume(
     req: csi::CreateVolumeRequest,
 ) -> Step<csi::CreateVolumeResponse> {
     let want = Arc::new(parse_create(&req, c.default_capacity_bytes)?);
+    if want.params.subdirectory.is_some() {
+        return subdirs::create(c, want);
+    }
     // The label is what the backend knows: two names that map to one label
     // (they differ in case, say) are one filesystem and must not both POST.
     let guard = c.locks.try_lock(&format!("create/{}", want.label))?;
@@ -630,12 +666,19 @@ pub fn delete_volume(
     if req.volume_id.is_empty() {
         return Err(Error::InvalidArgument("volume ID is not set".into()));
     }
-    let Ok(id) = VolumeId::parse(&req.volume_id) else {
-        log::info!(
-            "DeleteVolume: {:?} is not one of our handles; nothing to delete",
-            req.volume_id
-        );
-        return Ok(csi::DeleteVolumeResponse::new());
+    let id = match VolumeHandle::parse(&req.volume_id) {
+        Ok(VolumeHandle::Filesystem(id)) => id,
+        Ok(VolumeHandle::Subdirectory(id)) => {
+            subdirs::delete(c, id)?;
+            return Ok(csi::DeleteVolumeResponse::new());
+        }
+        Err(_) => {
+            log::info!(
+                "DeleteVolume: {:?} is not one of our handles; nothing to delete",
+                req.volume_id
+            );
+            return Ok(csi::DeleteVolumeResponse::new());
+        }
     };
     // The filesystem's tags say whether a clone's copy snapshot goes with it.
     let fs = match c.cloud.get_filesystem(id.space, id.filesystem) {

@@ -574,6 +574,14 @@ mod tests {
             rpc: Rpc::new(2),
             acl_cache: crate::controller::acl_cache::AclCache::new(Duration::from_secs(300)),
             walks: Default::default(),
+            expansion: crate::config::VolumeExpansion::Off,
+            shares: crate::controller::shares::Shares::new(
+                Arc::new(crate::mount::LinuxMounter::new(
+                    "mount".into(),
+                    Duration::from_secs(1),
+                )),
+                dir.join("shares"),
+            ),
         });
         let vol = VolumeId {
             space: 7,

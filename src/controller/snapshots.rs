@@ -4,8 +4,9 @@
 //! A snapshot in `deleting` is already gone as far as CSI is concerned, and
 //! the copies clones are made through (`clone`) are not VolumeSnapshots.
 
+use super::provision::NO_SUBDIRECTORY_COPIES;
 use super::{tags, Controller};
-use crate::handles::{label_for, SnapshotId, VolumeId};
+use crate::handles::{label_for, SnapshotId, VolumeHandle, VolumeId};
 use crate::limits;
 use crate::linode::{naive_to_unix, Snapshot, Status, WriteError};
 use crate::proto::csi;
@@ -90,12 +91,20 @@ pub fn create(
     limits::string("snapshot name", &req.name)?;
     limits::map("parameters", &req.parameters)?;
     limits::map("secrets", &req.secrets)?;
-    let source = VolumeId::parse(&req.source_volume_id).map_err(|_| {
-        Error::NotFound(format!(
-            "source volume {:?} not found",
-            req.source_volume_id
-        ))
-    })?;
+    let source = match VolumeHandle::parse(&req.source_volume_id) {
+        Ok(VolumeHandle::Filesystem(vol)) => vol,
+        Ok(VolumeHandle::Subdirectory(id)) => {
+            return Err(Error::FailedPrecondition(format!(
+                "volume {id} is a subdirectory volume and cannot be snapshotted: {NO_SUBDIRECTORY_COPIES}"
+            )))
+        }
+        Err(_) => {
+            return Err(Error::NotFound(format!(
+                "source volume {:?} not found",
+                req.source_volume_id
+            )))
+        }
+    };
     let _guard = c.locks.try_lock(&format!("snapshot/{source}"))?;
     let label = label_for(&req.name);
     let mine = |s: &Snapshot| s.label == label && is_live(s);

@@ -1,11 +1,11 @@
 //! The listings ListVolumes walks are served from. A token is keyset: the
-//! id of the first volume of the next page, so it stays valid however
+//! handle of the first volume of the next page, so it stays valid however
 //! volumes come and go. The listing a walk's first page made is kept for
 //! `KEPT_FOR`, keyed by the tokens it hands out, and later pages are cut
 //! from it instead of listing every Space again, so a walk of N volumes
 //! costs about one full listing.
 //!
-//! The plain volume id suffices as the key: of the kept listings that
+//! The plain volume handle suffices as the key: of the kept listings that
 //! handed out a token, the newest is used, and that is never older than the
 //! walk's own first page (which handed it out too). Cutting a page at the
 //! token from any listing made since the walk began neither skips nor
@@ -15,8 +15,8 @@
 //! version of the driver) the page is cut from a fresh listing the same
 //! way. Only memory here; the listing itself is `listing`'s.
 
-use crate::handles::VolumeId;
-use crate::linode::Filesystem;
+use super::listing::Listed;
+use crate::handles::VolumeHandle;
 use crate::mutex::lock;
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -34,14 +34,14 @@ pub const MAX_WALKS: usize = 8;
 pub const MAX_KEPT_VOLUMES: usize = 25_000;
 
 /// A kept listing.
-pub type Listing = Arc<Vec<Filesystem>>;
+pub type Listing = Arc<Vec<Listed>>;
 
 struct Walk {
     id: u64,
     made: Instant,
     volumes: Listing,
     /// The tokens handed out for pages of this listing.
-    issued: HashSet<VolumeId>,
+    issued: HashSet<VolumeHandle>,
 }
 
 #[derive(Default)]
@@ -68,20 +68,20 @@ pub struct Walks {
 
 impl Walks {
     /// The newest kept listing that handed out `token`.
-    pub fn find(&self, token: VolumeId) -> Option<(WalkId, Listing)> {
+    pub fn find(&self, token: &VolumeHandle) -> Option<(WalkId, Listing)> {
         let mut kept = lock(&self.kept);
         kept.expire();
         kept.walks
             .iter()
             .rev()
-            .find(|w| w.issued.contains(&token))
+            .find(|w| w.issued.contains(token))
             .map(|w| (WalkId(w.id), w.volumes.clone()))
     }
 
     /// `next` is handed out as the token of the page after one cut from
     /// `volumes`: by walk `from`, the kept listing the page came from, or
     /// else (`None`) by a new walk over a fresh listing.
-    pub fn issue(&self, from: Option<WalkId>, volumes: &Listing, next: VolumeId) {
+    pub fn issue(&self, from: Option<WalkId>, volumes: &Listing, next: VolumeHandle) {
         let mut kept = lock(&self.kept);
         kept.expire();
         if let Some(from) = from {
@@ -117,18 +117,22 @@ impl Walks {
 mod tests {
     use super::*;
 
-    fn fs(id: u64) -> Filesystem {
-        serde_json::from_value(serde_json::json!({
-            "id": id, "space_id": 7, "label": "v", "region": "us-ord", "status": "active"
-        }))
-        .unwrap()
+    use crate::handles::VolumeId;
+
+    fn fs(id: u64) -> Listed {
+        Listed::Filesystem(Box::new(
+            serde_json::from_value(serde_json::json!({
+                "id": id, "space_id": 7, "label": "v", "region": "us-ord", "status": "active"
+            }))
+            .unwrap(),
+        ))
     }
 
-    fn vol(n: u64) -> VolumeId {
-        VolumeId {
+    fn vol(n: u64) -> VolumeHandle {
+        VolumeHandle::Filesystem(VolumeId {
             space: 7,
             filesystem: n,
-        }
+        })
     }
 
     fn listing(ids: impl IntoIterator<Item = u64>) -> Listing {
@@ -138,19 +142,19 @@ mod tests {
     #[test]
     fn a_token_finds_the_newest_listing_that_handed_it_out() {
         let walks = Walks::default();
-        assert!(walks.find(vol(3)).is_none());
+        assert!(walks.find(&vol(3)).is_none());
         let old = listing([1, 2, 3, 4]);
         walks.issue(None, &old, vol(3));
-        let (id, found) = walks.find(vol(3)).unwrap();
+        let (id, found) = walks.find(&vol(3)).unwrap();
         assert!(Arc::ptr_eq(&found, &old));
         walks.issue(Some(id), &found, vol(4));
-        assert_eq!(walks.find(vol(4)).unwrap().0, id, "the same walk");
+        assert_eq!(walks.find(&vol(4)).unwrap().0, id, "the same walk");
 
         let new = listing([1, 3, 4, 5]);
         walks.issue(None, &new, vol(3));
-        assert!(Arc::ptr_eq(&walks.find(vol(3)).unwrap().1, &new));
-        assert!(Arc::ptr_eq(&walks.find(vol(4)).unwrap().1, &old));
-        assert!(walks.find(vol(2)).is_none(), "never handed out");
+        assert!(Arc::ptr_eq(&walks.find(&vol(3)).unwrap().1, &new));
+        assert!(Arc::ptr_eq(&walks.find(&vol(4)).unwrap().1, &old));
+        assert!(walks.find(&vol(2)).is_none(), "never handed out");
     }
 
     #[test]
@@ -159,21 +163,21 @@ mod tests {
         for n in 0..MAX_WALKS as u64 + 2 {
             walks.issue(None, &listing([1]), vol(100 + n));
         }
-        assert!(walks.find(vol(100)).is_none() && walks.find(vol(101)).is_none());
-        assert!((102..100 + MAX_WALKS as u64 + 2).all(|n| walks.find(vol(n)).is_some()));
+        assert!(walks.find(&vol(100)).is_none() && walks.find(&vol(101)).is_none());
+        assert!((102..100 + MAX_WALKS as u64 + 2).all(|n| walks.find(&vol(n)).is_some()));
 
         let big = listing(0..MAX_KEPT_VOLUMES as u64 / 2 + 1);
         walks.issue(None, &big, vol(1));
         walks.issue(None, &big, vol(2));
         assert!(
-            walks.find(vol(1)).is_none(),
+            walks.find(&vol(1)).is_none(),
             "the older is evicted for size"
         );
-        assert!(walks.find(vol(2)).is_some());
+        assert!(walks.find(&vol(2)).is_some());
         walks.issue(None, &listing([1, 2, 3]), vol(3));
         walks.issue(None, &listing(0..MAX_KEPT_VOLUMES as u64 + 1), vol(3));
         assert!(
-            walks.find(vol(3)).is_none(),
+            walks.find(&vol(3)).is_none(),
             "too large to keep, and no older listing stands in"
         );
     }

@@ -306,12 +306,17 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         ca_file: None,
         request_timeout: dev.request_timeout,
     };
-    let controller = wiring::controller_service(config, &linode_config, kube_client()?, rpc)?;
-
     let mounter = Arc::new(DevMounter::new(
         LinuxMounter::new(config.nfs_mount_helper.clone(), config.nfs_mount_timeout),
         exports,
     ));
+    let controller = wiring::controller_service_with(
+        config,
+        &linode_config,
+        kube_client()?,
+        rpc,
+        mounter.clone(),
+    )?;
     let node = node::service(
         NodeDeps {
             mounter: mounter.clone(),

@@ -55,6 +55,7 @@ pub struct Setup {
     nodes: Vec<FakeNode>,
     envs: Vec<(String, String)>,
     spy: bool,
+    prefix: Vec<String>,
 }
 
 impl Default for Setup {
@@ -71,7 +72,15 @@ impl Setup {
             nodes: vec![worker("worker-1", REGION)],
             envs: Vec::new(),
             spy: false,
+            prefix: Vec::new(),
         }
+    }
+
+    /// Runs the driver as `prefix... binary`, e.g. in a mount namespace of
+    /// its own for the shared parents it mounts.
+    pub fn prefix(mut self, prefix: &[&str]) -> Setup {
+        self.prefix = prefix.iter().map(|s| s.to_string()).collect();
+        self
     }
 
     pub fn seed(mut self, f: impl FnOnce(Seed) -> Seed) -> Setup {
@@ -120,12 +129,13 @@ impl Setup {
             ("NFS_ACCESS_POLICY_MODE".to_string(), "space".to_string()),
         ];
         envs.extend(self.envs);
-        let driver = launch(&envs, &kube_url);
+        let driver = launch(&envs, &kube_url, &self.prefix);
         let client = driver.controller();
         Env {
             client,
             driver,
             envs,
+            prefix: self.prefix,
             kube_url,
             spy,
             kube,
@@ -134,8 +144,11 @@ impl Setup {
     }
 }
 
-fn launch(envs: &[(String, String)], kube_url: &str) -> Driver {
+fn launch(envs: &[(String, String)], kube_url: &str, prefix: &[String]) -> Driver {
     let mut b = Driver::builder();
+    if !prefix.is_empty() {
+        b = b.prefix(&prefix.iter().map(String::as_str).collect::<Vec<_>>());
+    }
     let kubeconfig = write_kubeconfig(b.dir(), kube_url, KUBE_TOKEN);
     b = b.env("KUBECONFIG", kubeconfig.display().to_string());
     for (k, v) in envs {
@@ -150,6 +163,7 @@ pub struct Env {
     pub client: csi_grpc::ControllerClient,
     pub driver: Driver,
     envs: Vec<(String, String)>,
+    prefix: Vec<String>,
     kube_url: String,
     pub spy: Option<KubeSpy>,
     pub kube: FakeKube,
@@ -164,7 +178,7 @@ impl Env {
             self.driver.try_exit().is_some(),
             "the old driver still runs"
         );
-        self.driver = launch(&self.envs, &self.kube_url);
+        self.driver = launch(&self.envs, &self.kube_url, &self.prefix);
         self.client = self.driver.controller();
     }
 

@@ -1,0 +1,179 @@
+//! The quotas of `subdirectory` volumes as the driver finds and makes them:
+//! a volume's quota is the one whose path is `/csi-volumes/<name>`, or
+//! `/<export>/csi-volumes/<name>` on a backend that writes the export in
+//! front (both forms match everywhere); the room a parent has left is its
+//! capacity less the maxima of its quotas (its root quota aside). A POST of
+//! the plain form that is refused is sent once more in the export form.
+//! Nothing here decides codes beyond what `Cloud` answered.
+
+use crate::handles::{DirName, SubdirId, SUBDIRECTORY_BASE};
+use crate::linode::{Cloud, Filesystem, NewQuota, Quota, WriteError};
+use crate::Error;
+
+use super::shares::export_of;
+
+/// The two paths the quota of `name` may carry on `fs`.
+fn paths(fs: &Filesystem, name: &DirName) -> (String, Option<String>) {
+    let plain = name.path_in_share();
+    let with_export = export_of(fs).map(|export| format!("{export}{plain}"));
+    (plain, with_export)
+}
+
+/// Whether `q` is the quota of volume directory `name` of `fs`.
+pub fn is_for(q: &Quota, fs: &Filesystem, name: &DirName) -> bool {
+    let (plain, with_export) = paths(fs, name);
+    q.path == plain || with_export.is_some_and(|p| q.path == p)
+}
+
+/// The quota of `name` among `quotas`, the first if (unexpectedly) several.
+pub fn of_volume<'a>(quotas: &'a [Quota], fs: &Filesystem, name: &DirName) -> Option<&'a Quota> {
+    quotas.iter().find(|q| is_for(q, fs, name))
+}
+
+/// The volume directory a quota of `fs` caps, when it is one of ours
+/// (one level under the base), in either path form.
+pub fn volume_name(q: &Quota, fs: &Filesystem) -> Option<DirName> {
+    let base = format!("/{SUBDIRECTORY_BASE}/");
+    let export = export_of(fs);
+    let inside = match export.as_deref().and_then(|e| q.path.strip_prefix(e)) {
+        Some(rest) if rest.starts_with(&base) => rest,
+        _ => q.path.as_str(),
+    };
+    DirName::parse(inside.strip_prefix(&base)?).ok()
+}
+
+/// What the quotas of `fs` promise, the root quota and `except`'s own aside.
+pub fn committed(quotas: &[Quota], fs: &Filesystem, except: &DirName) -> i64 {
+    let others: Vec<Quota> = quotas
+        .iter()
+        .filter(|q| !is_for(q, fs, except))
+        .cloned()
+        .collect();
+    promised(&others)
+}
+
+/// What `quotas` promise together, the root quota aside.
+pub fn promised(quotas: &[Quota]) -> i64 {
+    quotas
+        .iter()
+        .filter(|q| !q.is_root)
+        .map(|q| q.max_capacity_bytes.unwrap_or(0))
+        .sum()
+}
+
+/// ResourceExhausted when `asked` more bytes do not fit beside what the
+/// other quotas of `fs` promise.
+pub fn check_room(
+    quotas: &[Quota],
+    fs: &Filesystem,
+    name: &DirName,
+    asked: i64,
+) -> Result<(), Error> {
+    let Some(capacity) = fs.capacity_bytes() else {
+        return Ok(());
+    };
+    let promised = committed(quotas, fs, name);
+    if promised.saturating_add(asked) > capacity {
+        return Err(Error::ResourceExhausted(format!(
+            "shared NFS filesystem {}/{} holds {capacity} bytes and its quotas promise {promised}; {asked} more do not fit",
+            fs.space_id, fs.id
+        )));
+    }
+    Ok(())
+}
+
+/// POSTs the quota of `id`; a plain path refused as invalid is tried once
+/// more in the export form (a 400 applied nothing).
+pub fn post(
+    cloud: &dyn Cloud,
+    fs: &Filesystem,
+    id: &SubdirId,
+    max_capacity_bytes: i64,
+    max_file_count: Option<i64>,
+) -> Result<Quota, WriteError> {
+    let (plain, with_export) = paths(fs, &id.name);
+    let body = |path: String| NewQuota {
+        path,
+        max_capacity_bytes,
+        max_file_count,
+    };
+    match cloud.create_quota(id.space, id.filesystem, &body(plain)) {
+        Err(WriteError {
+            error: Error::InvalidArgument(why),
+            ..
+        }) => match with_export {
+            Some(path) => cloud
+                .create_quota(id.space, id.filesystem, &body(path))
+                .map_err(|e| WriteError {
+                    error: e
+                        .error
+                        .context(format!("(the plain path was refused: {why})")),
+                    ..e
+                }),
+            None => Err(WriteError {
+                error: Error::InvalidArgument(why),
+                maybe_applied: false,
+            }),
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fs() -> Filesystem {
+        serde_json::from_value(serde_json::json!({
+            "id": 9, "space_id": 7, "label": "team", "region": "us-ord", "status": "active",
+            "max_capacity_bytes": 100,
+            "mount_target_fqdn": "s.nfs.example:/team-9",
+        }))
+        .unwrap()
+    }
+
+    fn quota(path: &str, max: i64, root: bool) -> Quota {
+        serde_json::from_value(serde_json::json!({
+            "id": 1, "filesystem_id": 9, "path": path, "is_root": root,
+            "max_capacity_bytes": max, "status": "active",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn both_path_forms_match_and_name_the_volume() {
+        let n = DirName::parse("pvc-a").unwrap();
+        for path in ["/csi-volumes/pvc-a", "/team-9/csi-volumes/pvc-a"] {
+            let q = quota(path, 1, false);
+            assert!(is_for(&q, &fs(), &n), "{path}");
+            assert_eq!(volume_name(&q, &fs()), Some(n.clone()), "{path}");
+        }
+        for path in [
+            "/csi-volumes/pvc-a/x",
+            "/other/csi-volumes/pvc-a",
+            "/pvc-a",
+            "/",
+        ] {
+            let q = quota(path, 1, false);
+            assert!(!is_for(&q, &fs(), &n), "{path}");
+        }
+        assert_eq!(volume_name(&quota("/csi-volumes/A", 1, false), &fs()), None);
+        assert_eq!(volume_name(&quota("/data", 1, false), &fs()), None);
+    }
+
+    #[test]
+    fn room_excludes_the_root_quota_and_the_volume_itself() {
+        let n = DirName::parse("pvc-a").unwrap();
+        let quotas = vec![
+            quota("/", 100, true),
+            quota("/csi-volumes/pvc-b", 40, false),
+            quota("/team-9/csi-volumes/pvc-a", 30, false),
+        ];
+        assert_eq!(committed(&quotas, &fs(), &n), 40);
+        assert!(check_room(&quotas, &fs(), &n, 60).is_ok());
+        assert!(matches!(
+            check_room(&quotas, &fs(), &n, 61),
+            Err(Error::ResourceExhausted(_))
+        ));
+    }
+}

@@ -1,0 +1,777 @@
+//! `subdirectory` volumes through the real binary in the controller role,
+//! in a mount namespace of its own, against the fake Linode API over
+//! loopback: a shared parent filesystem seeded in Space 7, whose export is
+//! a directory of the test that the `NFS_MOUNT_HELPER` stand-in bind-mounts
+//! where the controller asks. Every test checks state: the fake's quota
+//! table and the export's directory tree after each step and each retry.
+
+mod common;
+
+use common::controller::*;
+use common::{code_of, TempDir};
+use grpcio::RpcStatusCode as Code;
+use linode_nfs_csi::fake::{FaultRule, FilesystemSeed, Lifecycle, QuotaBehaviour};
+use linode_nfs_csi::linode::{Quota, Status};
+use linode_nfs_csi::proto::csi;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+const GIB: i64 = 1 << 30;
+const PARENT: &str = "team-share";
+/// What the fake gives a seeded filesystem.
+const PARENT_CAPACITY: i64 = 100 * GIB;
+
+const P_TYPE: &str = "linodenfs.csi.linode.com/volume-type";
+const P_SHARED_ID: &str = "linodenfs.csi.linode.com/shared-filesystem-id";
+const P_SHARED_LABEL: &str = "linodenfs.csi.linode.com/shared-filesystem-label";
+const P_QUOTA: &str = "linodenfs.csi.linode.com/quota";
+const P_ON_DELETE: &str = "linodenfs.csi.linode.com/on-delete";
+const P_MODE: &str = "linodenfs.csi.linode.com/directory-mode";
+const P_MAX_FILES: &str = "linodenfs.csi.linode.com/max-files";
+
+/// `mount -t nfs4 [-o opts] host:/export target` as a bind of
+/// `$here/exports/<export>`; refuses an export that is not there, the way
+/// a server does.
+const HELPER: &str = r#"#!/bin/sh
+set -u
+here=$(dirname "$0")
+echo "$*" >> "$here/helper.log"
+shift 2
+if [ "$1" = "-o" ]; then shift 2; fi
+export_dir="$here/exports/${1##*:/}"
+if [ ! -d "$export_dir" ]; then echo "mount.nfs4: access denied by server while mounting $1" >&2; exit 32; fi
+mount --bind "$export_dir" "$2" || exit 32
+"#;
+
+/// One test's world: the controller, its fakes, the parent's export on
+/// disk and the directory its shares are mounted under.
+struct World {
+    env: Env,
+    parent: u64,
+    export: PathBuf,
+    helper_dir: TempDir,
+    _shares: TempDir,
+}
+
+fn world_with(setup: impl FnOnce(Setup) -> Setup) -> World {
+    let helper_dir = TempDir::new("subdir-helper");
+    let shares = TempDir::new("subdir-shares");
+    let helper = helper_dir.join("mount-nfs");
+    std::fs::write(&helper, HELPER).unwrap();
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let base = Setup::new()
+        .seed(|s| s.with_filesystem(FilesystemSeed::new(SPACE, PARENT, REGION)))
+        .env("NFS_MOUNT_HELPER", &helper.display().to_string())
+        .env("SHARE_MOUNT_DIR", &shares.path().display().to_string())
+        .env("VOLUME_EXPANSION", "subdirectory")
+        .prefix(&["unshare", "--mount", "--propagation", "private"]);
+    let env = setup(base).start();
+    let fs = env.filesystem(PARENT);
+    let target = fs.mount_target_fqdn.clone().expect("a mount target");
+    let export = helper_dir
+        .join("exports")
+        .join(target.rsplit_once(":/").unwrap().1);
+    std::fs::create_dir_all(&export).unwrap();
+    World {
+        env,
+        parent: fs.id,
+        export,
+        helper_dir,
+        _shares: shares,
+    }
+}
+
+fn world() -> World {
+    world_with(|s| s)
+}
+
+impl World {
+    fn class(&self, extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+        let mut p = by_id();
+        p.push((P_TYPE, "subdirectory".into()));
+        p.push((P_SHARED_ID, self.parent.to_string()));
+        p.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        p
+    }
+
+    fn create(
+        &self,
+        name: &str,
+        size: i64,
+        extra: &[(&'static str, &str)],
+    ) -> grpcio::Result<csi::Volume> {
+        let req = with_capacity(volume_req(name, &self.class(extra)), size, 0);
+        self.env.create(&req).map(|r| r.volume.unwrap())
+    }
+
+    fn create_ok(&self, name: &str, size: i64, extra: &[(&'static str, &str)]) -> csi::Volume {
+        self.create(name, size, extra)
+            .unwrap_or_else(|e| panic!("CreateVolume {name}: {e:?}\n{}", self.env.driver.logs()))
+    }
+
+    fn id(&self, name: &str) -> String {
+        format!("{SPACE}/{}/{name}", self.parent)
+    }
+
+    fn dir(&self, name: &str) -> PathBuf {
+        self.export.join("csi-volumes").join(name)
+    }
+
+    fn marker(&self, name: &str) -> PathBuf {
+        self.export.join("csi-volumes/.owners").join(name)
+    }
+
+    fn quotas(&self) -> Vec<Quota> {
+        self.env.linode.quotas()
+    }
+
+    fn quota_paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = self.quotas().into_iter().map(|q| q.path).collect();
+        paths.sort();
+        paths
+    }
+
+    /// The volume directories (markers and archive aside).
+    fn dirs(&self) -> Vec<String> {
+        names_in(&self.export.join("csi-volumes"))
+            .into_iter()
+            .filter(|n| !n.starts_with('.'))
+            .collect()
+    }
+
+    fn markers(&self) -> Vec<String> {
+        names_in(&self.export.join("csi-volumes/.owners"))
+            .into_iter()
+            .filter(|n| !n.starts_with('.'))
+            .collect()
+    }
+
+    fn quota_calls(&self, method: &str) -> usize {
+        self.env
+            .linode
+            .calls(method, "nfs/spaces/*/filesystems/*/quotas")
+            + self
+                .env
+                .linode
+                .calls(method, "nfs/spaces/*/filesystems/*/quotas/*")
+    }
+
+    fn mounts(&self) -> usize {
+        std::fs::read_to_string(self.helper_dir.join("helper.log"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+
+    fn expand(&self, id: &str, size: i64) -> grpcio::Result<csi::ControllerExpandVolumeResponse> {
+        let mut req = csi::ControllerExpandVolumeRequest::new();
+        req.volume_id = id.to_string();
+        let mut range = csi::CapacityRange::new();
+        range.required_bytes = size;
+        req.capacity_range = Some(range).into();
+        self.env.client.controller_expand_volume(&req)
+    }
+
+    fn modify(
+        &self,
+        id: &str,
+        pairs: &[(&str, &str)],
+    ) -> grpcio::Result<csi::ControllerModifyVolumeResponse> {
+        let mut req = csi::ControllerModifyVolumeRequest::new();
+        req.volume_id = id.to_string();
+        req.mutable_parameters = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.env.client.controller_modify_volume(&req)
+    }
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    names
+}
+
+fn ctx<'a>(v: &'a csi::Volume, key: &str) -> Option<&'a str> {
+    v.volume_context.get(key).map(String::as_str)
+}
+
+#[test]
+fn create_is_idempotent_and_delete_removes_directory_quota_and_marker() {
+    let w = world();
+    let v = w.create_ok("PVC-One", GIB, &[(P_MAX_FILES, "1000")]);
+    assert_eq!(v.volume_id, w.id("pvc-one"));
+    assert_eq!(v.capacity_bytes, GIB);
+    assert_eq!(ctx(&v, "volume-type"), Some("subdirectory"));
+    assert_eq!(ctx(&v, "quota"), None, "capped");
+    assert_eq!(
+        ctx(&v, "filesystem-id"),
+        Some(w.parent.to_string().as_str())
+    );
+    let parent = w.env.filesystem(PARENT);
+    assert_eq!(ctx(&v, "mount-target"), parent.mount_target_fqdn.as_deref());
+
+    let quotas = w.quotas();
+    assert_eq!(quotas.len(), 1);
+    assert_eq!(quotas[0].path, "/csi-volumes/pvc-one");
+    assert_eq!(quotas[0].max_capacity_bytes, Some(GIB));
+    assert_eq!(quotas[0].max_file_count, Some(1000));
+    assert_eq!(quotas[0].status, Status::Active);
+    assert_eq!(w.dirs(), ["pvc-one"]);
+    let mode = std::fs::metadata(w.dir("pvc-one"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o770);
+    let marker = std::fs::read_to_string(w.marker("pvc-one")).unwrap();
+    assert!(
+        marker.contains(&format!("volume-id: {}", w.id("pvc-one"))),
+        "{marker}"
+    );
+    assert!(marker.contains("csi-name: PVC-One"), "{marker}");
+
+    // A retry finds what is there; another size is another volume.
+    let again = w.create_ok("PVC-One", GIB, &[(P_MAX_FILES, "1000")]);
+    assert_eq!(again, v);
+    assert_eq!(w.quota_calls("POST"), 1);
+    assert_eq!(w.quotas().len(), 1);
+    assert_eq!(
+        err_code(w.create("PVC-One", 2 * GIB, &[])),
+        Code::ALREADY_EXISTS
+    );
+    assert_eq!(w.quotas().len(), 1);
+    assert_eq!(w.dirs(), ["pvc-one"]);
+    assert_eq!(w.mounts(), 1, "the parent is mounted once");
+
+    // Visible to ControllerGetVolume and ListVolumes.
+    let mut get = csi::ControllerGetVolumeRequest::new();
+    get.volume_id = v.volume_id.clone();
+    let got = w.env.client.controller_get_volume(&get).unwrap();
+    assert_eq!(got.volume.capacity_bytes, GIB);
+    assert!(!got.status.volume_condition.abnormal);
+    let listed = w
+        .env
+        .client
+        .list_volumes(&csi::ListVolumesRequest::new())
+        .unwrap();
+    let ids: Vec<&str> = listed
+        .entries
+        .iter()
+        .map(|e| e.volume.volume_id.as_str())
+        .collect();
+    assert_eq!(ids, [v.volume_id.as_str()]);
+
+    std::fs::write(w.dir("pvc-one").join("data"), "x").unwrap();
+    w.env.delete(&v.volume_id).unwrap();
+    assert!(w.quotas().is_empty());
+    assert!(w.dirs().is_empty());
+    assert!(w.markers().is_empty());
+    w.env.delete(&v.volume_id).unwrap();
+    assert_eq!(
+        code_of(&w.env.client.controller_get_volume(&get).unwrap_err()),
+        Code::NOT_FOUND
+    );
+}
+
+#[test]
+fn a_quota_in_error_is_rolled_back_with_its_directory() {
+    let w = world();
+    w.env.linode.set_quota_behaviour(QuotaBehaviour {
+        lifecycle: Some(Lifecycle::StickInError),
+        ..QuotaBehaviour::default()
+    });
+    let e = w.create("pvc-err", GIB, &[]).unwrap_err();
+    assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{e:?}");
+    assert!(message_of(&e).contains("quota"), "{}", message_of(&e));
+    assert!(w.quotas().is_empty());
+    assert!(w.dirs().is_empty());
+    assert!(w.markers().is_empty());
+    // A retry once the backend behaves makes it whole.
+    w.env.linode.set_quota_behaviour(QuotaBehaviour::default());
+    w.create_ok("pvc-err", GIB, &[]);
+    assert_eq!(w.quota_paths(), ["/csi-volumes/pvc-err"]);
+    assert_eq!(w.dirs(), ["pvc-err"]);
+}
+
+#[test]
+fn a_refused_or_missing_quota_fails_required_and_marks_best_effort() {
+    let w = world();
+    w.env.linode.set_quota_behaviour(QuotaBehaviour {
+        refused: true,
+        ..QuotaBehaviour::default()
+    });
+    let e = w.create("pvc-req", GIB, &[]).unwrap_err();
+    assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{e:?}");
+    assert!(message_of(&e).contains("required"), "{}", message_of(&e));
+    assert!(w.quotas().is_empty());
+    assert!(w.dirs().is_empty(), "nothing is left behind");
+    assert!(w.markers().is_empty());
+
+    let v = w.create_ok("pvc-be", GIB, &[(P_QUOTA, "best-effort")]);
+    assert_eq!(ctx(&v, "quota"), Some("absent"));
+    assert_eq!(v.capacity_bytes, GIB);
+    assert!(w.quotas().is_empty());
+    assert_eq!(w.dirs(), ["pvc-be"]);
+
+    w.env.linode.set_quota_behaviour(QuotaBehaviour {
+        missing: true,
+        ..QuotaBehaviour::default()
+    });
+    let e = w.create("pvc-none", GIB, &[]).unwrap_err();
+    assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{e:?}");
+    assert_eq!(w.dirs(), ["pvc-be"]);
+
+    // Without a quota it has nothing to grow or limit.
+    assert_eq!(
+        err_code(w.expand(&v.volume_id, 2 * GIB)),
+        Code::FAILED_PRECONDITION
+    );
+    // It is listed through its marker.
+    let listed = w
+        .env
+        .client
+        .list_volumes(&csi::ListVolumesRequest::new())
+        .unwrap();
+    assert_eq!(listed.entries.len(), 1);
+    assert_eq!(listed.entries[0].volume.volume_id, v.volume_id);
+    w.env.delete(&v.volume_id).unwrap();
+    assert!(w.dirs().is_empty() && w.markers().is_empty());
+}
+
+#[test]
+fn quota_off_makes_no_quota_call() {
+    let w = world();
+    let v = w.create_ok("pvc-off", GIB, &[(P_QUOTA, "off"), (P_MODE, "0750")]);
+    assert_eq!(ctx(&v, "quota"), Some("absent"));
+    assert_eq!(w.quota_calls("*"), 0);
+    let mode = std::fs::metadata(w.dir("pvc-off"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o750);
+}
+
+#[test]
+fn a_lost_quota_reply_is_adopted_on_retry() {
+    let w = world();
+    w.env
+        .linode
+        .inject(FaultRule::fail_after("POST", "nfs/spaces/*/filesystems/*/quotas", 500).times(1));
+    let v = w.create_ok("pvc-lost", GIB, &[]);
+    assert_eq!(v.capacity_bytes, GIB);
+    assert_eq!(w.quota_paths(), ["/csi-volumes/pvc-lost"]);
+    w.create_ok("pvc-lost", GIB, &[]);
+    assert_eq!(w.quotas().len(), 1);
+    assert_eq!(w.quota_calls("POST"), 1);
+}
+
+#[test]
+fn capacity_beyond_the_parent_is_refused_before_anything_is_made() {
+    let w = world();
+    w.create_ok("pvc-big", 60 * GIB, &[]);
+    let e = w.create("pvc-more", 41 * GIB, &[]).unwrap_err();
+    assert_eq!(code_of(&e), Code::RESOURCE_EXHAUSTED, "{e:?}");
+    assert_eq!(w.dirs(), ["pvc-big"]);
+    assert_eq!(w.quotas().len(), 1);
+    w.create_ok("pvc-more", 40 * GIB, &[]);
+
+    let mut req = csi::GetCapacityRequest::new();
+    req.parameters = params(w.class(&[]));
+    let cap = w.env.client.get_capacity(&req).unwrap();
+    assert_eq!(cap.available_capacity, PARENT_CAPACITY - 100 * GIB);
+    w.env.delete(&w.id("pvc-more")).unwrap();
+    let cap = w.env.client.get_capacity(&req).unwrap();
+    assert_eq!(cap.available_capacity, PARENT_CAPACITY - 60 * GIB);
+}
+
+#[test]
+fn delete_touches_only_what_carries_our_marker() {
+    let w = world();
+    w.create_ok("pvc-a", GIB, &[]);
+    w.create_ok("pvc-b", GIB, &[]);
+    std::fs::write(w.dir("pvc-b").join("keep"), "b").unwrap();
+    std::os::unix::fs::symlink(w.dir("pvc-b"), w.dir("pvc-a").join("to-b")).unwrap();
+    std::os::unix::fs::symlink("../pvc-b/keep", w.dir("pvc-a").join("keep-link")).unwrap();
+    let ro = w.dir("pvc-a").join("read-only");
+    std::fs::create_dir_all(ro.join("inner")).unwrap();
+    std::fs::write(ro.join("inner/file"), "x").unwrap();
+    std::fs::set_permissions(ro.join("inner"), std::fs::Permissions::from_mode(0o555)).unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+
+    w.env.delete(&w.id("pvc-a")).unwrap();
+    assert_eq!(w.dirs(), ["pvc-b"]);
+    assert_eq!(
+        std::fs::read_to_string(w.dir("pvc-b").join("keep")).unwrap(),
+        "b"
+    );
+    assert_eq!(w.quota_paths(), ["/csi-volumes/pvc-b"]);
+    assert_eq!(w.markers(), ["pvc-b"]);
+
+    // A directory the driver did not make is left alone, whatever the id says.
+    std::fs::create_dir_all(w.dir("foreign")).unwrap();
+    std::fs::write(w.dir("foreign").join("f"), "mine").unwrap();
+    let e = w.env.delete(&w.id("foreign")).unwrap_err();
+    assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{e:?}");
+    assert_eq!(
+        std::fs::read_to_string(w.dir("foreign").join("f")).unwrap(),
+        "mine"
+    );
+    // Nor is another volume's directory reached through a marker of its own.
+    let e = w.create("foreign", GIB, &[]).unwrap_err();
+    assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{e:?}");
+    assert_eq!(w.quota_paths(), ["/csi-volumes/pvc-b"]);
+}
+
+#[test]
+fn archive_and_retain_keep_the_data() {
+    let w = world();
+    w.create_ok("pvc-arch", GIB, &[(P_ON_DELETE, "archive")]);
+    w.create_ok("pvc-keep", GIB, &[(P_ON_DELETE, "retain")]);
+    std::fs::write(w.dir("pvc-arch").join("f"), "a").unwrap();
+    w.env.delete(&w.id("pvc-arch")).unwrap();
+    w.env.delete(&w.id("pvc-keep")).unwrap();
+    w.env.delete(&w.id("pvc-keep")).unwrap();
+    assert!(w.quotas().is_empty());
+    assert_eq!(w.dirs(), ["pvc-keep"]);
+    let archived = names_in(&w.export.join("csi-volumes/.archive"));
+    assert_eq!(archived.len(), 1);
+    assert!(archived[0].starts_with("pvc-arch-"), "{archived:?}");
+    let kept = w.export.join("csi-volumes/.archive").join(&archived[0]);
+    assert_eq!(std::fs::read_to_string(kept.join("f")).unwrap(), "a");
+    let listed = w
+        .env
+        .client
+        .list_volumes(&csi::ListVolumesRequest::new())
+        .unwrap();
+    assert!(listed.entries.is_empty(), "{listed:?}");
+}
+
+#[test]
+fn expansion_grows_the_quota_within_the_parent() {
+    let w = world();
+    let v = w.create_ok("pvc-grow", GIB, &[]);
+    let grown = w.expand(&v.volume_id, 2 * GIB).unwrap();
+    assert_eq!(grown.capacity_bytes, 2 * GIB);
+    assert!(!grown.node_expansion_required);
+    assert_eq!(w.quotas()[0].max_capacity_bytes, Some(2 * GIB));
+    assert_eq!(w.quotas()[0].status, Status::Active);
+    let same = w.expand(&v.volume_id, GIB).unwrap();
+    assert_eq!(same.capacity_bytes, 2 * GIB, "never shrinks");
+    assert_eq!(
+        err_code(w.expand(&v.volume_id, PARENT_CAPACITY + 1)),
+        Code::RESOURCE_EXHAUSTED
+    );
+    assert_eq!(w.quotas()[0].max_capacity_bytes, Some(2 * GIB));
+    assert_eq!(
+        err_code(w.expand(&format!("{SPACE}/{}", w.parent), 2 * GIB)),
+        Code::FAILED_PRECONDITION
+    );
+    assert_eq!(
+        err_code(w.expand(&w.id("nobody"), 2 * GIB)),
+        Code::NOT_FOUND
+    );
+    assert_eq!(err_code(w.expand("../x", 2 * GIB)), Code::NOT_FOUND);
+    assert_eq!(err_code(w.expand("", 2 * GIB)), Code::INVALID_ARGUMENT);
+}
+
+#[test]
+fn max_files_is_the_mutable_key_of_a_subdirectory_volume() {
+    let w = world();
+    let v = w.create_ok("pvc-files", GIB, &[]);
+    assert_eq!(w.quotas()[0].max_file_count, None);
+    w.modify(&v.volume_id, &[(P_MAX_FILES, "500")]).unwrap();
+    assert_eq!(w.quotas()[0].max_file_count, Some(500));
+    assert_eq!(w.quotas()[0].status, Status::Active);
+    for key in [P_TAGS, P_SQUASH] {
+        let value = if key == P_SQUASH { "none" } else { "a" };
+        assert_eq!(
+            err_code(w.modify(&v.volume_id, &[(key, value)])),
+            Code::INVALID_ARGUMENT,
+            "{key}"
+        );
+    }
+    let fs = w.env.create_ok("pvc-whole");
+    assert_eq!(
+        err_code(w.modify(&fs.volume_id, &[(P_MAX_FILES, "5")])),
+        Code::INVALID_ARGUMENT
+    );
+}
+
+#[test]
+fn whole_filesystem_keys_and_copies_are_refused() {
+    let w = world();
+    for key in [P_TAGS, P_SQUASH] {
+        let e = w.create("pvc-x", GIB, &[(key, "none")]).unwrap_err();
+        assert_eq!(code_of(&e), Code::INVALID_ARGUMENT);
+        assert!(message_of(&e).contains(key), "{}", message_of(&e));
+    }
+    let v = w.create_ok("pvc-src", GIB, &[]);
+    let e = w
+        .env
+        .client
+        .create_snapshot(&snapshot_req("snap", &v.volume_id))
+        .unwrap_err();
+    assert_eq!(code_of(&e), Code::FAILED_PRECONDITION);
+    assert!(
+        message_of(&e).contains("whole shared filesystem"),
+        "{}",
+        message_of(&e)
+    );
+    let clone = from_snapshot(volume_req("pvc-clone", &w.class(&[])), "7/1/2");
+    assert_eq!(err_code(w.env.create(&clone)), Code::FAILED_PRECONDITION);
+    // A source that cannot exist is NotFound first, as csi-sanity expects.
+    let missing = from_snapshot(volume_req("pvc-clone", &w.class(&[])), "no-such-snapshot");
+    assert_eq!(err_code(w.env.create(&missing)), Code::NOT_FOUND);
+    let mut of_volume = volume_req("pvc-clone", &by_id());
+    let mut src = csi::VolumeContentSource::new();
+    let mut vol = csi::volume_content_source::VolumeSource::new();
+    vol.volume_id = v.volume_id.clone();
+    src.set_volume(vol);
+    of_volume.volume_content_source = Some(src).into();
+    assert_eq!(
+        err_code(w.env.create(&of_volume)),
+        Code::FAILED_PRECONDITION
+    );
+    assert_eq!(w.dirs(), ["pvc-src"]);
+}
+
+#[test]
+fn a_parent_by_label_must_exist_and_not_be_a_volume() {
+    let w = world();
+    let by_label = |label: &str| {
+        let mut p = by_id();
+        p.push((P_TYPE, "subdirectory".into()));
+        p.push((P_SHARED_LABEL, label.to_string()));
+        p
+    };
+    let v = w
+        .env
+        .create(&volume_req("pvc-label", &by_label(PARENT)))
+        .unwrap()
+        .volume
+        .unwrap();
+    assert_eq!(v.volume_id, w.id("pvc-label"));
+    assert_eq!(
+        err_code(w.env.create(&volume_req("pvc-n", &by_label("nope")))),
+        Code::NOT_FOUND
+    );
+    // A volume of the driver is never anyone's parent.
+    w.env.create_ok("pvc-whole");
+    assert_eq!(
+        err_code(w.env.create(&volume_req("pvc-in", &by_label("pvc-whole")))),
+        Code::FAILED_PRECONDITION
+    );
+    assert_eq!(w.dirs(), ["pvc-label"]);
+}
+
+#[test]
+fn a_restarted_controller_mounts_the_parent_again_and_deletes() {
+    let mut w = world();
+    let v = w.create_ok("pvc-restart", GIB, &[]);
+    w.env.driver.signal(libc::SIGKILL);
+    w.env.driver.wait_exit(std::time::Duration::from_secs(10));
+    w.env.restart();
+    let listed = w
+        .env
+        .client
+        .list_volumes(&csi::ListVolumesRequest::new())
+        .unwrap();
+    assert_eq!(listed.entries.len(), 1, "found through its mounted parent");
+    w.env.delete(&v.volume_id).unwrap();
+    assert!(w.quotas().is_empty() && w.dirs().is_empty() && w.markers().is_empty());
+    assert_eq!(w.mounts(), 2);
+}
+
+#[test]
+fn expand_volume_is_advertised_only_when_configured() {
+    let has_expand = |env: &Env| {
+        env.client
+            .controller_get_capabilities(&csi::ControllerGetCapabilitiesRequest::new())
+            .unwrap()
+            .capabilities
+            .iter()
+            .any(|c| {
+                c.rpc().type_.value()
+                    == csi::controller_service_capability::rpc::Type::EXPAND_VOLUME as i32
+            })
+    };
+    let online = |env: &Env| {
+        env.driver
+            .identity()
+            .get_plugin_capabilities(&csi::GetPluginCapabilitiesRequest::new())
+            .unwrap()
+            .capabilities
+            .iter()
+            .filter(|c| c.has_volume_expansion())
+            .map(|c| c.volume_expansion().type_.value())
+            .collect::<Vec<i32>>()
+    };
+    let w = world();
+    assert!(has_expand(&w.env));
+    assert_eq!(
+        online(&w.env),
+        [csi::plugin_capability::volume_expansion::Type::ONLINE as i32]
+    );
+    let plain = Setup::new().start();
+    assert!(!has_expand(&plain));
+    assert!(online(&plain).is_empty());
+    let mut req = csi::ControllerExpandVolumeRequest::new();
+    req.volume_id = "7/1/x".into();
+    assert_eq!(
+        code_of(&plain.client.controller_expand_volume(&req).unwrap_err()),
+        Code::UNIMPLEMENTED
+    );
+}
+
+#[test]
+fn a_backend_that_wants_the_export_in_quota_paths_gets_it() {
+    let w = world();
+    w.env.linode.set_quota_behaviour(QuotaBehaviour {
+        path_with_export: true,
+        ..QuotaBehaviour::default()
+    });
+    let v = w.create_ok("pvc-exp", GIB, &[]);
+    let export = w.export.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(w.quota_paths(), [format!("/{export}/csi-volumes/pvc-exp")]);
+    // Found again in that form: a retry, a growth, a delete.
+    w.create_ok("pvc-exp", GIB, &[]);
+    assert_eq!(w.quotas().len(), 1);
+    assert_eq!(
+        w.expand(&v.volume_id, 2 * GIB).unwrap().capacity_bytes,
+        2 * GIB
+    );
+    w.env.delete(&v.volume_id).unwrap();
+    assert!(w.quotas().is_empty() && w.dirs().is_empty());
+}
+
+#[test]
+fn list_pages_through_directory_volumes_and_reports_their_condition() {
+    let w = world();
+    let whole = w.env.create_ok("pvc-whole");
+    let a = w.create_ok("pvc-a", GIB, &[]);
+    let b = w.create_ok("pvc-b", GIB, &[]);
+    let list = |token: &str| {
+        let mut req = csi::ListVolumesRequest::new();
+        req.max_entries = 1;
+        req.starting_token = token.to_string();
+        w.env.client.list_volumes(&req).unwrap()
+    };
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = list(&token);
+        assert_eq!(page.entries.len(), 1);
+        seen.push(page.entries[0].volume.volume_id.clone());
+        if page.next_token.is_empty() {
+            break;
+        }
+        token = page.next_token;
+    }
+    assert_eq!(
+        seen,
+        [whole.volume_id, a.volume_id.clone(), b.volume_id.clone()]
+    );
+    // A token naming a directory volume is good for a fresh walk too.
+    let mut fresh = csi::ListVolumesRequest::new();
+    fresh.starting_token = b.volume_id.clone();
+    let rest = w.env.client.list_volumes(&fresh).unwrap();
+    assert_eq!(rest.entries.len(), 1);
+    assert_eq!(rest.entries[0].volume.volume_id, b.volume_id);
+
+    let quota = w
+        .quotas()
+        .into_iter()
+        .find(|q| q.path.ends_with("pvc-a"))
+        .unwrap();
+    assert!(w.env.linode.set_quota_usage(quota.id, 2 * GIB, 10));
+    let mut get = csi::ControllerGetVolumeRequest::new();
+    get.volume_id = a.volume_id.clone();
+    let got = w.env.client.controller_get_volume(&get).unwrap();
+    assert!(got.status.volume_condition.abnormal);
+    assert!(
+        got.status.volume_condition.message.contains("exceeded"),
+        "{}",
+        got.status.volume_condition.message
+    );
+    let all = w
+        .env
+        .client
+        .list_volumes(&csi::ListVolumesRequest::new())
+        .unwrap();
+    let abnormal: Vec<&str> = all
+        .entries
+        .iter()
+        .filter(|e| e.status.volume_condition.abnormal)
+        .map(|e| e.volume.volume_id.as_str())
+        .collect();
+    assert_eq!(abnormal, [a.volume_id.as_str()]);
+}
+
+#[test]
+fn validate_confirms_only_what_holds_for_a_directory_volume() {
+    let w = world();
+    let v = w.create_ok("pvc-val", GIB, &[]);
+    let validate = |params: Vec<(&'static str, String)>, ctx: &[(&str, &str)]| {
+        let mut req = csi::ValidateVolumeCapabilitiesRequest::new();
+        req.volume_id = v.volume_id.clone();
+        req.volume_capabilities = vec![mount_cap(Mode::MULTI_NODE_MULTI_WRITER)];
+        req.parameters = common::controller::params(params);
+        req.volume_context = ctx
+            .iter()
+            .map(|(k, val)| (k.to_string(), val.to_string()))
+            .collect();
+        w.env.client.validate_volume_capabilities(&req).unwrap()
+    };
+    assert!(validate(w.class(&[]), &[("volume-type", "subdirectory")])
+        .confirmed
+        .is_some());
+    assert!(validate(vec![], &[]).confirmed.is_some());
+    let whole = validate(by_id(), &[]);
+    assert!(whole.confirmed.is_none() && !whole.message.is_empty());
+    let ctx = validate(vec![], &[("quota", "absent")]);
+    assert!(ctx.confirmed.is_none(), "it has a quota");
+    let mut req = csi::ValidateVolumeCapabilitiesRequest::new();
+    req.volume_id = w.id("nobody");
+    req.volume_capabilities = vec![mount_cap(Mode::MULTI_NODE_MULTI_WRITER)];
+    assert_eq!(
+        code_of(&w.env.client.validate_volume_capabilities(&req).unwrap_err()),
+        Code::NOT_FOUND
+    );
+}
+
+#[test]
+fn a_create_cut_short_by_its_wait_is_finished_by_a_retry_after_a_restart() {
+    let mut w = world_with(|s| s.wait_timeout("1s"));
+    w.env.linode.set_quota_behaviour(QuotaBehaviour {
+        lifecycle: Some(Lifecycle::NeverActive),
+        ..QuotaBehaviour::default()
+    });
+    let e = w.create("pvc-slow", GIB, &[]).unwrap_err();
+    assert_eq!(code_of(&e), Code::DEADLINE_EXCEEDED, "{e:?}");
+    // Nothing handed out, nothing lost: the directory keeps its quota.
+    assert_eq!(w.quota_paths(), ["/csi-volumes/pvc-slow"]);
+    assert_eq!(w.quotas()[0].status, Status::Updating);
+    assert_eq!(w.dirs(), ["pvc-slow"]);
+    assert_eq!(w.markers(), ["pvc-slow"]);
+
+    w.env.driver.signal(libc::SIGKILL);
+    w.env.driver.wait_exit(std::time::Duration::from_secs(10));
+    w.env.restart();
+    w.env.linode.set_quota_behaviour(QuotaBehaviour::default());
+    let v = w.create_ok("pvc-slow", GIB, &[]);
+    assert_eq!(v.capacity_bytes, GIB);
+    assert_eq!(w.quotas().len(), 1);
+    assert_eq!(w.quotas()[0].status, Status::Active);
+    assert_eq!(
+        w.quota_calls("POST"),
+        1,
+        "the quota was found, not made again"
+    );
+    assert_eq!(w.dirs(), ["pvc-slow"]);
+}
