@@ -57,6 +57,12 @@ impl Exports {
         })
     }
 
+    /// The directory at absolute `path` inside `export`, confined to it.
+    fn inside(&self, export: &str, path: &str) -> Option<PathBuf> {
+        let below = segments(path.strip_prefix('/')?)?;
+        confined(&self.export_dir(export).ok()?, &below).ok()
+    }
+
     /// The directory of an export path such as `/pvc-1-12d`.
     fn export_dir(&self, export: &str) -> Result<PathBuf> {
         let name = export.strip_prefix('/').unwrap_or(export);
@@ -142,14 +148,6 @@ impl ExportContent for Exports {
         tree_usage(&dir)
             .map_err(|e| log::warn!("dev: usage of {}: {e}", dir.display()))
             .ok()
-    }
-}
-
-impl Exports {
-    /// The directory at absolute `path` inside `export`, confined to it.
-    fn inside(&self, export: &str, path: &str) -> Option<PathBuf> {
-        let below = segments(path.strip_prefix('/')?)?;
-        confined(&self.export_dir(export).ok()?, &below).ok()
     }
 }
 
