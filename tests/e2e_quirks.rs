@@ -6,7 +6,8 @@
 //! endpoint node mode and squash, capacity in `stats` the sizes reported,
 //! Go nulls the policy round trips of node mode, and 408s and nginx pages
 //! among injected faults every call (run together with the other three, as
-//! csi-sanity runs them).
+//! csi-sanity runs them). The quota variants are checked at the API level,
+//! with the seeded shared parent and the usage sampled from its export.
 
 mod common;
 mod e2e_support;
@@ -14,7 +15,13 @@ mod e2e_support;
 use common::code_of;
 use e2e_support::*;
 use grpcio::RpcStatusCode;
+use linode_nfs_csi::dev::{DEV_LINODE_TOKEN, DEV_SHARED_LABEL, DEV_SPACE_ID};
+use linode_nfs_csi::linode::{
+    Cloud, LinodeCloud, LinodeSettings, NewQuota, Quota, Status, WriteError,
+};
 use linode_nfs_csi::proto::csi;
+use linode_nfs_csi::Error;
+use std::path::PathBuf;
 
 const FOREIGN: [&str; 3] = ["foreign-a", "foreign-b", "foreign-c"];
 
@@ -294,5 +301,284 @@ fn dev_mode_refuses_contradicting_or_unknown_quirks() {
         assert!(!out.status.success(), "{quirks}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("DEV_QUIRKS"), "{quirks}: {stderr}");
+    }
+}
+
+// --- the quota variants, at the API level ----------------------------------
+//
+// Until the driver makes subdirectory volumes, what a user of each quota
+// quirk sees is the fake's answers: the real client talks to the fake
+// Linode API dev mode runs (its URL is in the log), and the checks read the
+// quota table dev mode persists and the emulated export on disk.
+
+/// Dev mode with `quirks`, the real client on its fake Linode API, the
+/// shared parent's id and its export directory.
+struct QuotaDev {
+    state: StateDir,
+    dev: Dev,
+    cloud: LinodeCloud,
+    fs: u64,
+    export: String,
+    export_dir: PathBuf,
+}
+
+impl QuotaDev {
+    fn start(tag: &str, quirks: &str) -> QuotaDev {
+        let state = StateDir::new(tag);
+        let dev = Dev::start(&state, &[("DEV_QUIRKS", quirks)]);
+        let cloud = linode_of(&dev);
+        let (fs, export) = state.shared_parent();
+        let export_dir = state.path().join("exports").join(&export[1..]);
+        QuotaDev {
+            state,
+            dev,
+            cloud,
+            fs,
+            export,
+            export_dir,
+        }
+    }
+
+    fn mkdir(&self, path: &str) -> PathBuf {
+        let dir = self.export_dir.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn create(&self, path: &str) -> Result<Quota, WriteError> {
+        self.cloud.create_quota(
+            DEV_SPACE_ID,
+            self.fs,
+            &NewQuota {
+                path: path.to_string(),
+                max_capacity_bytes: 1 << 20,
+                max_file_count: Some(10),
+            },
+        )
+    }
+
+    fn get(&self, id: u64) -> Quota {
+        self.cloud.get_quota(DEV_SPACE_ID, self.fs, id).unwrap()
+    }
+
+    /// `(path, phase)` of every quota in the persisted table.
+    fn table(&self) -> Vec<(String, String)> {
+        let state = self.state.linode();
+        let mut rows: Vec<(String, String)> = state["quotas"]
+            .as_object()
+            .unwrap_or_else(|| panic!("no quota table in {state}"))
+            .values()
+            .map(|q| {
+                (
+                    q["path"].as_str().unwrap().to_string(),
+                    q["phase"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        rows.sort();
+        rows
+    }
+}
+
+/// The real client on the fake Linode API of `dev`.
+fn linode_of(dev: &Dev) -> LinodeCloud {
+    let logs = dev.driver.logs();
+    let url = logs
+        .lines()
+        .find_map(|l| l.split("dev: the fake Linode API serves ").nth(1))
+        .unwrap_or_else(|| panic!("no fake Linode URL in the log:\n{logs}"))
+        .trim()
+        .to_string();
+    LinodeCloud::new(LinodeSettings {
+        base_url: url,
+        ..LinodeSettings::new(DEV_LINODE_TOKEN)
+    })
+    .unwrap()
+}
+
+#[track_caller]
+fn refused_path(r: Result<Quota, WriteError>) {
+    match r {
+        Err(e) => {
+            assert!(matches!(e.error, Error::InvalidArgument(_)), "{e}");
+            assert!(e.error.message().contains("[path]"), "{e}");
+            assert!(!e.maybe_applied, "{e}");
+        }
+        Ok(q) => panic!("quota {q:?} made"),
+    }
+}
+
+#[test]
+fn dev_mode_seeds_an_unmarked_shared_parent_with_its_export() {
+    let q = QuotaDev::start("e2e-quota-parent", "");
+    let shared: Vec<_> = q
+        .cloud
+        .list_filesystems(DEV_SPACE_ID)
+        .unwrap()
+        .into_iter()
+        .filter(|f| f.label == DEV_SHARED_LABEL)
+        .collect();
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    assert_eq!(shared[0].id, q.fs);
+    assert_eq!(shared[0].status, Status::Active);
+    assert_eq!(shared[0].capacity_bytes(), Some(10 << 30));
+    assert!(shared[0].tags.is_empty(), "{:?}", shared[0].tags);
+    assert!(q.export_dir.is_dir(), "{}", q.export_dir.display());
+    assert!(list(&q.dev).is_empty(), "the parent is no volume");
+    assert!(q.cloud.list_quotas(DEV_SPACE_ID, q.fs).unwrap().is_empty());
+}
+
+#[test]
+fn quota_usage_is_what_the_export_directory_holds() {
+    let q = QuotaDev::start("e2e-quota-usage", "");
+    let quota = q.create("/csi-volumes/u").unwrap();
+    let unsampled = q.get(quota.id);
+    assert_eq!(
+        (unsampled.used_capacity_bytes, unsampled.collected_at),
+        (None, None),
+        "no directory yet"
+    );
+    let dir = q.mkdir("/csi-volumes/u");
+    let sibling = q.mkdir("/csi-volumes/sibling");
+    std::fs::write(sibling.join("big"), vec![0u8; 4 << 20]).unwrap();
+    std::fs::write(dir.join("a"), vec![0u8; 1000]).unwrap();
+    std::os::unix::fs::symlink("../sibling", dir.join("escape")).unwrap();
+    std::os::unix::fs::symlink(&sibling, dir.join("absolute")).unwrap();
+    let used = q.get(quota.id);
+    // The directory, `a` and the two links: never what they point at.
+    assert_eq!(used.used_capacity_bytes, Some(1000));
+    assert_eq!(used.used_file_count, Some(4));
+    assert!(used.collected_at.is_some());
+    assert!(!used.quota_exceeded);
+
+    std::fs::write(dir.join("b"), vec![0u8; 1 << 20]).unwrap();
+    let over = q.get(quota.id);
+    assert_eq!(over.used_capacity_bytes, Some(1000 + (1 << 20)));
+    assert!(over.quota_exceeded, "{over:?}");
+}
+
+#[test]
+fn no_quotas_answers_every_quota_call_as_a_backend_without_the_api() {
+    let q = QuotaDev::start("e2e-quota-none", "no-quotas");
+    assert!(matches!(
+        q.cloud.list_quotas(DEV_SPACE_ID, q.fs),
+        Err(Error::Unimplemented(_))
+    ));
+    let e = q.create("/csi-volumes/a").unwrap_err();
+    assert!(matches!(e.error, Error::Unimplemented(_)), "{e}");
+    assert!(q.table().is_empty());
+    assert_eq!(q.state.linode()["quota_behaviour"]["missing"], true);
+}
+
+#[test]
+fn quota_refused_refuses_every_post() {
+    let q = QuotaDev::start("e2e-quota-refused", "quota-refused");
+    q.mkdir("/csi-volumes/a");
+    refused_path(q.create("/csi-volumes/a"));
+    assert!(q.table().is_empty());
+    assert!(q.cloud.list_quotas(DEV_SPACE_ID, q.fs).unwrap().is_empty());
+}
+
+#[test]
+fn quota_needs_directory_refuses_a_path_the_export_does_not_hold() {
+    let q = QuotaDev::start("e2e-quota-dir", "quota-needs-directory");
+    refused_path(q.create("/csi-volumes/a"));
+    assert!(q.table().is_empty());
+    let a = q.mkdir("/csi-volumes/a");
+    // A link to a sibling, or out of the export, is no directory.
+    std::os::unix::fs::symlink("a", a.with_file_name("to-a")).unwrap();
+    std::os::unix::fs::symlink("/tmp", a.with_file_name("to-tmp")).unwrap();
+    refused_path(q.create("/csi-volumes/to-a"));
+    refused_path(q.create("/csi-volumes/to-tmp"));
+    let quota = q.create("/csi-volumes/a").unwrap();
+    assert_eq!(quota.path, "/csi-volumes/a");
+    assert_eq!(
+        q.table(),
+        vec![("/csi-volumes/a".to_string(), "Creating".to_string())]
+    );
+}
+
+#[test]
+fn quota_path_with_export_wants_and_shows_the_export_in_front() {
+    let q = QuotaDev::start("e2e-quota-export", "quota-path-with-export");
+    refused_path(q.create("/csi-volumes/a"));
+    let prefixed = format!("{}/csi-volumes/a", q.export);
+    let quota = q.create(&prefixed).unwrap();
+    assert_eq!(quota.path, prefixed);
+    assert_eq!(q.get(quota.id).path, prefixed);
+    let found = q
+        .cloud
+        .find_quotas_by_path(DEV_SPACE_ID, q.fs, &prefixed)
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    // Stored inside the filesystem, as the other variants store it.
+    assert_eq!(q.table()[0].0, "/csi-volumes/a");
+}
+
+#[test]
+fn quota_stuck_updating_never_turns_active() {
+    let q = QuotaDev::start("e2e-quota-stuck", "quota-stuck-updating");
+    let quota = q.create("/csi-volumes/a").unwrap();
+    // No activation delay: any read after the POST would show it settled.
+    for _ in 0..3 {
+        assert_eq!(q.get(quota.id).status, Status::Updating);
+    }
+    assert_eq!(q.table()[0].1, "Creating");
+}
+
+#[test]
+fn quota_error_turns_every_quota_error() {
+    let q = QuotaDev::start("e2e-quota-error", "quota-error");
+    let quota = q.create("/csi-volumes/a").unwrap();
+    assert_eq!(q.get(quota.id).status, Status::Error);
+    assert_eq!(q.table()[0].1, "Error");
+}
+
+#[test]
+fn quota_limit_refuses_the_quota_past_it_and_a_restart_without_it_lifts_it() {
+    let state_tag = "e2e-quota-limit";
+    let mut q = QuotaDev::start(state_tag, "quota-limit=2");
+    q.create("/csi-volumes/a").unwrap();
+    q.create("/csi-volumes/b").unwrap();
+    let e = q.create("/csi-volumes/c").unwrap_err();
+    assert!(matches!(e.error, Error::InvalidArgument(_)), "{e}");
+    assert_eq!(q.table().len(), 2);
+    assert_eq!(q.state.linode()["quota_behaviour"]["limit"], 2);
+
+    q.dev.driver.signal(libc::SIGKILL);
+    q.dev.driver.wait_exit(std::time::Duration::from_secs(10));
+    q.dev = Dev::start(&q.state, &[]);
+    q.cloud = linode_of(&q.dev);
+    q.create("/csi-volumes/c").unwrap();
+    assert_eq!(q.table().len(), 3, "the table survives, the limit does not");
+}
+
+#[test]
+fn dev_mode_refuses_contradicting_quota_quirks() {
+    for (quirks, names) in [
+        (
+            "no-quotas,quota-needs-directory",
+            ["no-quotas", "quota-needs-directory"],
+        ),
+        (
+            "quota-stuck-updating,quota-error",
+            ["quota-stuck-updating", "quota-error"],
+        ),
+        ("quota-limit=two", ["quota-limit", "quota-limit=3"]),
+    ] {
+        let state = StateDir::new("e2e-quota-bad");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_linode-nfs-csi"))
+            .arg("dev")
+            .env("DEV_STATE_DIR", state.path())
+            .env("DEV_QUIRKS", quirks)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{quirks}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("DEV_QUIRKS"), "{quirks}: {stderr}");
+        assert!(
+            names.iter().all(|n| stderr.contains(n)),
+            "{quirks}: {stderr}"
+        );
     }
 }

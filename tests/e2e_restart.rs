@@ -1,8 +1,10 @@
 //! Process restarts. A controller killed (SIGKILL) while CreateVolume waits
 //! for a slow backend leaves its filesystem behind in the backend; the next
 //! process on the same state must hand the retried CreateVolume that same
-//! filesystem, never a second one. And SIGTERM on a dev process with live
-//! mounts exits 0 having unmounted everything and removed its state dir.
+//! filesystem, never a second one. A filesystem that turned active while no
+//! process ran, or whose export directory a kill lost, is served by the
+//! next one. And SIGTERM on a dev process with live mounts exits 0 having
+//! unmounted everything and removed its state dir.
 
 mod common;
 mod e2e_support;
@@ -254,4 +256,92 @@ fn sigterm_unmounts_everything_and_removes_the_state_dir() {
         !inside.exists(),
         "the state dir is still there inside the namespace"
     );
+}
+
+/// The export directory of filesystem `fs_id`, on the host.
+fn export_dir(state: &StateDir, fs_id: u64, label: &str) -> PathBuf {
+    state
+        .path()
+        .join("exports")
+        .join(format!("{label}-{fs_id:x}"))
+}
+
+/// A filesystem that turns active while no process runs turns active in
+/// the next one before anything else happens there: its export directory
+/// must be made all the same (the chaos seed 1796166316090672776 staged such
+/// a volume into "No such file or directory").
+#[test]
+fn a_filesystem_that_turned_active_while_killed_is_served_after_the_restart() {
+    let state = StateDir::new("e2e-kill-activated");
+    let mut first = Dev::start(&state, &[("DEV_ACTIVATION_DELAY", "1s")]);
+    let req = create_req("pvc-activated", GIB);
+    let controller = first.another_controller();
+    let pending = {
+        let req = req.clone();
+        std::thread::spawn(move || controller.create_volume_opt(&req, call()))
+    };
+    eventually(
+        "the fake to hold the new filesystem",
+        Duration::from_secs(10),
+        || state.filesystems().len() == 1,
+    );
+    let (fs_id, _, phase) = state.filesystems().remove(0);
+    assert_eq!(phase, "Creating", "killed too late to prove anything");
+    first.driver.signal(libc::SIGKILL);
+    first.driver.wait_exit(Duration::from_secs(10));
+    assert!(pending.join().unwrap().is_err());
+    drop(first);
+    // Past the moment the fake turns it active, as the file says.
+    let due = state.linode()["filesystems"][fs_id.to_string()]["transition_at"]
+        .as_u64()
+        .unwrap();
+    eventually(
+        "the activation time to pass",
+        Duration::from_secs(10),
+        || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64
+                > due
+        },
+    );
+    assert!(!export_dir(&state, fs_id, "pvc-activated").exists());
+
+    let second = Dev::start(&state, &[("DEV_ACTIVATION_DELAY", "1s")]);
+    assert!(export_dir(&state, fs_id, "pvc-activated").is_dir());
+    let volume = create_volume(&second, "pvc-activated", GIB);
+    assert_eq!(volume.volume_id, format!("1/{fs_id}"));
+    let staging = state.staging(&volume.volume_id);
+    let pod = state.target("pod", &volume.volume_id);
+    mount(&second, &volume, &staging, &[&pod]);
+    second.write(&pod.join("f"), "ok").unwrap();
+    unmount(&second, &volume.volume_id, &staging, &[&pod]);
+    delete_volume(&second, &volume.volume_id);
+}
+
+/// A process killed after the state file recorded a filesystem active but
+/// before its directory was made (the directory is gone here): the next
+/// process makes it, so the volume stages.
+#[test]
+fn a_restart_makes_the_export_directory_of_every_active_filesystem() {
+    let state = StateDir::new("e2e-kill-export");
+    let mut first = Dev::start(&state, &[]);
+    let volume = create_volume(&first, "pvc-exported", GIB);
+    let (fs_id, label, _) = state.filesystems().remove(0);
+    let dir = export_dir(&state, fs_id, &label);
+    assert!(dir.is_dir());
+    first.driver.signal(libc::SIGKILL);
+    first.driver.wait_exit(Duration::from_secs(10));
+    drop(first);
+    std::fs::remove_dir(&dir).unwrap();
+
+    let second = Dev::start(&state, &[]);
+    assert!(dir.is_dir(), "{} not made again", dir.display());
+    let (_, shared) = state.shared_parent();
+    assert!(state.path().join("exports").join(&shared[1..]).is_dir());
+    let staging = state.staging(&volume.volume_id);
+    mount(&second, &volume, &staging, &[]);
+    unmount(&second, &volume.volume_id, &staging, &[]);
+    delete_volume(&second, &volume.volume_id);
 }

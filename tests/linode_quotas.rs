@@ -1,18 +1,20 @@
 //! The real `LinodeCloud`'s quota calls against the fake Linode API over
 //! loopback HTTP: create → `updating` → `active`, update, delete, the 404s,
 //! pagination, the path filter, a backend without the quota API told apart
-//! from a missing filesystem, each quota variant's answer, and the quota
-//! table surviving a restart of the fake.
+//! from a missing filesystem, each quota variant's answer, a quota that
+//! needs its directory, usage sampled from the exports' content, and the
+//! quota table surviving a restart of the fake.
 
 mod common;
 
 use linode_nfs_csi::fake::{
-    FakeLinode, FilesystemSeed, Lifecycle, QuotaBehaviour, Seed, SpaceSeed,
+    DirUsage, ExportContent, FakeLinode, FilesystemSeed, Lifecycle, QuotaBehaviour, Seed, SpaceSeed,
 };
 use linode_nfs_csi::linode::{
     Cloud, LinodeCloud, LinodeSettings, NewQuota, QuotaUpdate, RetryPolicy, Status,
 };
 use linode_nfs_csi::Error;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn seed() -> Seed {
@@ -255,4 +257,131 @@ fn quotas_survive_a_restart_of_the_fake() {
     let q = cloud.get_quota(7, fs, id).unwrap();
     assert_eq!(q.path, "/kept");
     assert_eq!(q.status, Status::Active);
+}
+
+/// Exports as a table: the directories that exist, and their usage.
+#[derive(Default)]
+struct Content {
+    dirs: std::sync::Mutex<std::collections::BTreeMap<(String, String), DirUsage>>,
+}
+
+impl Content {
+    fn add(&self, export: &str, path: &str, bytes: i64, files: i64) {
+        self.dirs.lock().unwrap().insert(
+            (export.to_string(), path.to_string()),
+            DirUsage { bytes, files },
+        );
+    }
+}
+
+impl ExportContent for Content {
+    fn is_directory(&self, export: &str, path: &str) -> bool {
+        self.usage(export, path).is_some()
+    }
+
+    fn usage(&self, export: &str, path: &str) -> Option<DirUsage> {
+        self.dirs
+            .lock()
+            .unwrap()
+            .get(&(export.to_string(), path.to_string()))
+            .copied()
+    }
+}
+
+fn export_of(fake: &FakeLinode) -> String {
+    fake.active_exports()[0].clone()
+}
+
+#[test]
+fn a_quota_needing_its_directory_is_refused_until_the_export_has_it() {
+    let fake = FakeLinode::start(seed()).unwrap();
+    let cloud = client(&fake);
+    let fs = fs_id(&fake);
+    fake.set_quota_behaviour(QuotaBehaviour {
+        needs_directory: true,
+        ..QuotaBehaviour::default()
+    });
+    // Nobody answers for the files: no directory exists.
+    let e = cloud
+        .create_quota(7, fs, &new_quota("/csi-volumes/a"))
+        .unwrap_err();
+    assert!(matches!(e.error, Error::InvalidArgument(_)), "{e}");
+    assert!(e.error.message().contains("[path]"), "{e}");
+    assert!(!e.maybe_applied);
+
+    let content = Arc::new(Content::default());
+    fake.set_export_content(content.clone());
+    assert!(cloud
+        .create_quota(7, fs, &new_quota("/csi-volumes/a"))
+        .is_err());
+    content.add(&export_of(&fake), "/csi-volumes/a", 0, 1);
+    let q = cloud
+        .create_quota(7, fs, &new_quota("/csi-volumes/a"))
+        .unwrap();
+    assert_eq!(q.path, "/csi-volumes/a");
+    assert_eq!(fake.quotas().len(), 1);
+
+    // Under the export-path variant too, the directory is the plain path.
+    fake.set_quota_behaviour(QuotaBehaviour {
+        needs_directory: true,
+        path_with_export: true,
+        ..QuotaBehaviour::default()
+    });
+    let export = export_of(&fake);
+    let prefixed = |p: &str| new_quota(&format!("{export}{p}"));
+    assert!(cloud
+        .create_quota(7, fs, &prefixed("/csi-volumes/b"))
+        .is_err());
+    content.add(&export, "/csi-volumes/b", 0, 1);
+    cloud
+        .create_quota(7, fs, &prefixed("/csi-volumes/b"))
+        .unwrap();
+    assert_eq!(fake.quotas().len(), 2);
+}
+
+#[test]
+fn usage_is_sampled_from_the_export_on_every_read() {
+    let fake = FakeLinode::start(seed()).unwrap();
+    let cloud = client(&fake);
+    let fs = fs_id(&fake);
+    let q = cloud
+        .create_quota(7, fs, &new_quota("/csi-volumes/u"))
+        .unwrap();
+    // The plain fake shows what a test set.
+    assert!(fake.set_quota_usage(q.id, 5, 2));
+    assert_eq!(
+        cloud.get_quota(7, fs, q.id).unwrap().used_capacity_bytes,
+        Some(5)
+    );
+
+    let content = Arc::new(Content::default());
+    fake.set_export_content(content.clone());
+    // No directory yet: not sampled, whatever was set before.
+    let unsampled = cloud.get_quota(7, fs, q.id).unwrap();
+    assert_eq!(
+        (
+            unsampled.used_capacity_bytes,
+            unsampled.used_file_count,
+            unsampled.collected_at
+        ),
+        (None, None, None)
+    );
+    assert!(!unsampled.quota_exceeded);
+
+    let export = export_of(&fake);
+    content.add(&export, "/csi-volumes/u", 4096, 3);
+    let used = cloud.get_quota(7, fs, q.id).unwrap();
+    assert_eq!(used.used_capacity_bytes, Some(4096));
+    assert_eq!(used.used_file_count, Some(3));
+    assert!(used.collected_at.is_some());
+    assert!(!used.quota_exceeded);
+
+    // Over the file limit (1000), then over the byte limit.
+    content.add(&export, "/csi-volumes/u", 4096, 1001);
+    assert!(cloud.get_quota(7, fs, q.id).unwrap().quota_exceeded);
+    content.add(&export, "/csi-volumes/u", (1 << 30) + 1, 3);
+    let listed = cloud.list_quotas(7, fs).unwrap();
+    assert_eq!(listed[0].used_capacity_bytes, Some((1 << 30) + 1));
+    assert!(listed[0].quota_exceeded);
+    assert!(fake.quotas()[0].quota_exceeded, "inspection agrees");
 }

@@ -57,6 +57,12 @@ impl Exports {
         })
     }
 
+    /// The directory at absolute `path` inside `export`, confined to it.
+    fn inside(&self, export: &str, path: &str) -> Option<PathBuf> {
+        let below = segments(path.strip_prefix('/')?)?;
+        confined(&self.export_dir(export).ok()?, &below).ok()
+    }
+
     /// The directory of an export path such as `/pvc-1-12d`.
     fn export_dir(&self, export: &str) -> Result<PathBuf> {
         let name = export.strip_prefix('/').unwrap_or(export);
@@ -142,14 +148,6 @@ impl ExportContent for Exports {
         tree_usage(&dir)
             .map_err(|e| log::warn!("dev: usage of {}: {e}", dir.display()))
             .ok()
-    }
-}
-
-impl Exports {
-    /// The directory at absolute `path` inside `export`, confined to it.
-    fn inside(&self, export: &str, path: &str) -> Option<PathBuf> {
-        let below = segments(path.strip_prefix('/')?)?;
-        confined(&self.export_dir(export).ok()?, &below).ok()
     }
 }
 
@@ -522,6 +520,83 @@ mod tests {
             std::fs::read_dir(root.join("snapshots")).unwrap().count(),
             0
         );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// Set on the copy of the test binary that runs in its own mount
+    /// namespace, where mounting is harmless.
+    const IN_NAMESPACE: &str = "LINODE_NFS_CSI_EXPORTS_TEST_NS";
+
+    /// Re-runs the mounting test below in a private mount namespace
+    /// (util-linux `unshare`), so its bind mounts never reach the host.
+    #[test]
+    fn a_subpath_mount_binds_its_directory_and_nothing_beside_it() {
+        let out = std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "--"])
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "dev::exports::tests::mounts_in_a_private_namespace",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(IN_NAMESPACE, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("1 passed"), "{text}");
+    }
+
+    #[test]
+    #[ignore = "run by a_subpath_mount_binds_its_directory_and_nothing_beside_it"]
+    fn mounts_in_a_private_namespace() {
+        if std::env::var_os(IN_NAMESPACE).is_none() {
+            return;
+        }
+        let (root, e) = exports("mounts");
+        let shared = e.dir_of("h:/a").unwrap().join("csi-volumes");
+        std::fs::create_dir_all(shared.join("v1")).unwrap();
+        std::fs::create_dir_all(shared.join("v2")).unwrap();
+        std::fs::write(shared.join("v2/secret"), "v2's").unwrap();
+        std::os::unix::fs::symlink("../v2", shared.join("v1/sibling")).unwrap();
+        std::os::unix::fs::symlink("v2", shared.join("to-v2")).unwrap();
+        let mounter = DevMounter::new(
+            LinuxMounter::new(
+                PathBuf::from("/bin/false"),
+                std::time::Duration::from_secs(5),
+            ),
+            std::sync::Arc::new(e),
+        );
+        let target = root.join("pod/mount");
+        std::fs::create_dir_all(&target).unwrap();
+
+        mounter
+            .mount_nfs4("h:/a/csi-volumes/v1", &target, &[])
+            .unwrap();
+        std::fs::write(target.join("written"), "by the pod").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(shared.join("v1/written")).unwrap(),
+            "by the pod"
+        );
+        // The link resolves beside the mount, never into the export.
+        assert!(!target.join("sibling/secret").exists());
+        mounter.unmount_all();
+
+        for (source, want) in [
+            ("h:/a/csi-volumes/to-v2", "symbolic link"),
+            ("h:/a/csi-volumes/v1/sibling", "symbolic link"),
+            ("h:/a/csi-volumes/gone", "No such file or directory"),
+            ("h:/a/csi-volumes/v1/../v2", "not an NFS export source"),
+        ] {
+            let err = mounter.mount_nfs4(source, &target, &[]).unwrap_err();
+            assert!(err.error.message().contains(want), "{source}: {err:?}");
+            assert!(
+                !mounter.real.is_mount_point(&target).unwrap(),
+                "{source} mounted"
+            );
+        }
         std::fs::remove_dir_all(root).unwrap();
     }
 }

@@ -37,6 +37,9 @@ pub const DEV_LINODE_ID: u64 = 424242;
 /// not carry the driver's mark and is never listed as a volume.
 pub const DEV_SHARED_LABEL: &str = "dev-shared";
 pub const DEV_SHARED_CAPACITY_BYTES: i64 = 10 << 30;
+/// The bearer token of dev mode's fake Linode API: a fixed stand-in, so a
+/// tool can talk to the fake the driver uses (its URL is logged at start).
+pub const DEV_LINODE_TOKEN: &str = "dev-linode-token";
 /// Marks a directory as a dev state dir, so cleanup never removes anything else.
 const MARKER: &str = ".linode-nfs-csi-dev";
 const KUBE_TOKEN: &str = "dev-kube-token";
@@ -140,7 +143,7 @@ fn seed(activation_delay: Duration) -> Seed {
         ipv6: None,
         vpcs: Vec::new(),
     });
-    seed.token = "dev-linode-token".to_string();
+    seed.token = DEV_LINODE_TOKEN.to_string();
     seed
 }
 
@@ -239,6 +242,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     linode_seed.filesystems = seed_filesystems(&dev.quirks);
     let linode = FakeLinode::start_persistent(linode_seed, &state.join("linode.json"))
         .map_err(|e| fail("fake Linode API", e))?;
+    log::info!("dev: the fake Linode API serves {}", linode.url());
     // First of all: every setter below advances the fake's clocks, and a
     // filesystem of the state file that turns active then must get its
     // export directory.
