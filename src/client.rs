@@ -15,12 +15,18 @@ use std::sync::Arc;
 /// Space `dev` mode seeds.
 pub const DEV_SPACE_LABEL: &str = "dev-space";
 
+/// The StorageClass keys `--shared` sets (the controller's `keys` of
+/// issue 18's shared-filesystem volumes).
+const VOLUME_TYPE: &str = "linodenfs.csi.linode.com/volume-type";
+const SHARED_FILESYSTEM_LABEL: &str = "linodenfs.csi.linode.com/shared-filesystem-label";
+
 const USAGE: &str = "\
 Usage: linode-nfs-csi client [--endpoint unix:///path/csi.sock] COMMAND ARGS
 Commands:
   info                                    plugin name, version, every capability
   create-volume NAME [--size 1Gi] [--param k=v]... [--from-snapshot ID]
                 [--squash none|root_squash|all_squash] [--tags a,b]
+                [--shared FILESYSTEM_LABEL]
   clone NEW_NAME SOURCE_VOLUME_ID [--size 2Gi] [--param k=v]...
                 [--squash none|root_squash|all_squash] [--tags a,b]
   delete-volume VOLUME_ID
@@ -28,6 +34,7 @@ Commands:
   list-volumes [--max N] [--token NEXT_TOKEN]
   capacity [--space-label LABEL | --space-id ID]   (no flag: every Space)
   modify VOLUME_ID [--squash none|root_squash|all_squash] [--tags a,b]
+  expand VOLUME_ID --size 2Gi             (VOLUME_EXPANSION=subdirectory)
   publish-controller VOLUME_ID NODE_ID    (node access-policy mode)
   unpublish-controller VOLUME_ID NODE_ID
   stage VOLUME_ID STAGING_PATH
@@ -40,7 +47,10 @@ Commands:
   get-snapshot SNAPSHOT_ID
   delete-snapshot SNAPSHOT_ID
   list-snapshots [--volume VOLUME_ID] [--snapshot SNAPSHOT_ID]
---param sets StorageClass parameters (default: space-label=dev-space);
+--param sets StorageClass parameters (the Space defaults to space-label=dev-space);
+--shared L makes a directory of the existing filesystem labelled L
+(volume-type=subdirectory, shared-filesystem-label=L; dev mode seeds
+dev-shared), in space-label=dev-space unless --param names a Space;
 --squash and --tags are the mutable parameters a VolumeAttributesClass sets.
 The endpoint defaults to $CSI_ENDPOINT, else unix://$PWD/dev/csi.sock.
 ";
@@ -132,13 +142,18 @@ fn take_mutable(args: &mut Vec<String>) -> Result<HashMap<String, String>, Strin
 /// otherwise.
 fn create_request(args: &mut Vec<String>) -> Result<csi::CreateVolumeRequest, String> {
     let size = take_flag(args, "--size")?;
+    let shared = take_flag(args, "--shared")?;
     let mut params = HashMap::new();
     while let Some(p) = take_flag(args, "--param")? {
         let (k, v) = p.split_once('=').ok_or("--param wants key=value")?;
         params.insert(k.to_string(), v.to_string());
     }
-    if params.is_empty() {
+    if !params.contains_key(SPACE_ID) && !params.contains_key(SPACE_LABEL) {
         params.insert(SPACE_LABEL.into(), DEV_SPACE_LABEL.into());
+    }
+    if let Some(label) = shared {
+        params.insert(VOLUME_TYPE.into(), "subdirectory".into());
+        params.insert(SHARED_FILESYSTEM_LABEL.into(), label);
     }
     let mut req = csi::CreateVolumeRequest::new();
     req.parameters = params;
@@ -149,6 +164,18 @@ fn create_request(args: &mut Vec<String>) -> Result<csi::CreateVolumeRequest, St
         range.required_bytes = parse_quantity(&size)?;
         req.capacity_range = Some(range).into();
     }
+    Ok(req)
+}
+
+/// ControllerExpandVolume of `id` to `size`, as csi-resizer sends it for a
+/// mounted RWX PVC.
+fn expand_request(id: String, size: &str) -> Result<csi::ControllerExpandVolumeRequest, String> {
+    let mut range = csi::CapacityRange::new();
+    range.required_bytes = parse_quantity(size)?;
+    let mut req = csi::ControllerExpandVolumeRequest::new();
+    req.volume_id = id;
+    req.capacity_range = Some(range).into();
+    req.volume_capability = Some(mount_capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
     Ok(req)
 }
 
@@ -354,6 +381,17 @@ impl Clients {
                 rpc(self.controller.controller_modify_volume(&req))?;
                 Ok("modified\n".into())
             }
+            "expand" => {
+                let size = take_flag(&mut args, "--size")?.ok_or("--size is required")?;
+                let [id] = positional(args, ["VOLUME_ID"])?;
+                let resp = rpc(self
+                    .controller
+                    .controller_expand_volume(&expand_request(id, &size)?))?;
+                Ok(format!(
+                    "capacity_bytes: {}\nnode_expansion_required: {}\n",
+                    resp.capacity_bytes, resp.node_expansion_required
+                ))
+            }
             "publish-controller" | "unpublish-controller" => {
                 let [id, node] = positional(args, ["VOLUME_ID", "NODE_ID"])?;
                 if command == "publish-controller" {
@@ -478,5 +516,80 @@ impl Clients {
         let mut req = csi::ControllerGetVolumeRequest::new();
         req.volume_id = id.to_string();
         req
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn params(list: &[&str]) -> Vec<(String, String)> {
+        let mut rest = args(list);
+        let req = create_request(&mut rest).unwrap();
+        assert!(rest.is_empty() || rest == ["NAME"], "{rest:?}");
+        let mut out: Vec<_> = req.parameters.into_iter().collect();
+        out.sort();
+        out
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn shared_makes_a_directory_of_the_labelled_filesystem_in_the_dev_space() {
+        assert_eq!(
+            params(&["NAME", "--shared", "dev-shared", "--size", "1Gi"]),
+            pairs(&[
+                (SHARED_FILESYSTEM_LABEL, "dev-shared"),
+                (SPACE_LABEL, DEV_SPACE_LABEL),
+                (VOLUME_TYPE, "subdirectory"),
+            ])
+        );
+        assert_eq!(
+            params(&[
+                "--shared=pool",
+                "--param",
+                "linodenfs.csi.linode.com/space-id=7",
+                "--param",
+                "linodenfs.csi.linode.com/quota=best-effort",
+            ]),
+            pairs(&[
+                ("linodenfs.csi.linode.com/quota", "best-effort"),
+                (SHARED_FILESYSTEM_LABEL, "pool"),
+                (SPACE_ID, "7"),
+                (VOLUME_TYPE, "subdirectory"),
+            ])
+        );
+        // Without --shared, a --param that names no Space still gets the
+        // dev Space; one that does keeps its own.
+        assert_eq!(
+            params(&["--param", "linodenfs.csi.linode.com/tags=a"]),
+            pairs(&[
+                (SPACE_LABEL, DEV_SPACE_LABEL),
+                ("linodenfs.csi.linode.com/tags", "a"),
+            ])
+        );
+        assert_eq!(
+            params(&["--param", "linodenfs.csi.linode.com/space-label=prod"]),
+            pairs(&[(SPACE_LABEL, "prod")])
+        );
+        let mut missing = args(&["--shared"]);
+        assert!(create_request(&mut missing).is_err());
+    }
+
+    #[test]
+    fn expand_asks_for_the_size_as_bytes() {
+        let req = expand_request("7/11/pvc-a".into(), "2Gi").unwrap();
+        assert_eq!(req.volume_id, "7/11/pvc-a");
+        assert_eq!(req.capacity_range.required_bytes, 2 << 30);
+        assert!(req.volume_capability.has_mount());
+        assert!(expand_request("1/2".into(), "lots").is_err());
     }
 }

@@ -104,6 +104,7 @@ fn every_verb_in_help_is_a_command() {
         "modify",
         "get-snapshot",
         "create-volume",
+        "expand",
     ] {
         assert!(verbs.contains(&verb), "--help lacks {verb}: {help}");
     }
@@ -233,4 +234,97 @@ fn clone_modify_list_capacity_and_get_snapshot_from_the_command_line() {
     ok(&dev, &["delete-volume", &src]);
     assert_eq!(ok(&dev, &["list-volumes"]), "");
     assert!(state.snapshots().is_empty(), "{:?}", state.snapshots());
+}
+
+/// `expand` is ControllerExpandVolume: without VOLUME_EXPANSION the plugin
+/// does not offer it, and the client says so rather than pretending; its
+/// size is required and parsed like `--size` everywhere.
+#[test]
+fn expand_without_volume_expansion_is_unimplemented() {
+    let state = StateDir::new("e2e-client-expand");
+    let dev = Dev::start(&state, &[]);
+    assert!(!ok(&dev, &["info"]).contains("EXPAND_VOLUME"));
+    let created = ok(&dev, &["create-volume", "pvc-fixed", "--size", "1Gi"]);
+    let id = field(&created, "volume_id").to_string();
+    fails(&dev, &["expand", &id, "--size", "2Gi"], "UNIMPLEMENTED");
+    let err = client(&dev, &["expand", &id]).unwrap_err();
+    assert!(err.contains("--size is required"), "{err}");
+    let err = client(&dev, &["expand", &id, "--size", "lots"]).unwrap_err();
+    assert!(
+        !err.contains("UNIMPLEMENTED"),
+        "refused before any call: {err}"
+    );
+    let fs = filesystem(&state, filesystem_of(&id));
+    assert_eq!(fs["max_capacity_bytes"], GIB, "{fs}");
+    ok(&dev, &["delete-volume", &id]);
+}
+
+/// The README's shared-filesystem walk-through: a directory of the seeded
+/// `dev-shared` filesystem, published and staged, written by one pod and
+/// read by another, grown, and deleted.
+#[test]
+#[ignore = "needs the controller and dev-mode halves of issue 18 (subdirectory CreateVolume, VOLUME_EXPANSION, the dev-shared seed)"]
+fn a_subdirectory_volume_from_the_command_line() {
+    let state = StateDir::new("e2e-client-shared");
+    let dev = Dev::start(
+        &state,
+        &[
+            ("NFS_ACCESS_POLICY_MODE", "node"),
+            ("VOLUME_EXPANSION", "subdirectory"),
+        ],
+    );
+    assert!(ok(&dev, &["info"]).contains("EXPAND_VOLUME"));
+    let created = ok(
+        &dev,
+        &[
+            "create-volume",
+            "tenant-a",
+            "--shared",
+            "dev-shared",
+            "--size",
+            "1Gi",
+        ],
+    );
+    let id = field(&created, "volume_id").to_string();
+    let parts: Vec<&str> = id.split('/').collect();
+    assert_eq!(parts.len(), 3, "{created}");
+    assert_eq!(parts[2], "tenant-a");
+    assert!(
+        created.contains("context volume-type: subdirectory\n"),
+        "{created}"
+    );
+    assert_eq!(field(&created, "capacity_bytes"), GIB.to_string());
+
+    let staging = state.staging(&id);
+    let (pod_a, pod_b) = (state.target("a", &id), state.target("b", &id));
+    ok(&dev, &["publish-controller", &id, NODE_ID]);
+    ok(&dev, &["stage", &id, &staging.to_string_lossy()]);
+    for pod in [&pod_a, &pod_b] {
+        ok(
+            &dev,
+            &[
+                "publish",
+                &id,
+                &staging.to_string_lossy(),
+                &pod.to_string_lossy(),
+            ],
+        );
+    }
+    dev.write(&pod_a.join("hello.txt"), "from a").unwrap();
+    assert_eq!(dev.read(&pod_b.join("hello.txt")).unwrap(), "from a");
+
+    let grown = ok(&dev, &["expand", &id, "--size", "2Gi"]);
+    assert_eq!(field(&grown, "capacity_bytes"), (2 * GIB).to_string());
+    assert_eq!(field(&grown, "node_expansion_required"), "false");
+    let got = ok(&dev, &["get-volume", &id]);
+    assert_eq!(field(&got, "capacity_bytes"), (2 * GIB).to_string());
+    assert_eq!(field(&got, "published_node_ids"), NODE_ID);
+
+    for pod in [&pod_a, &pod_b] {
+        ok(&dev, &["unpublish", &id, &pod.to_string_lossy()]);
+    }
+    ok(&dev, &["unstage", &id, &staging.to_string_lossy()]);
+    ok(&dev, &["unpublish-controller", &id, NODE_ID]);
+    ok(&dev, &["delete-volume", &id]);
+    assert!(!ok(&dev, &["list-volumes"]).contains(&id));
 }

@@ -13,8 +13,9 @@ mod node_support;
 
 use common::code_of;
 use grpcio::RpcStatusCode;
+use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
-use node_support::NfsNode;
+use node_support::{call, capability, pairs, NfsNode};
 
 const SHARE: &str = "fs-1.nfs.us-east.linode.com:/shared-1";
 const SHARE_V6: &str = "[2001:db8::1]:/shared-1";
@@ -43,6 +44,7 @@ fn sources(node: &NfsNode) -> Vec<String> {
         .collect()
 }
 
+/// Every RPC of the lifecycle with the directory's id; repeats are no-ops.
 #[test]
 fn stage_mounts_the_directory_of_the_volume_id_and_the_rest_is_as_for_a_filesystem() {
     let node = NfsNode::start();
@@ -57,7 +59,15 @@ fn stage_mounts_the_directory_of_the_volume_id_and_the_rest_is_as_for_a_filesyst
     assert_eq!(sources(&node), [DIRECTORY], "{:?}", node.helper_runs());
     assert_eq!(node.mount_count(&staging), 1);
 
-    node.publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
+    let mut publish = csi::NodePublishVolumeRequest::new();
+    publish.volume_id = VOLUME.into();
+    publish.staging_target_path = staging.to_string_lossy().into_owned();
+    publish.target_path = target.to_string_lossy().into_owned();
+    publish.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+    publish.volume_context = pairs(&shared_context());
+    node.driver
+        .node()
+        .node_publish_volume_opt(&publish, call())
         .unwrap();
     std::fs::write(node.inside(&target).join("data"), "tenant a").unwrap();
     assert_eq!(
@@ -68,12 +78,27 @@ fn stage_mounts_the_directory_of_the_volume_id_and_the_rest_is_as_for_a_filesyst
         !node.inside(&share).join("data").exists(),
         "the write went to the volume's directory, not the share's root"
     );
-    let stats = node.stats(&target).unwrap();
+    let mut stats = csi::NodeGetVolumeStatsRequest::new();
+    stats.volume_id = VOLUME.into();
+    stats.volume_path = target.to_string_lossy().into_owned();
+    let stats = node
+        .driver
+        .node()
+        .node_get_volume_stats_opt(&stats, call())
+        .unwrap();
     assert!(!stats.volume_condition.unwrap().abnormal);
     assert!(stats.usage.iter().any(|u| u.total > 0), "{:?}", stats.usage);
 
-    node.unpublish(&target).unwrap();
-    node.unstage(VOLUME, &staging).unwrap();
+    let mut unpublish = csi::NodeUnpublishVolumeRequest::new();
+    unpublish.volume_id = VOLUME.into();
+    unpublish.target_path = target.to_string_lossy().into_owned();
+    for _ in 0..2 {
+        node.driver
+            .node()
+            .node_unpublish_volume_opt(&unpublish, call())
+            .unwrap();
+        node.unstage(VOLUME, &staging).unwrap();
+    }
     assert!(
         node.kubelet_mounts().is_empty(),
         "{:?}",

@@ -450,7 +450,7 @@ pub fn publish(
             Ok(_) => {}
         }
     }
-    if admitted && matches!(handle, VolumeHandle::Filesystem(_)) {
+    if admitted {
         return done(csi::ControllerPublishVolumeResponse::new());
     }
     c.acl
@@ -521,6 +521,10 @@ mod tests {
 
     const NODE: u64 = 4242;
 
+    /// Held by every test here that runs batches: an injected batch panic
+    /// is process-wide, and would otherwise hit another test's batch.
+    static BATCHES: Mutex<()> = Mutex::new(());
+
     /// A controller over the fake Linode, in this process, with `vol` made.
     fn controller() -> (FakeLinode, Arc<Controller>, VolumeId) {
         let seed = Seed::default()
@@ -548,7 +552,13 @@ mod tests {
                 },
             )
             .unwrap();
-        let dir = std::env::temp_dir().join(format!("lnc-publish-{}", std::process::id()));
+        // One directory per call: tests run in parallel, each writing its own.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "lnc-publish-{}-{}",
+            std::process::id(),
+            CALLS.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(
@@ -625,6 +635,7 @@ mod tests {
 
     #[test]
     fn a_panicking_batch_answers_internal_and_the_next_publish_works() {
+        let _alone = lock(&BATCHES);
         let (fake, c, vol) = controller();
         inject_batch_panics(1);
         let err = block_on(publish(&c, publish_req(vol))).unwrap_err();
@@ -636,5 +647,31 @@ mod tests {
         block_on(publish(&c, publish_req(vol))).unwrap();
         let policy = fake.filesystem_policy(vol.filesystem).unwrap();
         assert!(policy.enabled && policy.linode_ids().contains(&NODE));
+    }
+
+    /// An unpublish of one directory lists the attachments before it queues
+    /// its revoke; a publish of a sibling to the same node in between must
+    /// overtake it even though the node is already admitted (so it queues
+    /// rather than answering from the policy), or the revoke would cut the
+    /// sibling off.
+    #[test]
+    fn a_sibling_publish_overtakes_a_revoke_that_read_the_attachments_before_it() {
+        let _alone = lock(&BATCHES);
+        let (fake, c, parent) = controller();
+        let dir = |name: &str| {
+            let mut req = publish_req(parent);
+            req.volume_id = format!("{parent}/{name}");
+            req
+        };
+        block_on(publish(&c, dir("vol-a"))).unwrap();
+        let revoking = c.acl.arrive();
+        block_on(publish(&c, dir("vol-b"))).unwrap();
+        let err = block_on(c.acl.access(&c, parent, NODE, false, revoking)).unwrap_err();
+        assert!(matches!(err, Error::Aborted(_)), "{err:?}");
+        let policy = fake.filesystem_policy(parent.filesystem).unwrap();
+        assert!(
+            policy.linode_ids().contains(&NODE),
+            "the node stays admitted"
+        );
     }
 }

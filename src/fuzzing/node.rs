@@ -1,6 +1,7 @@
 //! Node requests and the volume context NodeStageVolume reads.
 
 use super::{caller_mistake, pairs, text};
+use crate::handles::{DirName, SubdirId};
 use crate::node::{
     parse_stats, parse_unpublish, parse_unstage, MtlsMode, PublishRequest, StageContext,
     StageRequest,
@@ -12,7 +13,9 @@ use std::path::{Component, Path};
 /// A selector byte, then a NodeStage, NodeUnstage, NodePublish,
 /// NodeUnpublish or NodeGetVolumeStats request: each passes its handler's
 /// validation or is InvalidArgument (NotFound for a stats path that cannot
-/// be a volume's); what passes names absolute paths without `..`.
+/// be a volume's); what passes names absolute paths without `..`, and a
+/// stage of a directory of a shared filesystem mounts exactly the
+/// context's sources with that directory, named by the id, appended.
 pub fn node_requests(data: &[u8]) {
     let Some((&kind, bytes)) = data.split_first() else {
         return;
@@ -20,8 +23,9 @@ pub fn node_requests(data: &[u8]) {
     match kind % 5 {
         0 => {
             if let Some(req) = decode::<csi::NodeStageVolumeRequest>(bytes) {
-                if let Err(e) = StageRequest::parse(&req) {
-                    caller_mistake("NodeStageVolume", &e, false);
+                match StageRequest::parse(&req) {
+                    Ok(staged) => staged_sources(&req, &staged),
+                    Err(e) => caller_mistake("NodeStageVolume", &e, false),
                 }
             }
         }
@@ -54,6 +58,34 @@ pub fn node_requests(data: &[u8]) {
                     Ok(path) => request_path(&path),
                     Err(e) => caller_mistake("NodeGetVolumeStats", &e, true),
                 }
+            }
+        }
+    }
+}
+
+/// The sources a stage that passed mounts: the context's own, or for a
+/// `{space}/{filesystem}/{name}` id each of them with `/csi-volumes/<name>`
+/// appended and nothing else (the name a checked directory name).
+fn staged_sources(req: &csi::NodeStageVolumeRequest, staged: &StageRequest) {
+    let context = StageContext::parse(&req.volume_context).expect("a stage that passed");
+    let plain: Vec<&str> = context.sources.all().collect();
+    let mounted: Vec<&str> = staged.sources().collect();
+    assert_eq!(plain.len(), mounted.len());
+    let directory = SubdirId::parse(&req.volume_id).ok();
+    for (plain, mounted) in plain.iter().zip(&mounted) {
+        source(mounted);
+        match &directory {
+            None => assert_eq!(plain, mounted),
+            Some(id) => {
+                let name = DirName::parse(id.name.as_str()).expect("a checked name");
+                let suffix = name.path_in_share();
+                assert_eq!(
+                    *mounted,
+                    format!("{}{suffix}", plain.trim_end_matches('/')),
+                    "{:?}",
+                    req.volume_id
+                );
+                assert!(!mounted.contains("/../") && !mounted.ends_with("/.."));
             }
         }
     }

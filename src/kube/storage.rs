@@ -220,6 +220,61 @@ impl KubeClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake::{FakeKube, FakeVolumeAttachment};
+
+    /// A client of `kube` through a kubeconfig written to a fresh directory.
+    fn client_of(kube: &FakeKube, tag: &str) -> KubeClient {
+        let dir =
+            std::env::temp_dir().join(format!("lnc-kube-storage-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("kubeconfig");
+        std::fs::write(
+            &path,
+            format!("apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: t\n  cluster:\n    server: {}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\nusers:\n- name: t\n  user:\n    token: {}\n", kube.url(), kube.token()),
+        )
+        .unwrap();
+        let client = KubeClient::from_kubeconfig(&path).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        client
+    }
+
+    #[test]
+    fn lists_follow_every_page_and_reads_say_not_found() {
+        let kube = FakeKube::start("t").unwrap();
+        for i in 0..1201 {
+            let a = FakeVolumeAttachment::new(&format!("va-{i:04}"), "d", "n", &format!("pv-{i}"));
+            kube.add_volume_attachment(if i % 2 == 0 { a } else { a.deleting() });
+        }
+        kube.set_csi_node("n1", "d", Some("42"));
+        kube.set_csi_node("n1", "other", Some("x"));
+        kube.add_persistent_volume("pv-1", "d", "1/2/a");
+        let client = client_of(&kube, "pages");
+        let before = kube.requests();
+        let all = client.list_volume_attachments().unwrap();
+        assert_eq!(kube.requests() - before, 3, "500 a page");
+        assert_eq!(all.len(), 1201);
+        assert_eq!(all.iter().filter(|a| a.deleting).count(), 600);
+        assert_eq!(all[1].persistent_volume.as_deref(), Some("pv-1"));
+        let nodes = client.list_csi_node_ids().unwrap();
+        assert_eq!(nodes["n1"]["d"], "42");
+        assert_eq!(nodes["n1"].len(), 2);
+        assert_eq!(
+            client.persistent_volume_csi("pv-1").unwrap(),
+            Some(CsiSource {
+                driver: "d".into(),
+                volume_handle: "1/2/a".into()
+            })
+        );
+        assert!(matches!(
+            client.persistent_volume_csi("pv-gone"),
+            Err(crate::Error::NotFound(_))
+        ));
+        kube.fail_next(503, 1);
+        assert!(matches!(
+            client.list_volume_attachments(),
+            Err(crate::Error::Unavailable(_))
+        ));
+    }
 
     #[test]
     fn attachments_parse_with_and_without_optional_fields() {

@@ -48,6 +48,13 @@ impl StageRequest {
     }
 }
 
+impl StageRequest {
+    /// Every source this stage may mount (for `crate::fuzzing`'s checks).
+    pub(crate) fn sources(&self) -> impl Iterator<Item = &str> {
+        self.sources.all()
+    }
+}
+
 impl NodePlugin {
     /// A mount helper killed at `NFS_MOUNT_TIMEOUT` fails the RPC with
     /// DeadlineExceeded rather than Internal: kubelet then treats the stage
