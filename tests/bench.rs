@@ -96,14 +96,23 @@ fn bench_binary_startup_and_idle_memory() {
     );
 }
 
-/// A controller binary against fresh fakes; returns (linode, kube, driver).
-fn controller(activation: Duration, envs: &[(&str, &str)]) -> (FakeLinode, FakeKube, Driver) {
+/// The benches' backend: Space 7 (`bench`) in us-ord holding `volumes` of
+/// the driver's volumes (seeded, not created), new objects active after
+/// `activation`, Linodes 1001..=1010 to publish to, and a Kubernetes API
+/// with one node in us-ord.
+fn bench_world(activation: Duration, volumes: usize) -> (FakeLinode, FakeKube) {
     let seed = Seed {
         regions: vec!["us-ord".into()],
         activation_delay_ms: activation.as_millis() as u64,
         ..Seed::default()
     }
     .with_space(SpaceSeed::new(7, "bench"));
+    let seed = (0..volumes).fold(seed, |s, i| {
+        s.with_filesystem(
+            linode_nfs_csi::fake::FilesystemSeed::new(7, &format!("pvc-{i:05}"), "us-ord")
+                .tag("csi.linodenfs.csi.linode.com"),
+        )
+    });
     let seed = (1001..=1010).fold(seed, |s, id| {
         s.with_instance(InstanceSeed {
             id,
@@ -114,9 +123,14 @@ fn controller(activation: Duration, envs: &[(&str, &str)]) -> (FakeLinode, FakeK
             vpcs: vec![],
         })
     });
-    let linode = FakeLinode::start(seed).unwrap();
     let kube = FakeKube::start("kube-token").unwrap();
     kube.add_node(FakeNode::new("n1").label("topology.kubernetes.io/region", "us-ord"));
+    (FakeLinode::start(seed).unwrap(), kube)
+}
+
+/// A controller binary against fresh fakes; returns (linode, kube, driver).
+fn controller(activation: Duration, envs: &[(&str, &str)]) -> (FakeLinode, FakeKube, Driver) {
+    let (linode, kube) = bench_world(activation, 0);
     let mut b = Driver::builder();
     let kubeconfig = common::write_kubeconfig(b.dir(), &kube.url(), "kube-token");
     b = b
@@ -686,30 +700,7 @@ fn listing_controller(linode: &FakeLinode, kube: &FakeKube, mode: &str) -> Drive
 /// Fakes holding `volumes` of the driver's volumes in Space 7 (seeded, not
 /// created) and Linodes 1001..=1010 to publish to.
 fn listing_world(volumes: usize) -> (FakeLinode, FakeKube) {
-    let seed = Seed {
-        regions: vec!["us-ord".into()],
-        ..Seed::default()
-    }
-    .with_space(SpaceSeed::new(7, "bench"));
-    let seed = (0..volumes).fold(seed, |s, i| {
-        s.with_filesystem(
-            linode_nfs_csi::fake::FilesystemSeed::new(7, &format!("pvc-{i:05}"), "us-ord")
-                .tag("csi.linodenfs.csi.linode.com"),
-        )
-    });
-    let seed = (1001..=1010).fold(seed, |s, id| {
-        s.with_instance(InstanceSeed {
-            id,
-            label: format!("node-{id}"),
-            region: "us-ord".into(),
-            interface_generation: None,
-            ipv6: None,
-            vpcs: vec![],
-        })
-    });
-    let kube = FakeKube::start("kube-token").unwrap();
-    kube.add_node(FakeNode::new("n1").label("topology.kubernetes.io/region", "us-ord"));
-    (FakeLinode::start(seed).unwrap(), kube)
+    bench_world(Duration::ZERO, volumes)
 }
 
 /// Every page of a ListVolumes walk, `per_page` at a time (0: one call);

@@ -6,6 +6,9 @@
 //! missing filesystem policy endpoints, capacity in `stats`, Go nulls, 408s
 //! and nginx pages among the injected faults, filesystems others made.
 
+mod common;
+
+use common::linode::{request, Reply};
 use linode_nfs_csi::fake::{
     FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Injected, PolicyPut, Seed,
     TagFilter,
@@ -35,33 +38,8 @@ fn raw(
     headers: &[(&str, &str)],
     body: Option<Value>,
 ) -> (u16, String, Value) {
-    let agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .new_agent();
-    let mut req = ureq::http::Request::builder()
-        .method(method)
-        .uri(format!("{}/{path}", fake.url()))
-        .header("Authorization", format!("Bearer {}", fake.token()));
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let mut resp = match body {
-        Some(b) => agent.run(req.body(b.to_string()).unwrap()),
-        None => agent.run(req.body(()).unwrap()),
-    }
-    .unwrap();
-    let ctype = resp
-        .headers()
-        .get("Content-Type")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    let text = resp.body_mut().read_to_string().unwrap();
-    (
-        resp.status().as_u16(),
-        ctype,
-        serde_json::from_str(&text).unwrap_or(Value::Null),
-    )
+    let reply = request(fake, method, path, headers, body);
+    (reply.status, reply.content_type(), reply.json())
 }
 
 fn create_fs(fake: &FakeLinode, label: &str) -> u64 {
@@ -442,49 +420,10 @@ fn a_clone_may_grow_by_size_gib_but_never_shrink() {
     }
 }
 
-/// One raw exchange: status, response headers, body text.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    text: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.text).unwrap_or(Value::Null)
-    }
-}
-
-fn exchange(fake: &FakeLinode, method: &str, path: &str, filter: Option<&str>) -> Answer {
-    let agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .new_agent();
-    let mut req = ureq::http::Request::builder()
-        .method(method)
-        .uri(format!("{}/{path}", fake.url()))
-        .header("Authorization", format!("Bearer {}", fake.token()));
-    if let Some(f) = filter {
-        req = req.header("X-Filter", f);
-    }
-    let mut resp = agent.run(req.body(()).unwrap()).unwrap();
-    let headers = resp
-        .headers()
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
-        .collect();
-    Answer {
-        status: resp.status().as_u16(),
-        headers,
-        text: resp.body_mut().read_to_string().unwrap(),
-    }
+/// One raw GET-style exchange, with `filter` as its `X-Filter`.
+fn exchange(fake: &FakeLinode, method: &str, path: &str, filter: Option<&str>) -> Reply {
+    let headers: Vec<(&str, &str)> = filter.map(|f| ("X-Filter", f)).into_iter().collect();
+    request(fake, method, path, &headers, None)
 }
 
 const MARK: &str = "csi.linodenfs.csi.linode.com";

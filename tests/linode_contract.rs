@@ -9,6 +9,9 @@
 //! object (or refuse what the contract says the driver cannot use), and the
 //! real client turns each error body into the right error.
 
+mod common;
+
+use common::linode::request;
 use linode_nfs_csi::fake::{
     FakeLinode, FaultRule, HttpResponse, HttpServer, InstanceSeed, Lifecycle, QuotaBehaviour, Seed,
     SpaceSeed, TagFilter, VpcAttachment,
@@ -111,33 +114,15 @@ impl Live {
     }
 
     fn call(&self, method: &str, path: &str, filter: Option<&str>, body: Option<Value>) -> Answer {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .new_agent();
-        let mut req = ureq::http::Request::builder()
-            .method(method)
-            .uri(format!("{}/v4beta/{path}", self.fake.url()))
-            .header("Authorization", format!("Bearer {}", self.fake.token()));
-        if let Some(f) = filter {
-            req = req.header("X-Filter", f);
-        }
-        let mut resp = match body {
-            Some(b) => agent.run(req.body(b.to_string()).unwrap()),
-            None => agent.run(req.body(()).unwrap()),
-        }
-        .unwrap();
-        let ctype = resp
-            .headers()
-            .get("Content-Type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        Answer(
-            resp.status().as_u16(),
-            ctype,
-            resp.body_mut().read_to_string().unwrap(),
-        )
+        let headers: Vec<(&str, &str)> = filter.map(|f| ("X-Filter", f)).into_iter().collect();
+        let reply = request(
+            &self.fake,
+            method,
+            &format!("v4beta/{path}"),
+            &headers,
+            body,
+        );
+        Answer(reply.status, reply.content_type(), reply.text)
     }
 
     /// The JSON of a 200 answer.

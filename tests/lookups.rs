@@ -8,50 +8,19 @@
 
 mod common;
 
+use common::linode::{create_filesystem as create, fake_and_cloud as setup, fast_waits};
 use common::wait_for;
-use linode_nfs_csi::fake::{FakeLinode, RateLimit, RequestRecord, Seed, SpaceSeed};
+use linode_nfs_csi::fake::{FakeLinode, RateLimit, RequestRecord};
 use linode_nfs_csi::flow::{done, Flow, Step, Thunk};
-use linode_nfs_csi::linode::{
-    Cloud, Filesystem, LinodeCloud, LinodeSettings, NewFilesystem, Poller, Status, WaitPolicy,
-};
-use std::sync::{mpsc, Arc};
+use linode_nfs_csi::linode::{Cloud, Filesystem, Poller, Status, WaitPolicy};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const FS_LIST: &str = "nfs/spaces/*/filesystems";
 const PATIENCE: Duration = Duration::from_secs(30);
 
-fn setup(activation: Duration) -> (FakeLinode, Arc<LinodeCloud>) {
-    let seed = Seed {
-        activation_delay_ms: activation.as_millis() as u64,
-        ..Seed::default()
-    }
-    .with_space(SpaceSeed::new(7, "shared"));
-    let fake = FakeLinode::start(seed).unwrap();
-    let mut settings = LinodeSettings::new(fake.token());
-    settings.base_url = fake.url();
-    (fake, Arc::new(LinodeCloud::new(settings).unwrap()))
-}
-
 fn policy() -> WaitPolicy {
-    WaitPolicy {
-        timeout: PATIENCE,
-        initial_delay: Duration::from_millis(50),
-        max_delay: Duration::from_millis(200),
-    }
-}
-
-fn create(cloud: &LinodeCloud, label: &str) -> Filesystem {
-    cloud
-        .create_filesystem(
-            7,
-            &NewFilesystem {
-                label: label.into(),
-                region: "us-ord".into(),
-                max_capacity_bytes: 1 << 30,
-                tags: vec![],
-            },
-        )
-        .unwrap()
+    fast_waits(PATIENCE)
 }
 
 /// What a lookup answered: the ids it found.

@@ -5,14 +5,18 @@
 
 mod common;
 
+use common::linode::{
+    create_filesystem, create_filesystem_in as create_in, fake_and_cloud as setup,
+    fast_waits as policy,
+};
 use common::{block_on, wait_for};
 use linode_nfs_csi::fake::{
     FakeLinode, FaultRule, Lifecycle, QuotaBehaviour, RequestRecord, Seed, SpaceSeed,
 };
 use linode_nfs_csi::flow::{done, Flow, Pending, Step, Thunk};
 use linode_nfs_csi::linode::{
-    Cloud, Filesystem, FilesystemAccessPolicyUpdate, LinodeCloud, LinodeSettings, NewFilesystem,
-    NewQuota, Poller, SquashPolicy, Status, WaitPolicy,
+    Cloud, Filesystem, FilesystemAccessPolicyUpdate, LinodeCloud, LinodeSettings, NewQuota, Poller,
+    SquashPolicy, Status,
 };
 use linode_nfs_csi::Error;
 use std::sync::{mpsc, Arc};
@@ -21,39 +25,8 @@ use std::time::Duration;
 const FS_ONE: &str = "nfs/spaces/*/filesystems/*";
 const PATIENCE: Duration = Duration::from_secs(30);
 
-fn setup(activation: Duration) -> (FakeLinode, Arc<LinodeCloud>) {
-    let seed = Seed {
-        activation_delay_ms: activation.as_millis() as u64,
-        ..Seed::default()
-    }
-    .with_space(SpaceSeed::new(7, "shared"));
-    let fake = FakeLinode::start(seed).unwrap();
-    let mut settings = LinodeSettings::new(fake.token());
-    settings.base_url = fake.url();
-    let cloud = Arc::new(LinodeCloud::new(settings).unwrap());
-    (fake, cloud)
-}
-
-fn policy(timeout: Duration) -> WaitPolicy {
-    WaitPolicy {
-        timeout,
-        initial_delay: Duration::from_millis(50),
-        max_delay: Duration::from_millis(200),
-    }
-}
-
 fn create(cloud: &LinodeCloud, label: &str) -> Filesystem {
-    let fs = cloud
-        .create_filesystem(
-            7,
-            &NewFilesystem {
-                label: label.into(),
-                region: "us-ord".into(),
-                max_capacity_bytes: 1 << 30,
-                tags: vec![],
-            },
-        )
-        .unwrap();
+    let fs = create_filesystem(cloud, label);
     assert_eq!(fs.status, Status::Creating, "the fake activates later");
     fs
 }
@@ -399,20 +372,6 @@ fn setup_two_spaces(activation: Duration) -> (FakeLinode, Arc<LinodeCloud>) {
     settings.base_url = fake.url();
     let cloud = Arc::new(LinodeCloud::new(settings).unwrap());
     (fake, cloud)
-}
-
-fn create_in(cloud: &LinodeCloud, space: u64, label: &str) -> Filesystem {
-    cloud
-        .create_filesystem(
-            space,
-            &NewFilesystem {
-                label: label.into(),
-                region: "us-ord".into(),
-                max_capacity_bytes: 1 << 30,
-                tags: vec![],
-            },
-        )
-        .unwrap()
 }
 
 #[test]

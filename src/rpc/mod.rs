@@ -22,7 +22,7 @@ use crate::Error;
 use futures_core::Stream;
 use grpcio::{ClientStreamingSink, Deadline, RequestStream, RpcContext, UnarySink};
 use parked::{Liveness, Registry, Waiting};
-use protobuf::MessageFull;
+use protobuf::MessageDyn;
 use reply::{log_request, Responder, Sending, Sink};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -33,6 +33,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// A request or an answer of any RPC. Everything past the registrar's thin
+/// per-RPC adapters handles messages as this one type, so the machinery is
+/// built once, not once per RPC.
+pub(crate) type Msg = Box<dyn MessageDyn>;
 
 /// New requests waiting beyond this many per worker are refused with
 /// Unavailable, so a stuck backend cannot grow memory without bound;
@@ -92,17 +97,15 @@ impl Rpc {
     }
 
     /// Runs `work` on the worker pool and answers through the reply helper.
-    pub fn spawn<Req, Resp, F>(
+    pub fn spawn<F>(
         &self,
         ctx: &RpcContext,
         method: &'static str,
-        req: Req,
-        sink: UnarySink<Resp>,
+        req: Msg,
+        sink: UnarySink<Msg>,
         work: F,
     ) where
-        Req: MessageFull,
-        Resp: MessageFull,
-        F: FnOnce(Req) -> crate::Result<Resp> + Send + 'static,
+        F: FnOnce(Msg) -> crate::Result<Msg> + Send + 'static,
     {
         let reply = Responder::new(method, Instant::now(), Sink::Unary(sink));
         let caller = Caller::unary(ctx.deadline());
@@ -117,17 +120,15 @@ impl Rpc {
     /// Reads the one request message on the completion queue, then runs
     /// `work` on the pool like [`Rpc::spawn`]; while parked, the call is
     /// answered early if its caller cancels or its deadline passes.
-    pub fn streamed<Req, Resp, F>(
+    pub fn streamed<F>(
         &self,
         ctx: &RpcContext,
         method: &'static str,
-        stream: RequestStream<Req>,
-        sink: ClientStreamingSink<Resp>,
+        stream: RequestStream<Msg>,
+        sink: ClientStreamingSink<Msg>,
         work: F,
     ) where
-        Req: MessageFull,
-        Resp: MessageFull,
-        F: FnOnce(Req) -> Step<Resp> + Send + 'static,
+        F: FnOnce(Msg) -> Step<Msg> + Send + 'static,
     {
         let reply = Responder::new(method, Instant::now(), Sink::Streamed(sink));
         let deadline = ctx.deadline();
@@ -167,20 +168,12 @@ impl Rpc {
 
     /// Admits a call and queues its work; the busy answer to send when the
     /// queue is full (on the completion queue: never wait for it here).
-    fn start<Req, Resp, F>(
-        &self,
-        reply: Responder<Resp>,
-        caller: Caller,
-        req: Req,
-        work: F,
-    ) -> Option<Sending>
+    fn start<F>(&self, reply: Responder, caller: Caller, req: Msg, work: F) -> Option<Sending>
     where
-        Req: MessageFull,
-        Resp: MessageFull,
-        F: FnOnce(Req) -> Step<Resp> + Send + 'static,
+        F: FnOnce(Msg) -> Step<Msg> + Send + 'static,
     {
         let method = reply.method();
-        log_request(method, &req);
+        log_request(method, &*req);
         if !self.pool.admit() {
             let busy = Error::Unavailable(format!("{method}: the driver is busy, retry later"));
             return Some(reply.send(Err(busy)));
@@ -201,20 +194,18 @@ impl Rpc {
     /// Answers on the calling completion-queue thread: only for RPCs that
     /// never block (Probe, GetPluginInfo, capabilities). The send completes
     /// on the call's own queue, which must not be waited on from here.
-    pub fn inline<Req, Resp, F>(
+    pub fn inline<F>(
         &self,
         ctx: &RpcContext,
         method: &'static str,
-        req: Req,
-        sink: UnarySink<Resp>,
+        req: Msg,
+        sink: UnarySink<Msg>,
         work: F,
     ) where
-        Req: MessageFull,
-        Resp: MessageFull,
-        F: FnOnce(Req) -> crate::Result<Resp>,
+        F: FnOnce(Msg) -> crate::Result<Msg>,
     {
         let reply = Responder::new(method, Instant::now(), Sink::Unary(sink));
-        log_request(method, &req);
+        log_request(method, &*req);
         self.pool.begin();
         let result = run_guarded(method, move || work(req));
         ctx.spawn(reply.send(result));
@@ -288,14 +279,14 @@ trait Answer<T>: Send + Sync {
 }
 
 /// One accepted call until it is answered.
-struct Call<Resp> {
-    reply: Mutex<Option<Responder<Resp>>>,
+struct Call {
+    reply: Mutex<Option<Responder>>,
     caller: Caller,
     pool: Arc<Pool>,
 }
 
-impl<Resp: MessageFull> Answer<Resp> for Call<Resp> {
-    fn answer(&self, result: crate::Result<Resp>) {
+impl Answer<Msg> for Call {
+    fn answer(&self, result: crate::Result<Msg>) {
         let reply = lock(&self.reply).take();
         if let Some(reply) = reply {
             futures_executor::block_on(reply.send(result));
@@ -308,7 +299,7 @@ impl<Resp: MessageFull> Answer<Resp> for Call<Resp> {
     }
 }
 
-impl<Resp: MessageFull> Waiting for Call<Resp> {
+impl Waiting for Call {
     fn liveness(&self) -> Liveness {
         self.caller.liveness()
     }
@@ -356,7 +347,7 @@ impl Caller {
         }
     }
 
-    fn streamed<Req: Send + 'static>(deadline: Deadline, mut stream: RequestStream<Req>) -> Caller {
+    fn streamed(deadline: Deadline, mut stream: RequestStream<Msg>) -> Caller {
         let alive = move || {
             let mut cx = Context::from_waker(Waker::noop());
             !matches!(
@@ -389,7 +380,7 @@ impl Caller {
 }
 
 /// The next message of a request stream, awaited on the completion queue.
-async fn next_message<Req>(stream: &mut RequestStream<Req>) -> Option<grpcio::Result<Req>> {
+async fn next_message(stream: &mut RequestStream<Msg>) -> Option<grpcio::Result<Msg>> {
     std::future::poll_fn(|cx| Pin::new(&mut *stream).poll_next(cx)).await
 }
 

@@ -3,12 +3,14 @@
 //! on the completion queue (`inline`, for answers computed in memory). One
 //! literal names each RPC, giving both its method path and its name in logs
 //! (see `rpc_name!`). Every service the driver serves is registered here;
-//! it knows nothing about what a handler does.
+//! it knows nothing about what a handler does. What is built per RPC stays
+//! small (the request's decoder and the handler's adapter); the rest takes
+//! every message as [`Msg`], so it exists once in the binary.
 
-use super::Rpc;
-use crate::flow::Step;
+use super::{Msg, Rpc};
+use crate::flow::{done, Step, Then};
 use crate::Error;
-use grpcio::{Marshaller, Method, MethodType, ServiceBuilder};
+use grpcio::{GrpcSlice, Marshaller, MessageReader, Method, MethodType, ServiceBuilder};
 use protobuf::MessageFull;
 use std::sync::Arc;
 
@@ -24,17 +26,47 @@ macro_rules! rpc_name {
 }
 pub(crate) use rpc_name;
 
-fn method<Req: MessageFull, Resp: MessageFull>(ty: MethodType, name: Name) -> Method<Req, Resp> {
+/// A handler answering at once, its messages erased.
+type Answers = Arc<dyn Fn(Msg) -> crate::Result<Msg> + Send + Sync>;
+/// A handler that may park, its messages erased.
+type Parks = Arc<dyn Fn(Msg) -> Step<Msg> + Send + Sync>;
+
+/// What a handler answers, as the message type the server handles.
+fn erased<M: MessageFull>(message: M) -> Msg {
+    Box::new(message)
+}
+
+/// A request as its method's own type again: the method's marshaller
+/// decoded it as that type (see [`method`]).
+fn typed<M: MessageFull>(message: Msg) -> M {
+    *message
+        .downcast_box::<M>()
+        .expect("a request is decoded as its method's type")
+}
+
+fn decode<M: MessageFull>(reader: MessageReader) -> grpcio::Result<Msg> {
+    grpcio::pb_de::<M>(reader).map(erased)
+}
+
+fn encode(message: &Msg, buf: &mut GrpcSlice) -> grpcio::Result<()> {
+    *buf = GrpcSlice::from(message.write_to_bytes_dyn()?);
+    Ok(())
+}
+
+/// The method `name` with requests decoded as `Req` and answers encoded
+/// whatever their type: the only per-RPC part besides the handler's
+/// adapter.
+fn method<Req: MessageFull, Resp: MessageFull>(ty: MethodType, name: Name) -> Method<Msg, Msg> {
     Method {
         ty,
         name: name.0,
         req_mar: Marshaller {
-            ser: grpcio::pb_ser,
-            de: grpcio::pb_de,
+            ser: encode,
+            de: decode::<Req>,
         },
         resp_mar: Marshaller {
-            ser: grpcio::pb_ser,
-            de: grpcio::pb_de,
+            ser: encode,
+            de: decode::<Resp>,
         },
     }
 }
@@ -61,14 +93,10 @@ impl<S: Send + Sync + 'static> Registrar<S> {
         name: Name,
         f: fn(&Arc<S>, Req) -> crate::Result<Resp>,
     ) -> Registrar<S> {
-        let (rpc, state) = (self.rpc.clone(), self.state.clone());
-        let builder = self.builder.add_unary_handler(
-            &method::<Req, Resp>(MethodType::Unary, name),
-            move |ctx, req, sink| {
-                let state = state.clone();
-                rpc.spawn(&ctx, name.1, req, sink, move |req| f(&state, req))
-            },
-        );
+        let state = self.state.clone();
+        let handler: Answers = Arc::new(move |req| f(&state, typed(req)).map(erased));
+        let method = method::<Req, Resp>(MethodType::Unary, name);
+        let builder = pooled(self.builder, &self.rpc, &method, name.1, handler);
         Registrar { builder, ..self }
     }
 
@@ -79,14 +107,11 @@ impl<S: Send + Sync + 'static> Registrar<S> {
         name: Name,
         f: fn(&Arc<S>, Req) -> Step<Resp>,
     ) -> Registrar<S> {
-        let (rpc, state) = (self.rpc.clone(), self.state.clone());
-        let builder = self.builder.add_client_streaming_handler(
-            &method::<Req, Resp>(MethodType::ClientStreaming, name),
-            move |ctx, stream, sink| {
-                let state = state.clone();
-                rpc.streamed(&ctx, name.1, stream, sink, move |req| f(&state, req))
-            },
-        );
+        let state = self.state.clone();
+        let handler: Parks =
+            Arc::new(move |req| f(&state, typed(req)).then(|resp| done(erased(resp))));
+        let method = method::<Req, Resp>(MethodType::ClientStreaming, name);
+        let builder = parking(self.builder, &self.rpc, &method, name.1, handler);
         Registrar { builder, ..self }
     }
 
@@ -94,13 +119,12 @@ impl<S: Send + Sync + 'static> Registrar<S> {
     pub fn inline<Req: MessageFull, Resp: MessageFull>(
         self,
         name: Name,
-        f: impl Fn(&Arc<S>, Req) -> crate::Result<Resp> + Send + Clone + 'static,
+        f: impl Fn(&Arc<S>, Req) -> crate::Result<Resp> + Send + Sync + 'static,
     ) -> Registrar<S> {
-        let (rpc, state) = (self.rpc.clone(), self.state.clone());
-        let builder = self.builder.add_unary_handler(
-            &method::<Req, Resp>(MethodType::Unary, name),
-            move |ctx, req, sink| rpc.inline(&ctx, name.1, req, sink, |req| f(&state, req)),
-        );
+        let state = self.state.clone();
+        let handler: Answers = Arc::new(move |req| f(&state, typed(req)).map(erased));
+        let method = method::<Req, Resp>(MethodType::Unary, name);
+        let builder = inline(self.builder, &self.rpc, &method, name.1, handler);
         Registrar { builder, ..self }
     }
 
@@ -117,4 +141,48 @@ impl<S: Send + Sync + 'static> Registrar<S> {
     pub fn build(self) -> grpcio::Service {
         self.builder.build()
     }
+}
+
+// The registration of a handler by how it runs, the same code for every
+// RPC and every service.
+
+fn pooled(
+    builder: ServiceBuilder,
+    rpc: &Rpc,
+    method: &Method<Msg, Msg>,
+    log_name: &'static str,
+    handler: Answers,
+) -> ServiceBuilder {
+    let rpc = rpc.clone();
+    builder.add_unary_handler(method, move |ctx, req, sink| {
+        let handler = handler.clone();
+        rpc.spawn(&ctx, log_name, req, sink, move |req| handler(req))
+    })
+}
+
+fn parking(
+    builder: ServiceBuilder,
+    rpc: &Rpc,
+    method: &Method<Msg, Msg>,
+    log_name: &'static str,
+    handler: Parks,
+) -> ServiceBuilder {
+    let rpc = rpc.clone();
+    builder.add_client_streaming_handler(method, move |ctx, stream, sink| {
+        let handler = handler.clone();
+        rpc.streamed(&ctx, log_name, stream, sink, move |req| handler(req))
+    })
+}
+
+fn inline(
+    builder: ServiceBuilder,
+    rpc: &Rpc,
+    method: &Method<Msg, Msg>,
+    log_name: &'static str,
+    handler: Answers,
+) -> ServiceBuilder {
+    let rpc = rpc.clone();
+    builder.add_unary_handler(method, move |ctx, req, sink| {
+        rpc.inline(&ctx, log_name, req, sink, |req| handler(req))
+    })
 }

@@ -4,11 +4,12 @@
 //! field redacted, and completes the gRPC sink. It may be called
 //! from any thread; it chooses no gRPC codes itself (`crate::error` does).
 
+use super::Msg;
 use crate::proto::csi::exts;
 use crate::Error;
 use grpcio::{ClientStreamingSink, UnarySink};
 use protobuf::reflect::{ReflectValueBox, RuntimeFieldType};
-use protobuf::{MessageDyn, MessageFull};
+use protobuf::MessageDyn;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Instant;
@@ -16,23 +17,23 @@ use std::time::Instant;
 /// The two sink shapes our handlers hold: plain unary calls, and the
 /// long-running RPCs registered as client-streaming so that a caller who
 /// cancels can be noticed (see `Rpc::streamed`).
-pub(crate) enum Sink<Resp> {
-    Unary(UnarySink<Resp>),
-    Streamed(ClientStreamingSink<Resp>),
+pub(crate) enum Sink {
+    Unary(UnarySink<Msg>),
+    Streamed(ClientStreamingSink<Msg>),
 }
 
 /// Completion of a reply's delivery.
 pub(crate) type Sending = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// One accepted call's answer-to-be.
-pub(crate) struct Responder<Resp> {
+pub(crate) struct Responder {
     method: &'static str,
     started: Instant,
-    sink: Sink<Resp>,
+    sink: Sink,
 }
 
-impl<Resp: MessageFull> Responder<Resp> {
-    pub(crate) fn new(method: &'static str, started: Instant, sink: Sink<Resp>) -> Responder<Resp> {
+impl Responder {
+    pub(crate) fn new(method: &'static str, started: Instant, sink: Sink) -> Responder {
         Responder {
             method,
             started,
@@ -45,7 +46,7 @@ impl<Resp: MessageFull> Responder<Resp> {
     }
 
     /// Logs the outcome and starts sending it; the future finishes the send.
-    pub(crate) fn send(self, result: crate::Result<Resp>) -> Sending {
+    pub(crate) fn send(self, result: crate::Result<Msg>) -> Sending {
         let method = self.method;
         let elapsed = self.started.elapsed();
         let ms = elapsed.as_secs_f64() * 1000.0;
@@ -58,7 +59,7 @@ impl<Resp: MessageFull> Responder<Resp> {
             Ok(resp) => {
                 log::log!(level_for(method), "{method} OK in {ms:.1}ms");
                 if log::log_enabled!(log::Level::Debug) {
-                    log::debug!("{method} response: {}", redacted(&resp));
+                    log::debug!("{method} response: {}", redacted(&*resp));
                 }
                 Ok(resp)
             }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod controller;
+pub mod linode;
 
 use grpcio::{ChannelBuilder, Environment};
 use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
