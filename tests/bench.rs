@@ -842,3 +842,101 @@ fn bench_list_volumes_walks_and_published_nodes_at_scale() {
         );
     }
 }
+
+/// A controller with a shared parent `team-share` in Space 7, mounted
+/// through the bind stand-in for `mount -t nfs4`, in a mount namespace of
+/// its own; the parent's id.
+fn subdirectory_controller(
+    activation: Duration,
+    dir: &std::path::Path,
+) -> (common::controller::Env, u64) {
+    use common::controller::{Setup, REGION, SPACE};
+    use linode_nfs_csi::fake::FilesystemSeed;
+    let helper = common::share::install_bind_helper(dir);
+    let shares = dir.join("shares");
+    std::fs::create_dir_all(&shares).unwrap();
+    let env = Setup::new()
+        .seed(|s| {
+            Seed {
+                activation_delay_ms: activation.as_millis() as u64,
+                ..s
+            }
+            .with_filesystem(FilesystemSeed::new(SPACE, "team-share", REGION))
+        })
+        .env("RUST_LOG", "warn")
+        .env("NFS_MOUNT_HELPER", &helper.display().to_string())
+        .env("SHARE_MOUNT_DIR", &shares.display().to_string())
+        .prefix(&["unshare", "--mount", "--propagation", "private"])
+        .start();
+    let parent = env.filesystem("team-share");
+    common::share::export_dir(dir, parent.mount_target_fqdn.as_deref().unwrap());
+    (env, parent.id)
+}
+
+fn subdirectory_request(name: &str, parent: u64) -> csi::CreateVolumeRequest {
+    let mut req = create_request(name);
+    for (k, v) in [
+        ("volume-type", "subdirectory".to_string()),
+        ("shared-filesystem-id", parent.to_string()),
+    ] {
+        req.parameters
+            .insert(format!("linodenfs.csi.linode.com/{k}"), v);
+    }
+    let mut range = csi::CapacityRange::new();
+    range.required_bytes = 1 << 30;
+    req.capacity_range = Some(range).into();
+    req
+}
+
+#[test]
+#[ignore = "benchmark: bash .ci/bench"]
+fn bench_subdirectory_create_next_to_a_filesystem_create() {
+    for activation in [Duration::ZERO, Duration::from_secs(2)] {
+        let dir = common::TempDir::new("bench-subdir");
+        let (env, parent) = subdirectory_controller(activation, dir.path());
+        let linode = &env.linode;
+        let client = &env.client;
+        // Warm the Space, region and parent mount, as a running controller is.
+        client.create_volume(&create_request("pvc-warm")).unwrap();
+        client
+            .create_volume(&subdirectory_request("pvc-sub-warm", parent))
+            .unwrap();
+        for (kind, req) in [
+            ("filesystem", create_request("pvc-fs-one")),
+            ("subdirectory", subdirectory_request("pvc-sub-one", parent)),
+        ] {
+            linode.clear_requests();
+            let started = Instant::now();
+            client.create_volume(&req).unwrap();
+            let took = started.elapsed();
+            println!(
+                "BENCH one {kind} CreateVolume (warm), activation {:.0} s: {:.3} s, {} Linode requests",
+                activation.as_secs_f64(),
+                took.as_secs_f64(),
+                total(linode)
+            );
+            for (call, n) in linode.request_counts() {
+                println!("BENCH   {call}: {n}");
+            }
+        }
+        linode.clear_requests();
+        let started = Instant::now();
+        let calls: Vec<_> = (0..50)
+            .map(|i| {
+                client
+                    .create_volume_async(&subdirectory_request(&format!("pvc-sub-{i}"), parent))
+                    .unwrap()
+            })
+            .collect();
+        for call in calls {
+            futures_executor::block_on(call).unwrap();
+        }
+        println!(
+            "BENCH 50 concurrent subdirectory CreateVolume on one parent, activation {:.0} s: {:.2} s, {} Linode requests ({} quota POSTs)",
+            activation.as_secs_f64(),
+            started.elapsed().as_secs_f64(),
+            total(linode),
+            linode.calls("POST", "nfs/spaces/*/filesystems/*/quotas"),
+        );
+    }
+}

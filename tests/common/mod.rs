@@ -5,6 +5,7 @@
 
 pub mod controller;
 pub mod linode;
+pub mod share;
 
 use grpcio::{ChannelBuilder, Environment};
 use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
