@@ -88,12 +88,7 @@ impl Cluster {
             match id {
                 NodeId::Linode(id) if id != node => continue,
                 NodeId::Gone => continue,
-                NodeId::Linode(_) => {}
-                NodeId::Unknown => log::warn!(
-                    "node {:?} of VolumeAttachment {} maps to no Linode (no CSINode entry for {DRIVER_NAME}, no linode:// providerID); counting it as node {node}",
-                    a.node_name,
-                    a.name
-                ),
+                NodeId::Linode(_) | NodeId::Unknown => {}
             }
             let Some(raw) = self.handle_of(a).map_err(|e| unreadable(what, e))? else {
                 continue;
@@ -101,9 +96,17 @@ impl Cluster {
             let Ok(handle) = VolumeHandle::parse(&raw) else {
                 continue;
             };
-            if handle.filesystem() == volume.parent() && handle != this {
-                siblings.push(format!("{handle} (VolumeAttachment {})", a.name));
+            if handle.filesystem() != volume.parent() || handle == this {
+                continue;
             }
+            if matches!(id, NodeId::Unknown) {
+                log::warn!(
+                    "node {:?} of VolumeAttachment {} maps to no Linode (no CSINode entry for {DRIVER_NAME}, no linode:// providerID); counting it as node {node}",
+                    a.node_name,
+                    a.name
+                );
+            }
+            siblings.push(format!("{handle} (VolumeAttachment {})", a.name));
         }
         Ok(siblings)
     }

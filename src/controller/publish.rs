@@ -450,7 +450,7 @@ pub fn publish(
             Ok(_) => {}
         }
     }
-    if admitted {
+    if admitted && matches!(handle, VolumeHandle::Filesystem(_)) {
         return done(csi::ControllerPublishVolumeResponse::new());
     }
     c.acl
