@@ -693,3 +693,15 @@ fn full_campaign_in_space_mode() {
 fn full_campaign_in_node_mode() {
     campaign(&RANDOM, true, 1000, 100);
 }
+
+#[test]
+#[ignore = "the full campaign: just chaos"]
+fn full_campaign_with_poll_faults_in_space_mode() {
+    poll_fault_campaign(false, 1000);
+}
+
+#[test]
+#[ignore = "the full campaign: just chaos"]
+fn full_campaign_with_poll_faults_in_node_mode() {
+    poll_fault_campaign(true, 1000);
+}

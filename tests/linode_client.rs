@@ -91,6 +91,18 @@ fn settings(fake: &FakeLinode) -> LinodeSettings {
     }
 }
 
+/// A client that honours a server's `Retry-After` of up to 30 s.
+fn patient(fake: &FakeLinode) -> LinodeCloud {
+    LinodeCloud::new(LinodeSettings {
+        retry: RetryPolicy {
+            retry_after_cap: Duration::from_secs(30),
+            ..fast_retry()
+        },
+        ..settings(fake)
+    })
+    .unwrap()
+}
+
 fn setup() -> (FakeLinode, Arc<LinodeCloud>) {
     let fake = FakeLinode::start(seed()).unwrap();
     let cloud = Arc::new(LinodeCloud::new(settings(&fake)).unwrap());
@@ -613,14 +625,7 @@ fn a_request_timeout_is_unavailable_and_not_retried() {
 #[test]
 fn retry_after_is_honoured_and_capped() {
     let (fake, _) = setup();
-    let patient = LinodeCloud::new(LinodeSettings {
-        retry: RetryPolicy {
-            retry_after_cap: Duration::from_secs(30),
-            ..fast_retry()
-        },
-        ..settings(&fake)
-    })
-    .unwrap();
+    let patient = patient(&fake);
     fake.inject(FaultRule::rate_limited("GET", "nfs/spaces/*", 1).times(1));
     let started = Instant::now();
     assert_eq!(patient.get_space(7).unwrap().id, 7);
@@ -666,14 +671,7 @@ fn the_client_paces_itself_by_the_rate_limit_headers() {
     // Retry-After, for every caller.
     fake.set_rate_limit(None);
     fake.inject(FaultRule::rate_limited("GET", "nfs/spaces", 1).times(1));
-    let patient = LinodeCloud::new(LinodeSettings {
-        retry: RetryPolicy {
-            retry_after_cap: Duration::from_secs(30),
-            ..fast_retry()
-        },
-        ..settings(&fake)
-    })
-    .unwrap();
+    let patient = patient(&fake);
     let started = Instant::now();
     patient.list_spaces().unwrap();
     assert!(
@@ -729,14 +727,7 @@ fn put_and_delete_are_retried_and_a_post_only_after_a_429() {
 #[test]
 fn a_post_refused_by_the_rate_limiter_is_sent_again_after_retry_after() {
     let (fake, _) = setup();
-    let cloud = LinodeCloud::new(LinodeSettings {
-        retry: RetryPolicy {
-            retry_after_cap: Duration::from_secs(30),
-            ..fast_retry()
-        },
-        ..settings(&fake)
-    })
-    .unwrap();
+    let cloud = patient(&fake);
     fake.inject(FaultRule::rate_limited("POST", "**", 1).times(1));
     let started = Instant::now();
     let fs = cloud
