@@ -4,7 +4,9 @@
 //! backend or the mount table itself.
 
 use crate::config::{client_endpoint, parse_quantity, Endpoint};
-use crate::controller::keys::{ROOT_SQUASH, SPACE_ID, SPACE_LABEL, TAGS};
+use crate::controller::keys::{
+    ROOT_SQUASH, SHARED_FS_LABEL, SPACE_ID, SPACE_LABEL, TAGS, VOLUME_TYPE,
+};
 use crate::proto::{csi, csi_grpc};
 use csi::volume_capability::access_mode::Mode;
 use grpcio::{ChannelBuilder, Environment};
@@ -14,11 +16,6 @@ use std::sync::Arc;
 /// StorageClass parameters used when `--param` is not given: the Storage
 /// Space `dev` mode seeds.
 pub const DEV_SPACE_LABEL: &str = "dev-space";
-
-/// The StorageClass keys `--shared` sets (the controller's `keys` of
-/// issue 18's shared-filesystem volumes).
-const VOLUME_TYPE: &str = "linodenfs.csi.linode.com/volume-type";
-const SHARED_FILESYSTEM_LABEL: &str = "linodenfs.csi.linode.com/shared-filesystem-label";
 
 const USAGE: &str = "\
 Usage: linode-nfs-csi client [--endpoint unix:///path/csi.sock] COMMAND ARGS
@@ -153,7 +150,7 @@ fn create_request(args: &mut Vec<String>) -> Result<csi::CreateVolumeRequest, St
     }
     if let Some(label) = shared {
         params.insert(VOLUME_TYPE.into(), "subdirectory".into());
-        params.insert(SHARED_FILESYSTEM_LABEL.into(), label);
+        params.insert(SHARED_FS_LABEL.into(), label);
     }
     let mut req = csi::CreateVolumeRequest::new();
     req.parameters = params;
@@ -547,7 +544,7 @@ mod tests {
         assert_eq!(
             params(&["NAME", "--shared", "dev-shared", "--size", "1Gi"]),
             pairs(&[
-                (SHARED_FILESYSTEM_LABEL, "dev-shared"),
+                (SHARED_FS_LABEL, "dev-shared"),
                 (SPACE_LABEL, DEV_SPACE_LABEL),
                 (VOLUME_TYPE, "subdirectory"),
             ])
@@ -562,7 +559,7 @@ mod tests {
             ]),
             pairs(&[
                 ("linodenfs.csi.linode.com/quota", "best-effort"),
-                (SHARED_FILESYSTEM_LABEL, "pool"),
+                (SHARED_FS_LABEL, "pool"),
                 (SPACE_ID, "7"),
                 (VOLUME_TYPE, "subdirectory"),
             ])

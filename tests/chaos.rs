@@ -705,3 +705,226 @@ fn full_campaign_with_poll_faults_in_space_mode() {
 fn full_campaign_with_poll_faults_in_node_mode() {
     poll_fault_campaign(true, 1000);
 }
+
+/// `subdirectory` volumes in dev mode's shared filesystem.
+fn shared_class() -> HashMap<String, String> {
+    let mut params = dev_params();
+    params.insert(
+        "linodenfs.csi.linode.com/volume-type".into(),
+        "subdirectory".into(),
+    );
+    params.insert(
+        "linodenfs.csi.linode.com/shared-filesystem-label".into(),
+        "dev-shared".into(),
+    );
+    params
+}
+
+/// `(path, max bytes)` of every quota but the root's, and the names of the
+/// volume directories and of the ownership markers, in the shared export.
+fn shared_state(c: &Campaign) -> (BTreeSet<(String, i64)>, BTreeSet<String>, BTreeSet<String>) {
+    let linode = c.state.linode();
+    let quotas = linode
+        .get("quotas")
+        .and_then(|q| q.as_object())
+        .map(|m| {
+            m.values()
+                .filter(|q| !q["is_root"].as_bool().unwrap_or(false))
+                .filter(|q| q["path"].as_str() != Some("/"))
+                .map(|q| {
+                    (
+                        q["path"].as_str().unwrap().to_string(),
+                        q["max_capacity_bytes"].as_i64().unwrap(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let fs = linode["filesystems"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|f| f["label"] == "dev-shared")
+        .expect("dev mode seeds dev-shared");
+    let export = c
+        .state
+        .path()
+        .join("exports")
+        .join(format!("dev-shared-{:x}", fs["id"].as_u64().unwrap()));
+    let names = |dir: PathBuf| -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .filter(|n| !n.starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    (
+        quotas,
+        names(export.join("csi-volumes")),
+        names(export.join("csi-volumes/.owners")),
+    )
+}
+
+/// `count` calls at once, each retried as the provisioner does until it
+/// answers OK, while the driver is killed and restarted `restarts` times
+/// part-way. Returns the violations (codes a correct caller never sees, or
+/// a call that never settles).
+fn wave(
+    c: &mut Campaign,
+    rpc: &'static str,
+    count: usize,
+    restarts: u64,
+    call: impl Fn(&ControllerClient, usize) -> grpcio::Result<()> + Send + Sync + 'static,
+) {
+    let call = std::sync::Arc::new(call);
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // Each process serves on a socket of its own: after a restart the
+    // callers dial the new one, as the sidecars do once the pod is back.
+    let current = std::sync::Arc::new(std::sync::Mutex::new(c.dev().another_controller()));
+    let callers: Vec<_> = (0..count)
+        .map(|i| {
+            let current = current.clone();
+            let (call, answered) = (call.clone(), answered.clone());
+            std::thread::spawn(move || -> Result<(), String> {
+                let started = Instant::now();
+                let mut delay = Duration::from_millis(50);
+                let mut last = String::new();
+                loop {
+                    let client = current.lock().unwrap().clone();
+                    match call(&client, i) {
+                        Ok(()) => {
+                            answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            return Ok(());
+                        }
+                        Err(e) => {
+                            let code = common::code_of(&e);
+                            if !transient(code) && code != Code::UNKNOWN {
+                                return Err(format!("{rpc} #{i} answered {code:?}: {e:?}"));
+                            }
+                            last = format!("{code:?}: {e:?}");
+                        }
+                    }
+                    if started.elapsed() > STEP_PATIENCE * 2 {
+                        return Err(format!("{rpc} #{i} never settled; last answer {last}"));
+                    }
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(Duration::from_secs(2));
+                }
+            })
+        })
+        .collect();
+    for k in 1..=restarts {
+        // Kill part-way: after a share of the calls was answered.
+        let at = count * k as usize / (restarts as usize + 1);
+        let until = Instant::now() + STEP_PATIENCE;
+        while answered.load(std::sync::atomic::Ordering::SeqCst) < at && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        c.restart();
+        *current.lock().unwrap() = c.dev().another_controller();
+    }
+    for caller in callers {
+        if let Err(v) = caller.join().unwrap() {
+            c.violation(v);
+        }
+    }
+}
+
+/// 200 directory volumes of one shared filesystem at once, with lost
+/// replies, throttling and server errors from the fake, and the driver
+/// killed twice while they are under way; then all deleted the same way.
+/// Every quota is exact, no directory lacks its quota or marker (nor the
+/// reverse), and none is left after the deletes.
+#[test]
+fn two_hundred_subdirectory_volumes_through_faults_and_restarts() {
+    let seed = seed();
+    println!("CHAOS subdirectory wave: seed {seed} (replay with CHAOS_SEED={seed})");
+    let mut c = Campaign::start(&RANDOM, seed, false, 0);
+    const COUNT: usize = 200;
+    let size = |i: usize| ((i % 7) as i64 + 1) << 20;
+    let name = |i: usize| format!("pvc-wave-{i:03}");
+    let class = shared_class();
+    wave(&mut c, "CreateVolume", COUNT, 2, move |client, i| {
+        let mut req = create_req(&name(i), size(i));
+        req.parameters = class.clone();
+        let got = client
+            .create_volume_opt(&req, CallOption::default().timeout(Duration::from_secs(60)))?;
+        let volume = got.volume.unwrap();
+        assert_eq!(volume.capacity_bytes, size(i), "{}", name(i));
+        assert!(
+            volume.volume_id.ends_with(&format!("/{}", name(i))),
+            "{volume:?}"
+        );
+        Ok(())
+    });
+    // Once the retries have settled, the share holds exactly the 200.
+    let want_quotas: BTreeSet<(String, i64)> = (0..COUNT)
+        .map(|i| (format!("/csi-volumes/{}", name(i)), size(i)))
+        .collect();
+    let want_names: BTreeSet<String> = (0..COUNT).map(name).collect();
+    let (quotas, dirs, markers) = shared_state(&c);
+    if quotas != want_quotas {
+        let extra: Vec<_> = quotas.difference(&want_quotas).collect();
+        let missing: Vec<_> = want_quotas.difference(&quotas).collect();
+        c.violation(format!("quotas: extra {extra:?}, missing {missing:?}"));
+    }
+    if dirs != want_names {
+        c.violation(format!(
+            "directories: {:?}",
+            dirs.symmetric_difference(&want_names).collect::<Vec<_>>()
+        ));
+    }
+    if markers != want_names {
+        c.violation(format!(
+            "markers: {:?}",
+            markers
+                .symmetric_difference(&want_names)
+                .collect::<Vec<_>>()
+        ));
+    }
+    let parent = c
+        .dev()
+        .controller
+        .create_volume_opt(
+            &{
+                let mut req = create_req(&name(0), size(0));
+                req.parameters = shared_class();
+                req
+            },
+            call(),
+        )
+        .map(|v| v.volume.unwrap().volume_id)
+        .unwrap_or_default();
+    let prefix = parent
+        .rsplit_once('/')
+        .map(|(p, _)| p.to_string())
+        .unwrap_or_default();
+    wave(&mut c, "DeleteVolume", COUNT, 1, move |client, i| {
+        client
+            .delete_volume_opt(
+                &delete_req(&format!("{prefix}/{}", name(i))),
+                CallOption::default().timeout(Duration::from_secs(60)),
+            )
+            .map(|_| ())
+    });
+    let (quotas, dirs, markers) = shared_state(&c);
+    if !quotas.is_empty() || !dirs.is_empty() || !markers.is_empty() {
+        c.violation(format!(
+            "after the deletes: {} quotas, {} directories, {} markers left",
+            quotas.len(),
+            dirs.len(),
+            markers.len()
+        ));
+    }
+    let logs = c.dev().driver.logs();
+    c.count_faults(&logs);
+    println!(
+        "CHAOS subdirectory wave: {} restarts; faults injected: {:?}; violations: {}",
+        c.counts.restarts,
+        c.counts.faults,
+        c.counts.violations.len()
+    );
+    assert!(c.counts.violations.is_empty(), "{:#?}", c.counts.violations);
+}

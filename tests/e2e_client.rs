@@ -263,7 +263,6 @@ fn expand_without_volume_expansion_is_unimplemented() {
 /// `dev-shared` filesystem, published and staged, written by one pod and
 /// read by another, grown, and deleted.
 #[test]
-#[ignore = "needs the controller and dev-mode halves of issue 18 (subdirectory CreateVolume, VOLUME_EXPANSION, the dev-shared seed)"]
 fn a_subdirectory_volume_from_the_command_line() {
     let state = StateDir::new("e2e-client-shared");
     let dev = Dev::start(

@@ -82,17 +82,9 @@ fn known_env() -> &'static BTreeSet<String> {
             vars.contains("DRIVER_ROLE") && vars.contains("CSI_ENDPOINT"),
             "unexpected --help output: {vars:?}"
         );
-        vars.into_iter()
-            .chain(ISSUE_18_CONTROLLER_ENV.iter().map(|v| v.to_string()))
-            .collect()
+        vars
     })
 }
-
-/// The variables the controller's half of issue 18 adds (named in its
-/// design): the subdirectory component sets them. This branch's binary
-/// does not read them yet; drop this list once that half is merged, and
-/// `--help` lists them itself.
-const ISSUE_18_CONTROLLER_ENV: &[&str] = &["VOLUME_EXPANSION", "SHARE_MOUNT_DIR"];
 
 const CONTROLLER_ONLY_ENV: &[&str] = &[
     "LINODE_TOKEN",
@@ -1986,6 +1978,10 @@ fn controller_sidecars_follow_the_advertised_capabilities() {
         assert!(
             !has(mode, "off", Rpc::EXPAND_VOLUME),
             "{mode}: EXPAND_VOLUME"
+        );
+        assert!(
+            has(mode, "subdirectory", Rpc::EXPAND_VOLUME),
+            "{mode}: EXPAND_VOLUME with VOLUME_EXPANSION=subdirectory"
         );
     }
 
