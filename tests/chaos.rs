@@ -720,6 +720,18 @@ fn shared_class() -> HashMap<String, String> {
     params
 }
 
+/// The id of dev mode's shared filesystem.
+fn shared_id(c: &Campaign) -> u64 {
+    let linode = c.state.linode();
+    let fs = linode["filesystems"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|f| f["label"] == "dev-shared")
+        .expect("dev mode seeds dev-shared");
+    fs["id"].as_u64().unwrap()
+}
+
 /// `(path, max bytes)` of every quota but the root's, and the names of the
 /// volume directories and of the ownership markers, in the shared export.
 fn shared_state(c: &Campaign) -> (BTreeSet<(String, i64)>, BTreeSet<String>, BTreeSet<String>) {
@@ -740,17 +752,11 @@ fn shared_state(c: &Campaign) -> (BTreeSet<(String, i64)>, BTreeSet<String>, BTr
                 .collect()
         })
         .unwrap_or_default();
-    let fs = linode["filesystems"]
-        .as_object()
-        .unwrap()
-        .values()
-        .find(|f| f["label"] == "dev-shared")
-        .expect("dev mode seeds dev-shared");
     let export = c
         .state
         .path()
         .join("exports")
-        .join(format!("dev-shared-{:x}", fs["id"].as_u64().unwrap()));
+        .join(format!("dev-shared-{:x}", shared_id(c)));
     let names = |dir: PathBuf| -> BTreeSet<String> {
         std::fs::read_dir(dir)
             .map(|d| {
@@ -790,7 +796,7 @@ fn wave(
             std::thread::spawn(move || -> Result<(), String> {
                 let started = Instant::now();
                 let mut delay = Duration::from_millis(50);
-                let mut last = String::new();
+                let mut last: Option<String> = None;
                 loop {
                     let client = current.lock().unwrap().clone();
                     match call(&client, i) {
@@ -803,11 +809,11 @@ fn wave(
                             if !transient(code) && code != Code::UNKNOWN {
                                 return Err(format!("{rpc} #{i} answered {code:?}: {e:?}"));
                             }
-                            last = format!("{code:?}: {e:?}");
+                            last = Some(format!("{code:?}: {e:?}"));
                         }
                     }
                     if started.elapsed() > STEP_PATIENCE * 2 {
-                        return Err(format!("{rpc} #{i} never settled; last answer {last}"));
+                        return Err(format!("{rpc} #{i} never settled; last answer {last:?}"));
                     }
                     std::thread::sleep(delay);
                     delay = (delay * 2).min(Duration::from_secs(2));
@@ -884,23 +890,7 @@ fn two_hundred_subdirectory_volumes_through_faults_and_restarts() {
                 .collect::<Vec<_>>()
         ));
     }
-    let parent = c
-        .dev()
-        .controller
-        .create_volume_opt(
-            &{
-                let mut req = create_req(&name(0), size(0));
-                req.parameters = shared_class();
-                req
-            },
-            call(),
-        )
-        .map(|v| v.volume.unwrap().volume_id)
-        .unwrap_or_default();
-    let prefix = parent
-        .rsplit_once('/')
-        .map(|(p, _)| p.to_string())
-        .unwrap_or_default();
+    let prefix = format!("1/{}", shared_id(&c));
     wave(&mut c, "DeleteVolume", COUNT, 1, move |client, i| {
         client
             .delete_volume_opt(

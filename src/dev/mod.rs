@@ -37,6 +37,7 @@ pub const DEV_LINODE_ID: u64 = 424242;
 /// not carry the driver's mark and is never listed as a volume.
 pub const DEV_SHARED_LABEL: &str = "dev-shared";
 pub const DEV_SHARED_CAPACITY_BYTES: i64 = 10 << 30;
+pub const DEV_SHARED_ID: u64 = 100;
 /// The bearer token of dev mode's fake Linode API: a fixed stand-in, so a
 /// tool can talk to the fake the driver uses (its URL is logged at start).
 pub const DEV_LINODE_TOKEN: &str = "dev-linode-token";
@@ -163,6 +164,9 @@ fn seed_filesystems(quirks: &[DevQuirk]) -> Vec<FilesystemSeed> {
     };
     filesystems.push(FilesystemSeed {
         max_capacity_bytes: DEV_SHARED_CAPACITY_BYTES,
+        // Below the ids the fake hands out, so the volumes a user makes
+        // start at 101 whether or not the parent is there.
+        id: Some(DEV_SHARED_ID),
         ..FilesystemSeed::new(DEV_SPACE_ID, DEV_SHARED_LABEL, DEV_REGION)
     });
     filesystems

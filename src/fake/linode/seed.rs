@@ -103,6 +103,9 @@ pub struct FilesystemSeed {
     pub tags: Vec<String>,
     #[serde(default = "default_filesystem_capacity")]
     pub max_capacity_bytes: i64,
+    /// Its id; the next free one when absent (or taken).
+    #[serde(default)]
+    pub id: Option<u64>,
 }
 
 impl FilesystemSeed {
@@ -113,6 +116,7 @@ impl FilesystemSeed {
             region: region.to_string(),
             tags: Vec::new(),
             max_capacity_bytes: default_filesystem_capacity(),
+            id: None,
         }
     }
 

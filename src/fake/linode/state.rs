@@ -341,8 +341,17 @@ impl State {
     /// mount targets shown, the next id. `None` when its space is unknown.
     pub(super) fn insert_existing(&mut self, seed: &FilesystemSeed, created: i64) -> Option<u64> {
         self.spaces.get(&seed.space_id)?;
-        let id = self.next_filesystem_id;
-        self.next_filesystem_id += 1;
+        let id = match seed.id {
+            Some(id) if id > 0 && !self.filesystems.contains_key(&id) => {
+                self.next_filesystem_id = self.next_filesystem_id.max(id + 1);
+                id
+            }
+            _ => {
+                let id = self.next_filesystem_id;
+                self.next_filesystem_id += 1;
+                id
+            }
+        };
         let policy = PolicyRec::fresh(&seed.label, &self.default_squash_policy, created);
         self.filesystems.insert(
             id,
