@@ -68,8 +68,10 @@ pub struct ControllerDeps {
     pub expansion: VolumeExpansion,
     /// Mounts the shared parents of `subdirectory` volumes...
     pub mounter: Arc<dyn Mounter>,
-    /// ...at `SHARE_MOUNT_DIR/<space>-<fs>`.
+    /// ...at `SHARE_MOUNT_DIR/<space>-<fs>`...
     pub share_mount_dir: PathBuf,
+    /// ...and checks them within `NFS_MOUNT_TIMEOUT`.
+    pub nfs_mount_timeout: Duration,
 }
 
 /// Shared state of every controller RPC.
@@ -114,7 +116,8 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
         acl_cache: acl_cache::AclCache::new(deps.acl_cache_max_age),
         walks: walks::Walks::default(),
         expansion: deps.expansion,
-        shares: shares::Shares::new(deps.mounter, deps.share_mount_dir),
+        shares: shares::Shares::new(deps.mounter, deps.share_mount_dir)
+            .bounded_by(deps.nfs_mount_timeout),
     });
     let expansion = c.expansion;
     let node_mode = c.mode == AccessPolicyMode::Node;
