@@ -10,7 +10,10 @@ mod common;
 use common::controller::*;
 use common::{code_of, TempDir};
 use grpcio::RpcStatusCode as Code;
-use linode_nfs_csi::fake::{FaultRule, FilesystemSeed, Lifecycle, QuotaBehaviour};
+use linode_nfs_csi::build_info::DRIVER_NAME;
+use linode_nfs_csi::fake::{
+    FakeStorageClass, FaultRule, FilesystemSeed, Lifecycle, QuotaBehaviour,
+};
 use linode_nfs_csi::linode::{Quota, Status};
 use linode_nfs_csi::proto::csi;
 use std::os::unix::fs::PermissionsExt;
@@ -586,6 +589,70 @@ fn a_restarted_controller_mounts_the_parent_again_and_deletes() {
     w.env.delete(&v.volume_id).unwrap();
     assert!(w.quotas().is_empty() && w.dirs().is_empty() && w.markers().is_empty());
     assert_eq!(w.mounts(), 2);
+}
+
+#[test]
+fn a_controller_on_an_empty_share_mount_dir_lists_the_volumes_of_the_parents_its_classes_name() {
+    let mut w = world();
+    let by_id = w.create_ok("pvc-by-id", GIB, &[]);
+    let mut by_label = w.class(&[]);
+    by_label.retain(|(k, _)| *k != P_SHARED_ID);
+    by_label.push((P_SHARED_LABEL, PARENT.into()));
+    let req = with_capacity(volume_req("pvc-by-label", &by_label), GIB, 0);
+    let labelled = w.env.create(&req).unwrap().volume.unwrap();
+    // A rescheduled pod: a new process and an empty SHARE_MOUNT_DIR.
+    w.env.driver.signal(libc::SIGKILL);
+    w.env.driver.wait_exit(std::time::Duration::from_secs(10));
+    for entry in std::fs::read_dir(w._shares.path()).unwrap() {
+        std::fs::remove_dir(entry.unwrap().path()).unwrap();
+    }
+    w.env.restart();
+    let list = |w: &World| -> Vec<String> {
+        let mut ids: Vec<String> = w
+            .env
+            .client
+            .list_volumes(&csi::ListVolumesRequest::new())
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.volume.unwrap().volume_id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert!(list(&w).is_empty(), "no class names the parent yet");
+
+    let class = |name: &str, provisioner: &str, params: &[(&'static str, String)]| {
+        let pairs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        FakeStorageClass::new(name, provisioner, &pairs)
+    };
+    w.env
+        .kube
+        .add_storage_class(class("elsewhere", "nfs.csi.k8s.io", &w.class(&[])));
+    assert!(list(&w).is_empty(), "a class of another provisioner");
+    assert_eq!(w.mounts(), 1, "nothing mounted since the restart");
+
+    w.env
+        .kube
+        .add_storage_class(class("shared", DRIVER_NAME, &by_label));
+    let mut want = vec![by_id.volume_id.clone(), labelled.volume_id.clone()];
+    want.sort();
+    assert_eq!(
+        list(&w),
+        want,
+        "found through the class that names the parent"
+    );
+    // The label was looked up once; later listings reuse it.
+    let lookups = w.env.linode.calls("GET", FS_LIST);
+    assert_eq!(list(&w), want);
+    assert_eq!(
+        w.env.linode.calls("GET", FS_LIST) - lookups,
+        1,
+        "only the listing's own filtered list of the Space"
+    );
+    w.env.delete(&by_id.volume_id).unwrap();
+    w.env.delete(&labelled.volume_id).unwrap();
+    assert!(w.quotas().is_empty() && w.dirs().is_empty() && w.markers().is_empty());
 }
 
 #[test]

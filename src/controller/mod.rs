@@ -9,6 +9,7 @@
 //! talks to Linode directly.
 
 mod acl_cache;
+mod classes;
 mod clone;
 mod cluster;
 mod directories;
@@ -102,6 +103,7 @@ macro_rules! name {
 
 /// The Controller gRPC service.
 pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
+    let classes = classes::ClassParents::new(deps.kube.duplicate());
     let c = Arc::new(Controller {
         poller: Poller::new(deps.cloud.clone(), deps.wait),
         spaces: Spaces::new(deps.cloud.clone(), deps.space_cache_ttl),
@@ -117,7 +119,8 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
         walks: walks::Walks::default(),
         expansion: deps.expansion,
         shares: shares::Shares::new(deps.mounter, deps.share_mount_dir)
-            .bounded_by(deps.nfs_mount_timeout),
+            .bounded_by(deps.nfs_mount_timeout)
+            .naming(classes),
     });
     let expansion = c.expansion;
     let node_mode = c.mode == AccessPolicyMode::Node;

@@ -11,6 +11,7 @@
 //! What happens inside a share is `directories`'; nothing here reads or
 //! writes a volume's files.
 
+use super::classes::ClassParents;
 use crate::bounded;
 use crate::handles::VolumeId;
 use crate::linode::{Filesystem, MtlsMode};
@@ -37,6 +38,8 @@ pub struct Shares {
     statvfs_timeout: Duration,
     /// Mount points whose `statvfs` has not returned yet.
     probing: Arc<Mutex<BTreeSet<PathBuf>>>,
+    /// The parents the StorageClasses name (see `classes`); none without.
+    classes: Option<ClassParents>,
 }
 
 impl Shares {
@@ -48,7 +51,20 @@ impl Shares {
             mounting: Mutex::default(),
             statvfs_timeout: DEFAULT_STATVFS_TIMEOUT,
             probing: Arc::default(),
+            classes: None,
         }
+    }
+
+    /// The same, knowing the parents `classes` name too.
+    pub fn naming(self, classes: ClassParents) -> Shares {
+        Shares {
+            classes: Some(classes),
+            ..self
+        }
+    }
+
+    pub fn classes(&self) -> Option<&ClassParents> {
+        self.classes.as_ref()
     }
 
     /// The same, each check bounded by `limit` instead.
@@ -66,7 +82,8 @@ impl Shares {
     }
 
     /// The parents this controller has mounted at some point (their mount
-    /// points survive restarts), for ListVolumes.
+    /// points survive a restart of the process, not a new pod), for
+    /// ListVolumes beside those the StorageClasses name.
     pub fn known(&self) -> BTreeSet<VolumeId> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return BTreeSet::new();
