@@ -124,8 +124,11 @@ impl World {
         self.export.join("csi-volumes/.owners").join(name)
     }
 
+    /// The quotas of volumes (every filesystem's root quota aside).
     fn quotas(&self) -> Vec<Quota> {
-        self.env.linode.quotas()
+        let mut all = self.env.linode.quotas();
+        all.retain(|q| !q.is_root);
+        all
     }
 
     fn quota_paths(&self) -> Vec<String> {
@@ -372,6 +375,42 @@ fn a_lost_quota_reply_is_adopted_on_retry() {
     w.create_ok("pvc-lost", GIB, &[]);
     assert_eq!(w.quotas().len(), 1);
     assert_eq!(w.quota_calls("POST"), 1);
+}
+
+#[test]
+fn the_root_quota_of_the_parent_is_never_a_volume() {
+    let w = world();
+    let root = |w: &World| -> Vec<(String, Option<i64>)> {
+        w.env
+            .linode
+            .quotas()
+            .into_iter()
+            .filter(|q| q.is_root && q.filesystem_id == w.parent)
+            .map(|q| (q.path, q.max_capacity_bytes))
+            .collect()
+    };
+    let whole = vec![("/".to_string(), Some(PARENT_CAPACITY))];
+    assert_eq!(root(&w), whole, "the fake shows the real shape");
+    let v = w.create_ok("pvc-a", GIB, &[]);
+    let listed = w
+        .env
+        .client
+        .list_volumes(&csi::ListVolumesRequest::new())
+        .unwrap();
+    let ids: Vec<&str> = listed
+        .entries
+        .iter()
+        .map(|e| e.volume.volume_id.as_str())
+        .collect();
+    assert_eq!(ids, [v.volume_id.as_str()]);
+    // Growing to the whole parent fits: the root quota promises nothing.
+    let grown = w.expand(&v.volume_id, PARENT_CAPACITY).unwrap();
+    assert_eq!(grown.capacity_bytes, PARENT_CAPACITY);
+    w.env.delete(&v.volume_id).unwrap();
+    assert!(w.quotas().is_empty());
+    assert_eq!(root(&w), whole, "deleting a volume leaves the root quota");
+    assert_eq!(w.quota_calls("DELETE"), 1);
+    assert_eq!(w.quota_calls("PUT"), 1, "the expansion's, never the root's");
 }
 
 #[test]
