@@ -69,6 +69,7 @@ pub fn controller_service_with(
             expansion: config.volume_expansion,
             mounter,
             share_mount_dir: config.share_mount_dir.clone(),
+            nfs_mount_timeout: config.nfs_mount_timeout,
         },
         rpc.clone(),
     ))

@@ -9,7 +9,8 @@ mod common;
 
 use common::controller::*;
 use grpcio::RpcStatusCode as Code;
-use linode_nfs_csi::fake::{FaultRule, FilesystemSeed, Seed, SpaceSeed};
+use linode_nfs_csi::build_info::DRIVER_NAME;
+use linode_nfs_csi::fake::{FakeStorageClass, FaultRule, FilesystemSeed, Seed, SpaceSeed};
 use linode_nfs_csi::linode::{
     Cloud, FilesystemAccessPolicyUpdate, LinodeCloud, LinodeSettings, NewFilesystem, SquashPolicy,
 };
@@ -104,6 +105,61 @@ fn only_this_drivers_filesystems_are_listed_in_stable_pages() {
         ])
     );
     assert_eq!(env.linode.requests().len(), 3);
+}
+
+#[test]
+fn storage_classes_naming_no_shared_filesystem_of_ours_cost_no_linode_request() {
+    let env = Setup::new()
+        .seed(|s| s.with_filesystem(FilesystemSeed::new(SPACE, "team-share", REGION)))
+        .start();
+    let volume = env.create_ok("vol-0").volume_id;
+    let baseline = BTreeSet::from([
+        "GET nfs/spaces".to_string(),
+        "GET nfs/spaces/7/filesystems".to_string(),
+    ]);
+    let listed_with = |what: &str| {
+        env.linode.clear_requests();
+        let all = list(&env, 0, "").unwrap_or_else(|e| panic!("{what}: {e:?}"));
+        assert_eq!(ids(&all), std::slice::from_ref(&volume), "{what}");
+        let seen: BTreeSet<String> = env.requests_since(0).into_iter().collect();
+        assert_eq!(seen, baseline, "{what}");
+        assert_eq!(env.linode.requests().len(), 2, "{what}");
+    };
+    listed_with("no StorageClass and no mounted parent");
+
+    let shared = [
+        (P_SPACE_ID, "7"),
+        ("linodenfs.csi.linode.com/volume-type", "subdirectory"),
+        (
+            "linodenfs.csi.linode.com/shared-filesystem-label",
+            "team-share",
+        ),
+    ];
+    env.kube.add_storage_class(FakeStorageClass::new(
+        "someone-elses",
+        "nfs.csi.k8s.io",
+        &shared,
+    ));
+    env.kube.add_storage_class(FakeStorageClass::new(
+        "whole-filesystems",
+        DRIVER_NAME,
+        &[(P_SPACE_ID, "7")],
+    ));
+    env.kube.add_storage_class(FakeStorageClass::new(
+        "malformed",
+        DRIVER_NAME,
+        &[
+            ("linodenfs.csi.linode.com/volume-type", "subdirectory"),
+            (P_SPACE_ID, "7"),
+        ],
+    ));
+    let asked = env.kube.requests();
+    listed_with("classes of another provisioner, of whole filesystems, malformed");
+    assert_eq!(env.kube.requests(), asked + 1, "one list of StorageClasses");
+
+    // An API server that cannot be read does not fail the listing.
+    env.kube.fail_next(503, 1);
+    listed_with("the StorageClasses cannot be read");
 }
 
 #[test]

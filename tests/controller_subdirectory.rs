@@ -10,7 +10,10 @@ mod common;
 use common::controller::*;
 use common::{code_of, TempDir};
 use grpcio::RpcStatusCode as Code;
-use linode_nfs_csi::fake::{FaultRule, FilesystemSeed, Lifecycle, QuotaBehaviour};
+use linode_nfs_csi::build_info::DRIVER_NAME;
+use linode_nfs_csi::fake::{
+    FakeStorageClass, FaultRule, FilesystemSeed, Lifecycle, QuotaBehaviour,
+};
 use linode_nfs_csi::linode::{Quota, Status};
 use linode_nfs_csi::proto::csi;
 use std::os::unix::fs::PermissionsExt;
@@ -121,8 +124,11 @@ impl World {
         self.export.join("csi-volumes/.owners").join(name)
     }
 
+    /// The quotas of volumes (every filesystem's root quota aside).
     fn quotas(&self) -> Vec<Quota> {
-        self.env.linode.quotas()
+        let mut all = self.env.linode.quotas();
+        all.retain(|q| !q.is_root);
+        all
     }
 
     fn quota_paths(&self) -> Vec<String> {
@@ -372,6 +378,42 @@ fn a_lost_quota_reply_is_adopted_on_retry() {
 }
 
 #[test]
+fn the_root_quota_of_the_parent_is_never_a_volume() {
+    let w = world();
+    let root = |w: &World| -> Vec<(String, Option<i64>)> {
+        w.env
+            .linode
+            .quotas()
+            .into_iter()
+            .filter(|q| q.is_root && q.filesystem_id == w.parent)
+            .map(|q| (q.path, q.max_capacity_bytes))
+            .collect()
+    };
+    let whole = vec![("/".to_string(), Some(PARENT_CAPACITY))];
+    assert_eq!(root(&w), whole, "the fake shows the real shape");
+    let v = w.create_ok("pvc-a", GIB, &[]);
+    let listed = w
+        .env
+        .client
+        .list_volumes(&csi::ListVolumesRequest::new())
+        .unwrap();
+    let ids: Vec<&str> = listed
+        .entries
+        .iter()
+        .map(|e| e.volume.volume_id.as_str())
+        .collect();
+    assert_eq!(ids, [v.volume_id.as_str()]);
+    // Growing to the whole parent fits: the root quota promises nothing.
+    let grown = w.expand(&v.volume_id, PARENT_CAPACITY).unwrap();
+    assert_eq!(grown.capacity_bytes, PARENT_CAPACITY);
+    w.env.delete(&v.volume_id).unwrap();
+    assert!(w.quotas().is_empty());
+    assert_eq!(root(&w), whole, "deleting a volume leaves the root quota");
+    assert_eq!(w.quota_calls("DELETE"), 1);
+    assert_eq!(w.quota_calls("PUT"), 1, "the expansion's, never the root's");
+}
+
+#[test]
 fn capacity_beyond_the_parent_is_refused_before_anything_is_made() {
     let w = world();
     w.create_ok("pvc-big", 60 * GIB, &[]);
@@ -586,6 +628,70 @@ fn a_restarted_controller_mounts_the_parent_again_and_deletes() {
     w.env.delete(&v.volume_id).unwrap();
     assert!(w.quotas().is_empty() && w.dirs().is_empty() && w.markers().is_empty());
     assert_eq!(w.mounts(), 2);
+}
+
+#[test]
+fn a_controller_on_an_empty_share_mount_dir_lists_the_volumes_of_the_parents_its_classes_name() {
+    let mut w = world();
+    let by_id = w.create_ok("pvc-by-id", GIB, &[]);
+    let mut by_label = w.class(&[]);
+    by_label.retain(|(k, _)| *k != P_SHARED_ID);
+    by_label.push((P_SHARED_LABEL, PARENT.into()));
+    let req = with_capacity(volume_req("pvc-by-label", &by_label), GIB, 0);
+    let labelled = w.env.create(&req).unwrap().volume.unwrap();
+    // A rescheduled pod: a new process and an empty SHARE_MOUNT_DIR.
+    w.env.driver.signal(libc::SIGKILL);
+    w.env.driver.wait_exit(std::time::Duration::from_secs(10));
+    for entry in std::fs::read_dir(w._shares.path()).unwrap() {
+        std::fs::remove_dir(entry.unwrap().path()).unwrap();
+    }
+    w.env.restart();
+    let list = |w: &World| -> Vec<String> {
+        let mut ids: Vec<String> = w
+            .env
+            .client
+            .list_volumes(&csi::ListVolumesRequest::new())
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.volume.unwrap().volume_id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert!(list(&w).is_empty(), "no class names the parent yet");
+
+    let class = |name: &str, provisioner: &str, params: &[(&'static str, String)]| {
+        let pairs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        FakeStorageClass::new(name, provisioner, &pairs)
+    };
+    w.env
+        .kube
+        .add_storage_class(class("elsewhere", "nfs.csi.k8s.io", &w.class(&[])));
+    assert!(list(&w).is_empty(), "a class of another provisioner");
+    assert_eq!(w.mounts(), 1, "nothing mounted since the restart");
+
+    w.env
+        .kube
+        .add_storage_class(class("shared", DRIVER_NAME, &by_label));
+    let mut want = vec![by_id.volume_id.clone(), labelled.volume_id.clone()];
+    want.sort();
+    assert_eq!(
+        list(&w),
+        want,
+        "found through the class that names the parent"
+    );
+    // The label was looked up once; later listings reuse it.
+    let lookups = w.env.linode.calls("GET", FS_LIST);
+    assert_eq!(list(&w), want);
+    assert_eq!(
+        w.env.linode.calls("GET", FS_LIST) - lookups,
+        1,
+        "only the listing's own filtered list of the Space"
+    );
+    w.env.delete(&by_id.volume_id).unwrap();
+    w.env.delete(&labelled.volume_id).unwrap();
+    assert!(w.quotas().is_empty() && w.dirs().is_empty() && w.markers().is_empty());
 }
 
 #[test]

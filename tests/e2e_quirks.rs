@@ -425,7 +425,16 @@ fn dev_mode_seeds_an_unmarked_shared_parent_with_its_export() {
     assert!(shared[0].tags.is_empty(), "{:?}", shared[0].tags);
     assert!(q.export_dir.is_dir(), "{}", q.export_dir.display());
     assert!(list(&q.dev).is_empty(), "the parent is no volume");
-    assert!(q.cloud.list_quotas(DEV_SPACE_ID, q.fs).unwrap().is_empty());
+    let quotas = q.cloud.list_quotas(DEV_SPACE_ID, q.fs).unwrap();
+    assert!(quotas.iter().all(|q| q.is_root), "{quotas:?}");
+    assert_eq!(
+        quotas
+            .iter()
+            .map(|q| q.max_capacity_bytes)
+            .collect::<Vec<_>>(),
+        [Some(10 << 30)],
+        "only its root quota, the whole capacity"
+    );
 }
 
 #[test]
@@ -476,7 +485,8 @@ fn quota_refused_refuses_every_post() {
     q.mkdir("/csi-volumes/a");
     refused_path(q.create("/csi-volumes/a"));
     assert!(q.table().is_empty());
-    assert!(q.cloud.list_quotas(DEV_SPACE_ID, q.fs).unwrap().is_empty());
+    let quotas = q.cloud.list_quotas(DEV_SPACE_ID, q.fs).unwrap();
+    assert!(quotas.iter().all(|q| q.is_root), "{quotas:?}");
 }
 
 #[test]

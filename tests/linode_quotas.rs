@@ -11,7 +11,7 @@ use linode_nfs_csi::fake::{
     DirUsage, ExportContent, FakeLinode, FilesystemSeed, Lifecycle, QuotaBehaviour, Seed, SpaceSeed,
 };
 use linode_nfs_csi::linode::{
-    Cloud, LinodeCloud, LinodeSettings, NewQuota, QuotaUpdate, RetryPolicy, Status,
+    Cloud, LinodeCloud, LinodeSettings, NewQuota, Quota, QuotaUpdate, RetryPolicy, Status,
 };
 use linode_nfs_csi::Error;
 use std::sync::Arc;
@@ -23,6 +23,11 @@ fn seed() -> Seed {
     seed.filesystems
         .push(FilesystemSeed::new(7, "dev-shared", "us-ord"));
     seed
+}
+
+/// The quotas made through the API (every filesystem's root quota aside).
+fn made(quotas: Vec<Quota>) -> Vec<Quota> {
+    quotas.into_iter().filter(|q| !q.is_root).collect()
 }
 
 fn client(fake: &FakeLinode) -> LinodeCloud {
@@ -101,7 +106,7 @@ fn a_quota_is_created_updating_turns_active_and_is_updated_and_deleted() {
     assert!(used.collected_at.is_some());
 
     cloud.delete_quota(7, fs, q.id).unwrap();
-    assert!(fake.quotas().is_empty());
+    assert!(made(fake.quotas()).is_empty());
     assert!(matches!(
         cloud.get_quota(7, fs, q.id),
         Err(Error::NotFound(_))
@@ -123,7 +128,7 @@ fn lists_page_and_filter_by_path_and_refuse_bad_posts() {
             .create_quota(7, fs, &new_quota(&format!("/csi-volumes/v{i}")))
             .unwrap();
     }
-    assert_eq!(cloud.list_quotas(7, fs).unwrap().len(), 5);
+    assert_eq!(made(cloud.list_quotas(7, fs).unwrap()).len(), 5);
     let found = cloud.find_quotas_by_path(7, fs, "/csi-volumes/v3").unwrap();
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].path, "/csi-volumes/v3");
@@ -153,7 +158,7 @@ fn lists_page_and_filter_by_path_and_refuse_bad_posts() {
             .error,
         Error::NotFound(_)
     ));
-    assert_eq!(fake.quotas().len(), 5);
+    assert_eq!(made(fake.quotas()).len(), 5);
 }
 
 #[test]
@@ -319,7 +324,7 @@ fn a_quota_needing_its_directory_is_refused_until_the_export_has_it() {
         .create_quota(7, fs, &new_quota("/csi-volumes/a"))
         .unwrap();
     assert_eq!(q.path, "/csi-volumes/a");
-    assert_eq!(fake.quotas().len(), 1);
+    assert_eq!(made(fake.quotas()).len(), 1);
 
     // Under the export-path variant too, the directory is the plain path.
     fake.set_quota_behaviour(QuotaBehaviour {
@@ -336,7 +341,7 @@ fn a_quota_needing_its_directory_is_refused_until_the_export_has_it() {
     cloud
         .create_quota(7, fs, &prefixed("/csi-volumes/b"))
         .unwrap();
-    assert_eq!(fake.quotas().len(), 2);
+    assert_eq!(made(fake.quotas()).len(), 2);
 }
 
 #[test]
@@ -380,8 +385,63 @@ fn usage_is_sampled_from_the_export_on_every_read() {
     content.add(&export, "/csi-volumes/u", 4096, 1001);
     assert!(cloud.get_quota(7, fs, q.id).unwrap().quota_exceeded);
     content.add(&export, "/csi-volumes/u", (1 << 30) + 1, 3);
-    let listed = cloud.list_quotas(7, fs).unwrap();
+    let listed = made(cloud.list_quotas(7, fs).unwrap());
     assert_eq!(listed[0].used_capacity_bytes, Some((1 << 30) + 1));
     assert!(listed[0].quota_exceeded);
-    assert!(fake.quotas()[0].quota_exceeded, "inspection agrees");
+    assert!(made(fake.quotas())[0].quota_exceeded, "inspection agrees");
+}
+
+#[test]
+fn every_filesystem_shows_a_read_only_root_quota_of_its_whole_capacity() {
+    let fake = FakeLinode::start(seed()).unwrap();
+    let cloud = client(&fake);
+    let fs = fs_id(&fake);
+    let capacity = fake.filesystems()[0].max_capacity_bytes;
+    let listed = cloud.list_quotas(7, fs).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let root = &listed[0];
+    assert!(root.is_root);
+    assert_eq!(root.path, "/");
+    assert_eq!(root.max_capacity_bytes, capacity);
+    assert_eq!(root.status, Status::Active);
+    assert_eq!(cloud.get_quota(7, fs, root.id).unwrap().id, root.id);
+    assert!(matches!(
+        cloud.get_quota(7, 999, root.id),
+        Err(Error::NotFound(_))
+    ));
+
+    let grown = QuotaUpdate {
+        max_capacity_bytes: Some(1 << 30),
+        max_file_count: None,
+    };
+    let e = cloud.update_quota(7, fs, root.id, &grown).unwrap_err();
+    assert!(matches!(e.error, Error::InvalidArgument(_)), "{e}");
+    assert!(matches!(
+        cloud.delete_quota(7, fs, root.id),
+        Err(Error::InvalidArgument(_))
+    ));
+    let made_one = cloud
+        .create_quota(7, fs, &new_quota("/csi-volumes/a"))
+        .unwrap();
+    assert_ne!(made_one.id, root.id);
+    let after = cloud.list_quotas(7, fs).unwrap();
+    assert_eq!(after.len(), 2);
+    assert_eq!(&after[0], root, "unchanged, and first");
+
+    // A backend that writes the export in front shows the root as the export.
+    fake.set_quota_behaviour(QuotaBehaviour {
+        path_with_export: true,
+        ..QuotaBehaviour::default()
+    });
+    let export = export_of(&fake);
+    assert_eq!(cloud.get_quota(7, fs, root.id).unwrap().path, export);
+    // Without the quota API there is no root quota either.
+    fake.set_quota_behaviour(QuotaBehaviour {
+        missing: true,
+        ..QuotaBehaviour::default()
+    });
+    assert!(matches!(
+        cloud.list_quotas(7, fs),
+        Err(Error::Unimplemented(_))
+    ));
 }

@@ -9,14 +9,17 @@
 //! costs about one full listing. In node mode the published nodes come
 //! from the ACL cache (see `acl_cache`), not a policy GET per volume.
 //!
-//! `subdirectory` volumes are listed from the shared parents this
-//! controller has mounted (their mount points under `SHARE_MOUNT_DIR` stay
-//! across restarts): each parent's quotas under `/csi-volumes/`, and the
-//! ownership markers of volumes without a quota. A parent never used here
-//! costs nothing, so a cluster without directory volumes pays no extra
-//! request. They sort after the whole filesystems (by handle), and a
-//! token naming one round-trips like any other.
+//! `subdirectory` volumes are listed from the shared parents the
+//! StorageClasses of this driver name (see `classes`; when the Kubernetes
+//! API cannot be read, from those alone that this controller has mounted,
+//! under `SHARE_MOUNT_DIR`, with a warning) and those mounted here: each
+//! parent's quotas under `/csi-volumes/` (never its root quota), and the
+//! ownership markers of volumes without a quota. A cluster without
+//! `subdirectory` classes or mounted parents pays no extra Linode request.
+//! They sort after the whole filesystems (by handle), and a token naming
+//! one round-trips like any other.
 
+use super::classes::named_parents;
 use super::inspect::{condition_of, published_nodes, quota_condition, volume_of};
 use super::params::Params;
 use super::subdirs::{parent_of, subdir_volume};
@@ -86,7 +89,9 @@ fn volumes(c: &Controller) -> Result<Vec<Listed>, Error> {
             Err(e) => return Err(e),
         }
     }
-    for parent in c.shares.known() {
+    let mut parents = c.shares.known();
+    parents.extend(named_parents(c)?);
+    for parent in parents {
         all.extend(directories_of(c, parent)?);
     }
     all.sort_by_key(Listed::handle);

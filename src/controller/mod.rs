@@ -9,6 +9,7 @@
 //! talks to Linode directly.
 
 mod acl_cache;
+mod classes;
 mod clone;
 mod cluster;
 mod directories;
@@ -68,8 +69,10 @@ pub struct ControllerDeps {
     pub expansion: VolumeExpansion,
     /// Mounts the shared parents of `subdirectory` volumes...
     pub mounter: Arc<dyn Mounter>,
-    /// ...at `SHARE_MOUNT_DIR/<space>-<fs>`.
+    /// ...at `SHARE_MOUNT_DIR/<space>-<fs>`...
     pub share_mount_dir: PathBuf,
+    /// ...and checks them within `NFS_MOUNT_TIMEOUT`.
+    pub nfs_mount_timeout: Duration,
 }
 
 /// Shared state of every controller RPC.
@@ -100,6 +103,7 @@ macro_rules! name {
 
 /// The Controller gRPC service.
 pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
+    let classes = classes::ClassParents::new(deps.kube.duplicate());
     let c = Arc::new(Controller {
         poller: Poller::new(deps.cloud.clone(), deps.wait),
         spaces: Spaces::new(deps.cloud.clone(), deps.space_cache_ttl),
@@ -114,7 +118,9 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
         acl_cache: acl_cache::AclCache::new(deps.acl_cache_max_age),
         walks: walks::Walks::default(),
         expansion: deps.expansion,
-        shares: shares::Shares::new(deps.mounter, deps.share_mount_dir),
+        shares: shares::Shares::new(deps.mounter, deps.share_mount_dir)
+            .bounded_by(deps.nfs_mount_timeout)
+            .naming(classes),
     });
     let expansion = c.expansion;
     let node_mode = c.mode == AccessPolicyMode::Node;

@@ -35,7 +35,7 @@ use keys::{
 };
 
 /// The shared filesystem a `subdirectory` class names, in its Space.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ParentRef {
     Id(u64),
     Label(String),
@@ -98,7 +98,7 @@ pub struct SubdirParams {
 }
 
 /// Which pre-created Storage Space the class names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SpaceRef {
     Id(u64),
     Label(String),

@@ -2,7 +2,10 @@
 //! a volume's quota is the one whose path is `/csi-volumes/<name>`, or
 //! `/<export>/csi-volumes/<name>` on a backend that writes the export in
 //! front (both forms match everywhere); the room a parent has left is its
-//! capacity less the maxima of its quotas (its root quota aside). A POST of
+//! capacity less the maxima of its quotas. A filesystem's root quota (the
+//! real backend shows one on every filesystem: `is_root`, path `/`, the
+//! whole capacity) is never a volume's: it is not matched, listed,
+//! counted or deleted. A POST of
 //! the plain form that is refused is sent once more in the export form.
 //! Nothing here decides codes beyond what `Cloud` answered.
 
@@ -22,7 +25,7 @@ fn paths(fs: &Filesystem, name: &DirName) -> (String, Option<String>) {
 /// Whether `q` is the quota of volume directory `name` of `fs`.
 pub fn is_for(q: &Quota, fs: &Filesystem, name: &DirName) -> bool {
     let (plain, with_export) = paths(fs, name);
-    q.path == plain || with_export.is_some_and(|p| q.path == p)
+    !q.is_root && (q.path == plain || with_export.is_some_and(|p| q.path == p))
 }
 
 /// The quota of `name` among `quotas`, the first if (unexpectedly) several.
@@ -33,6 +36,9 @@ pub fn of_volume<'a>(quotas: &'a [Quota], fs: &Filesystem, name: &DirName) -> Op
 /// The volume directory a quota of `fs` caps, when it is one of ours
 /// (one level under the base), in either path form.
 pub fn volume_name(q: &Quota, fs: &Filesystem) -> Option<DirName> {
+    if q.is_root {
+        return None;
+    }
     let base = format!("/{SUBDIRECTORY_BASE}/");
     let export = export_of(fs);
     let inside = match export.as_deref().and_then(|e| q.path.strip_prefix(e)) {
@@ -159,6 +165,10 @@ mod tests {
         }
         assert_eq!(volume_name(&quota("/csi-volumes/A", 1, false), &fs()), None);
         assert_eq!(volume_name(&quota("/data", 1, false), &fs()), None);
+        // Whatever path a backend gives its root quota, it is no volume's.
+        let root = quota("/csi-volumes/pvc-a", 100, true);
+        assert!(!is_for(&root, &fs(), &n));
+        assert_eq!(volume_name(&root, &fs()), None);
     }
 
     #[test]

@@ -3,19 +3,29 @@
 //! (an NFS mount in production, a bind of the emulated export in dev mode),
 //! and kept mounted. Every use checks the mount table again, so one that
 //! went away (or went stale) is mounted again rather than written through.
+//! That check is a `statvfs` bounded by `NFS_MOUNT_TIMEOUT` (through
+//! `crate::bounded`): a parent whose server does not answer in time is
+//! Unavailable, to be retried, and is never mounted again on top of the
+//! hung mount; while that `statvfs` has not returned, later checks of the
+//! parent answer Unavailable at once rather than pile up threads.
 //! What happens inside a share is `directories`'; nothing here reads or
 //! writes a volume's files.
 
+use super::classes::ClassParents;
+use crate::bounded;
 use crate::handles::VolumeId;
 use crate::linode::{Filesystem, MtlsMode};
 use crate::mount::{Mounter, StatvfsError};
 use crate::mutex::lock;
 use crate::Error;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const MTLS_OPTION: &str = "xprtsec=mtls";
+/// `NFS_MOUNT_TIMEOUT`'s default.
+const DEFAULT_STATVFS_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub struct Shares {
     mounter: Arc<dyn Mounter>,
@@ -24,14 +34,44 @@ pub struct Shares {
     /// never mount it twice, and a parent whose server hangs holds up no
     /// other.
     mounting: Mutex<BTreeMap<VolumeId, Arc<Mutex<()>>>>,
+    /// How long a parent's `statvfs` may take (`NFS_MOUNT_TIMEOUT`).
+    statvfs_timeout: Duration,
+    /// Mount points whose `statvfs` has not returned yet.
+    probing: Arc<Mutex<BTreeSet<PathBuf>>>,
+    /// The parents the StorageClasses name (see `classes`); none without.
+    classes: Option<ClassParents>,
 }
 
 impl Shares {
+    /// Shares of `dir`, each check bounded by the default `NFS_MOUNT_TIMEOUT`.
     pub fn new(mounter: Arc<dyn Mounter>, dir: PathBuf) -> Shares {
         Shares {
             mounter,
             dir,
             mounting: Mutex::default(),
+            statvfs_timeout: DEFAULT_STATVFS_TIMEOUT,
+            probing: Arc::default(),
+            classes: None,
+        }
+    }
+
+    /// The same, knowing the parents `classes` name too.
+    pub fn naming(self, classes: ClassParents) -> Shares {
+        Shares {
+            classes: Some(classes),
+            ..self
+        }
+    }
+
+    pub fn classes(&self) -> Option<&ClassParents> {
+        self.classes.as_ref()
+    }
+
+    /// The same, each check bounded by `limit` instead.
+    pub fn bounded_by(self, limit: Duration) -> Shares {
+        Shares {
+            statvfs_timeout: limit,
+            ..self
         }
     }
 
@@ -42,7 +82,8 @@ impl Shares {
     }
 
     /// The parents this controller has mounted at some point (their mount
-    /// points survive restarts), for ListVolumes.
+    /// points survive a restart of the process, not a new pod), for
+    /// ListVolumes beside those the StorageClasses name.
     pub fn known(&self) -> BTreeSet<VolumeId> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return BTreeSet::new();
@@ -68,8 +109,8 @@ impl Shares {
         let this = lock(&self.mounting).entry(parent).or_default().clone();
         let _one = lock(&this);
         if self.mounter.is_mount_point(&target)? {
-            match self.mounter.statvfs(&target) {
-                Ok(_) => return Ok(target),
+            match self.probe(parent, &target)? {
+                Ok(()) => return Ok(target),
                 Err(StatvfsError::Stale(why) | StatvfsError::Io(why)) => {
                     log::warn!(
                         "shared NFS filesystem {parent} at {}: {why}; mounting it again",
@@ -111,6 +152,42 @@ impl Shares {
     }
 }
 
+impl Shares {
+    /// `statvfs` of the mount point of `parent`, bounded; Unavailable when
+    /// it does not return in time or an earlier one still has not.
+    fn probe(&self, parent: VolumeId, target: &Path) -> Result<Result<(), StatvfsError>, Error> {
+        let hung = |why: String| {
+            Error::Unavailable(format!(
+                "shared NFS filesystem {parent} at {}: {why}: its NFS server is not answering",
+                target.display()
+            ))
+        };
+        if !lock(&self.probing).insert(target.to_path_buf()) {
+            return Err(hung("an earlier statvfs has not returned".into()));
+        }
+        let (mounter, probing, owned) = (
+            self.mounter.clone(),
+            self.probing.clone(),
+            target.to_path_buf(),
+        );
+        let answered = bounded::within("share-statvfs", self.statvfs_timeout, move || {
+            let result = mounter.statvfs(&owned).map(|_| ());
+            lock(&probing).remove(&owned);
+            result
+        })
+        .map_err(|e| {
+            lock(&self.probing).remove(target);
+            Error::Internal(format!("spawn a statvfs thread: {e}"))
+        })?;
+        answered.ok_or_else(|| {
+            hung(format!(
+                "statvfs did not return within {:?}",
+                self.statvfs_timeout
+            ))
+        })
+    }
+}
+
 /// `host:/export`: the mount target's name, else its first address.
 fn source_of(fs: &Filesystem) -> Result<String, Error> {
     fs.mount_target_fqdn
@@ -145,6 +222,76 @@ fn attempts(mtls: Option<&MtlsMode>) -> Vec<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mount::{FsStats, MountTable, NfsMountError};
+    use std::sync::mpsc;
+
+    /// A parent that is mounted and whose `statvfs` blocks until released.
+    struct HungServer {
+        release: Mutex<mpsc::Receiver<()>>,
+        mounts: Mutex<usize>,
+    }
+
+    impl Mounter for HungServer {
+        fn mount_nfs4(&self, _: &str, _: &Path, _: &[String]) -> Result<(), NfsMountError> {
+            *lock(&self.mounts) += 1;
+            Ok(())
+        }
+        fn bind(&self, _: &Path, _: &Path, _: &[String]) -> crate::Result<()> {
+            Err(Error::Internal("no binds here".into()))
+        }
+        fn remount_readonly(&self, _: &Path) -> crate::Result<()> {
+            Err(Error::Internal("no remounts here".into()))
+        }
+        fn unmount(&self, _: &Path) -> crate::Result<()> {
+            Err(Error::Internal(
+                "a hung parent must not be unmounted".into(),
+            ))
+        }
+        fn mount_table(&self) -> crate::Result<MountTable> {
+            Err(Error::Internal("no mount table here".into()))
+        }
+        fn is_mount_point(&self, _: &Path) -> crate::Result<bool> {
+            Ok(true)
+        }
+        fn statvfs(&self, _: &Path) -> Result<FsStats, StatvfsError> {
+            let _ = lock(&self.release).recv();
+            Err(StatvfsError::Io("released".into()))
+        }
+    }
+
+    #[test]
+    fn a_hung_parent_is_unavailable_in_time_and_not_mounted_over() {
+        let (release, hold) = mpsc::channel();
+        let server = Arc::new(HungServer {
+            release: Mutex::new(hold),
+            mounts: Mutex::new(0),
+        });
+        let shares = Shares::new(
+            server.clone(),
+            std::env::temp_dir().join(format!("lnc-shares-hung-{}", std::process::id())),
+        )
+        .bounded_by(Duration::from_millis(100));
+        let parent = fs(Some("s.nfs.example:/team-9"), &[]);
+        let started = std::time::Instant::now();
+        let first = shares.root(&parent, None);
+        assert!(
+            matches!(&first, Err(Error::Unavailable(m)) if m.contains("within")),
+            "{first:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The first statvfs still hangs: the next check does not start another.
+        let second = shares.root(&parent, None);
+        assert!(
+            matches!(&second, Err(Error::Unavailable(m)) if m.contains("earlier")),
+            "{second:?}"
+        );
+        assert_eq!(
+            *lock(&server.mounts),
+            0,
+            "nothing mounted over the hung mount"
+        );
+        release.send(()).unwrap();
+    }
 
     fn fs(fqdn: Option<&str>, ips: &[&str]) -> Filesystem {
         serde_json::from_value(serde_json::json!({

@@ -5,7 +5,8 @@
 //! so a selective page can come back short);
 //! `GET /apis/storage.k8s.io/v1/volumeattachments`,
 //! `GET /apis/storage.k8s.io/v1/csinodes` (both `?limit=&continue=`, by
-//! name), `GET /apis/storage.k8s.io/v1/csinodes/{name}` and
+//! name), `GET /apis/storage.k8s.io/v1/csinodes/{name}`,
+//! `GET /apis/storage.k8s.io/v1/storageclasses` (paged likewise) and
 //! `GET /api/v1/persistentvolumes/{name}`. Requires the bearer token;
 //! errors are `Status` objects. Everything can change at runtime.
 
@@ -154,6 +155,39 @@ impl FakePersistentVolume {
     }
 }
 
+/// A StorageClass as the fake stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeStorageClass {
+    pub name: String,
+    pub provisioner: String,
+    pub parameters: BTreeMap<String, String>,
+}
+
+impl FakeStorageClass {
+    /// A class of `provisioner` with `parameters`.
+    pub fn new(name: &str, provisioner: &str, parameters: &[(&str, &str)]) -> FakeStorageClass {
+        FakeStorageClass {
+            name: name.to_string(),
+            provisioner: provisioner.to_string(),
+            parameters: parameters
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "kind": "StorageClass", "apiVersion": "storage.k8s.io/v1",
+            "metadata": {"name": self.name, "resourceVersion": "1"},
+            "provisioner": self.provisioner,
+            "parameters": self.parameters,
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": "Immediate"
+        })
+    }
+}
+
 fn csi_node_json(name: &str, drivers: &BTreeMap<String, String>) -> serde_json::Value {
     let drivers: Vec<_> = drivers
         .iter()
@@ -171,6 +205,7 @@ struct Shared {
     nodes: Mutex<BTreeMap<String, FakeNode>>,
     attachments: Mutex<BTreeMap<String, FakeVolumeAttachment>>,
     persistent_volumes: Mutex<BTreeMap<String, FakePersistentVolume>>,
+    storage_classes: Mutex<BTreeMap<String, FakeStorageClass>>,
     /// Node name → driver name → node id.
     csi_nodes: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
     failures: Mutex<Option<(u16, u32)>>,
@@ -304,6 +339,13 @@ impl Shared {
                 .collect();
             return Some(paged(req, "VolumeAttachmentList", items));
         }
+        if req.path == format!("{STORAGE}storageclasses") {
+            let items: Vec<_> = lock(&self.storage_classes)
+                .values()
+                .map(|c| c.to_json())
+                .collect();
+            return Some(paged(req, "StorageClassList", items));
+        }
         if req.path == format!("{STORAGE}csinodes") {
             let items: Vec<_> = lock(&self.csi_nodes)
                 .iter()
@@ -415,6 +457,7 @@ impl FakeKube {
             nodes: Mutex::new(BTreeMap::new()),
             attachments: Mutex::new(BTreeMap::new()),
             persistent_volumes: Mutex::new(BTreeMap::new()),
+            storage_classes: Mutex::new(BTreeMap::new()),
             csi_nodes: Mutex::new(BTreeMap::new()),
             failures: Mutex::new(None),
             requests: AtomicUsize::new(0),
@@ -467,6 +510,11 @@ impl FakeKube {
                 volume_handle: volume_handle.to_string(),
             },
         );
+    }
+
+    /// Add or replace (by name) a StorageClass.
+    pub fn add_storage_class(&self, class: FakeStorageClass) {
+        lock(&self.shared.storage_classes).insert(class.name.clone(), class);
     }
 
     /// Records that `driver` registered on node `node` with node id `id`

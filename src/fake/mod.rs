@@ -12,7 +12,9 @@ pub mod linode;
 pub mod metadata;
 pub mod rate_limit;
 
-pub use self::kube::{FakeKube, FakeNode, FakePersistentVolume, FakeVolumeAttachment};
+pub use self::kube::{
+    FakeKube, FakeNode, FakePersistentVolume, FakeStorageClass, FakeVolumeAttachment,
+};
 pub use self::linode::{
     DirUsage, ExportContent, FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Hang,
     Injected, InstanceSeed, Lifecycle, PolicyPut, QuotaBehaviour, RequestRecord, Seed,

@@ -333,6 +333,38 @@ impl KubeClient {
     }
 }
 
+impl Bearer {
+    /// A copy that re-reads its file on its own schedule.
+    fn duplicate(&self) -> Bearer {
+        match self {
+            Bearer::None => Bearer::None,
+            Bearer::Static(t) => Bearer::Static(t.clone()),
+            Bearer::File {
+                path,
+                refresh,
+                cached,
+            } => Bearer::File {
+                path: path.clone(),
+                refresh: *refresh,
+                cached: Mutex::new(lock(cached).clone()),
+            },
+        }
+    }
+}
+
+impl KubeClient {
+    /// A second client of the same API server with the same credentials
+    /// (and the same connection pool), for a part of the driver that needs
+    /// its own.
+    pub fn duplicate(&self) -> KubeClient {
+        KubeClient {
+            agent: self.agent.clone(),
+            server: self.server.clone(),
+            bearer: self.bearer.duplicate(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,16 +1,19 @@
 //! Minimal Kubernetes REST client: read one Node, list Nodes by label
 //! selector, and read the storage objects node-mode unpublish decides from
-//! (VolumeAttachments, PersistentVolumes, CSINodes). Where the API server
+//! (VolumeAttachments, PersistentVolumes, CSINodes) and the StorageClasses
+//! that name shared filesystems (`classes`). Where the API server
 //! is and how to authenticate comes from a kubeconfig file or the
 //! in-cluster service account (`config`); the requests, their metrics and
 //! the rotating bearer token are `client`'s.
 //! Unsupported auth (exec plugins, auth-provider, basic) fails at
 //! construction. It must never log or return a bearer token.
 
+mod classes;
 mod client;
 mod config;
 mod storage;
 
+pub use classes::StorageClass;
 pub use client::{KubeClient, Node, TOKEN_REFRESH};
 pub(crate) use config::resolve_kubeconfig_with;
 pub use config::SERVICE_ACCOUNT_DIR;

@@ -174,7 +174,7 @@ impl KubeClient {
     }
 
     /// Every item of the list at `path`, page by page.
-    fn list_all<T: serde::de::DeserializeOwned>(
+    pub(super) fn list_all<T: serde::de::DeserializeOwned>(
         &self,
         request: &'static str,
         path: &str,

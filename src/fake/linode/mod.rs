@@ -414,12 +414,14 @@ impl FakeLinode {
         })
     }
 
-    /// Every quota of every filesystem, as a GET shows it now.
+    /// Every quota of every filesystem, as a GET shows it now: each
+    /// filesystem's root quota among them.
     pub fn quotas(&self) -> Vec<Quota> {
         self.mutate(|s| {
-            s.quotas
+            s.filesystems
                 .values()
-                .map(|q| FakeLinode::decode(s.quota_json(q)))
+                .flat_map(|fs| s.quotas_of(fs))
+                .map(|q| FakeLinode::decode(s.quota_json(&q)))
                 .collect()
         })
     }

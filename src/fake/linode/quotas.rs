@@ -5,7 +5,9 @@
 //!
 //! Choices where the contract is silent: one quota per path, a duplicate
 //! answers 409 (field `path`), like a duplicate snapshot label; the
-//! filesystem root has no quota of its own here (`/` is refused); a quota
+//! filesystem's root quota (shown on every filesystem, see
+//! `State::root_quota`) is read-only: a PUT or DELETE of it answers 400,
+//! a POST for `/` is refused, and it does not count against `limit`; a quota
 //! can be made on an active filesystem only; under `needs_directory`, a
 //! path that is no directory of the export is refused like a bad path.
 
@@ -111,10 +113,23 @@ pub(super) fn create_quota(
         created: (now / 1000) as i64,
         updated: None,
         usage: None,
+        is_root: false,
     };
     let shown = state.quota_json(&quota);
     state.quotas.insert(id, quota);
     Ok(shown)
+}
+
+/// 400 for the root quota, which only the backend changes.
+fn read_only_root(q: &QuotaRec) -> Result<(), ApiError> {
+    if q.is_root {
+        return Err(ApiError::new(
+            400,
+            None,
+            "The root quota of a filesystem cannot be changed or deleted",
+        ));
+    }
+    Ok(())
 }
 
 /// Changes the limits given; the quota shows `updating` until the
@@ -126,7 +141,7 @@ pub(super) fn update_quota(
     id: u64,
     b: &Map<String, Value>,
 ) -> ApiResult {
-    state.quota(space_id, fs_id, id)?;
+    read_only_root(&state.quota(space_id, fs_id, id)?)?;
     let max_capacity_bytes = limit(b, "max_capacity_bytes")?;
     let max_file_count = limit(b, "max_file_count")?;
     let now = now_ms();
@@ -147,7 +162,7 @@ pub(super) fn update_quota(
 
 /// Gone at once: a quota has no `deleting` status.
 pub(super) fn delete_quota(state: &mut State, space_id: u64, fs_id: u64, id: u64) -> ApiResult {
-    state.quota(space_id, fs_id, id)?;
+    read_only_root(&state.quota(space_id, fs_id, id)?)?;
     state.quotas.remove(&id);
     Ok(json!({}))
 }

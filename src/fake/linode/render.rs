@@ -137,7 +137,11 @@ impl State {
     pub(super) fn quota_wire_path(&self, q: &QuotaRec) -> String {
         match self.filesystems.get(&q.filesystem_id) {
             Some(fs) if self.quota_behaviour.path_with_export => {
-                format!("{}{}", export_path(&fs.label, fs.id), q.path)
+                let export = export_path(&fs.label, fs.id);
+                match q.path.as_str() {
+                    "/" => export,
+                    inside => format!("{export}{inside}"),
+                }
             }
             _ => q.path.clone(),
         }
@@ -147,6 +151,9 @@ impl State {
     /// content when someone answers for it (null while its directory does
     /// not exist), else what was last set.
     fn quota_usage(&self, q: &QuotaRec) -> Option<QuotaUsage> {
+        if q.is_root {
+            return Some(self.root_usage(q));
+        }
         if !self.content.installed() {
             return q.usage;
         }
@@ -161,6 +168,31 @@ impl State {
         })
     }
 
+    /// A root quota's usage is always shown (the whole filesystem's): the
+    /// export's content at `/` when someone answers for it, else what its
+    /// other quotas show together (nothing, on a fresh filesystem).
+    fn root_usage(&self, root: &QuotaRec) -> QuotaUsage {
+        let whole = self
+            .filesystems
+            .get(&root.filesystem_id)
+            .filter(|_| self.content.installed())
+            .and_then(|fs| self.content.usage(&export_path(&fs.label, fs.id), "/"));
+        let (bytes, files) = match whole {
+            Some(u) => (u.bytes, u.files),
+            None => self
+                .quotas
+                .values()
+                .filter(|q| q.filesystem_id == root.filesystem_id)
+                .filter_map(|q| self.quota_usage(q))
+                .fold((0, 0), |(b, f), u| (b + u.bytes, f + u.files)),
+        };
+        QuotaUsage {
+            bytes,
+            files,
+            collected_at: now_secs(),
+        }
+    }
+
     pub(super) fn quota_json(&self, q: &QuotaRec) -> Value {
         let status = match q.phase {
             Phase::Active => "active",
@@ -173,7 +205,7 @@ impl State {
         });
         json!({
             "id": q.id, "filesystem_id": q.filesystem_id, "path": self.quota_wire_path(q),
-            "is_root": false, "max_capacity_bytes": q.max_capacity_bytes,
+            "is_root": q.is_root, "max_capacity_bytes": q.max_capacity_bytes,
             "used_capacity_bytes": usage.map(|u| u.bytes),
             "quota_exceeded": exceeded, "max_file_count": q.max_file_count,
             "used_file_count": usage.map(|u| u.files), "status": status,

@@ -213,12 +213,11 @@ pub(super) fn route(
         ("GET", ["nfs", "spaces", sid, "filesystems", fid, "quotas"]) => read(
             ids(&[sid, fid])
                 .ok_or_else(ApiError::not_found)
-                .and_then(|v| state.quota_filesystem(v[0], v[1]).map(|f| f.id))
-                .and_then(|fid| {
+                .and_then(|v| state.quota_filesystem(v[0], v[1]))
+                .and_then(|fs| {
                     let items = state
-                        .quotas
-                        .values()
-                        .filter(|q| q.filesystem_id == fid)
+                        .quotas_of(fs)
+                        .iter()
                         .map(|q| state.quota_json(q))
                         .collect();
                     apply_filter(items, x_filter, &["id", "path", "status", "is_root"])
@@ -238,7 +237,7 @@ pub(super) fn route(
         ("GET", ["nfs", "spaces", sid, "filesystems", fid, "quotas", qid]) => read(
             ids(&[sid, fid, qid])
                 .ok_or_else(ApiError::not_found)
-                .and_then(|v| state.quota(v[0], v[1], v[2]).map(|q| state.quota_json(q))),
+                .and_then(|v| state.quota(v[0], v[1], v[2]).map(|q| state.quota_json(&q))),
         ),
         ("PUT", ["nfs", "spaces", sid, "filesystems", fid, "quotas", qid]) => {
             let result = ids(&[sid, fid, qid])

@@ -216,11 +216,20 @@ pub(super) struct QuotaRec {
     pub(super) updated: Option<i64>,
     /// `None` until usage has been sampled (its fields then show null).
     pub(super) usage: Option<QuotaUsage>,
+    /// The filesystem's root quota (never stored: see `State::root_quota`).
+    #[serde(default)]
+    pub(super) is_root: bool,
 }
 
 fn first_quota_id() -> u64 {
     501
 }
+
+/// A filesystem's root quota is shown with this id plus the filesystem's,
+/// far above the ids the counter hands out, so no two quotas share one.
+const ROOT_QUOTA_IDS: u64 = 1 << 40;
+/// The file limit a root quota shows (the documented answer has one).
+const ROOT_QUOTA_FILES: i64 = 2_000_000;
 
 /// Everything that survives a restart when a state file is used.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -490,12 +499,45 @@ impl State {
         Ok(fs)
     }
 
-    pub(super) fn quota(&self, space_id: u64, fs_id: u64, id: u64) -> Result<&QuotaRec, ApiError> {
-        self.quota_filesystem(space_id, fs_id)?;
+    pub(super) fn quota(&self, space_id: u64, fs_id: u64, id: u64) -> Result<QuotaRec, ApiError> {
+        let fs = self.quota_filesystem(space_id, fs_id)?;
+        if id == ROOT_QUOTA_IDS + fs_id {
+            return Ok(State::root_quota(fs));
+        }
         self.quotas
             .get(&id)
             .filter(|q| q.filesystem_id == fs_id)
+            .cloned()
             .ok_or_else(ApiError::not_found)
+    }
+
+    /// The quotas of filesystem `fs` as its collection lists them: its root
+    /// quota first, then those made through the API.
+    pub(super) fn quotas_of(&self, fs: &FsRec) -> Vec<QuotaRec> {
+        let made = self.quotas.values().filter(|q| q.filesystem_id == fs.id);
+        std::iter::once(State::root_quota(fs))
+            .chain(made.cloned())
+            .collect()
+    }
+
+    /// What the real backend shows of every filesystem (linode-api.md §3.8):
+    /// a quota at `/` that is the whole capacity, always active and
+    /// read-only. Derived from the filesystem, so it needs no storing.
+    fn root_quota(fs: &FsRec) -> QuotaRec {
+        QuotaRec {
+            id: ROOT_QUOTA_IDS + fs.id,
+            space_id: fs.space_id,
+            filesystem_id: fs.id,
+            path: "/".into(),
+            max_capacity_bytes: fs.max_capacity_bytes,
+            max_file_count: Some(ROOT_QUOTA_FILES),
+            phase: Phase::Active,
+            transition_at: 0,
+            created: fs.created,
+            updated: None,
+            usage: None,
+            is_root: true,
+        }
     }
 
     pub(super) fn snapshot(
