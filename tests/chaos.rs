@@ -796,24 +796,20 @@ fn wave(
             std::thread::spawn(move || -> Result<(), String> {
                 let started = Instant::now();
                 let mut delay = Duration::from_millis(50);
-                let mut last: Option<String> = None;
                 loop {
                     let client = current.lock().unwrap().clone();
-                    match call(&client, i) {
-                        Ok(()) => {
-                            answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                            return Ok(());
-                        }
-                        Err(e) => {
-                            let code = common::code_of(&e);
-                            if !transient(code) && code != Code::UNKNOWN {
-                                return Err(format!("{rpc} #{i} answered {code:?}: {e:?}"));
-                            }
-                            last = Some(format!("{code:?}: {e:?}"));
-                        }
+                    let Err(e) = call(&client, i) else {
+                        answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        return Ok(());
+                    };
+                    let code = common::code_of(&e);
+                    if !transient(code) && code != Code::UNKNOWN {
+                        return Err(format!("{rpc} #{i} answered {code:?}: {e:?}"));
                     }
                     if started.elapsed() > STEP_PATIENCE * 2 {
-                        return Err(format!("{rpc} #{i} never settled; last answer {last:?}"));
+                        return Err(format!(
+                            "{rpc} #{i} never settled; last answer {code:?}: {e:?}"
+                        ));
                     }
                     std::thread::sleep(delay);
                     delay = (delay * 2).min(Duration::from_secs(2));
