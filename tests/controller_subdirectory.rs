@@ -32,20 +32,6 @@ const P_ON_DELETE: &str = "linodenfs.csi.linode.com/on-delete";
 const P_MODE: &str = "linodenfs.csi.linode.com/directory-mode";
 const P_MAX_FILES: &str = "linodenfs.csi.linode.com/max-files";
 
-/// `mount -t nfs4 [-o opts] host:/export target` as a bind of
-/// `$here/exports/<export>`; refuses an export that is not there, the way
-/// a server does.
-const HELPER: &str = r#"#!/bin/sh
-set -u
-here=$(dirname "$0")
-echo "$*" >> "$here/helper.log"
-shift 2
-if [ "$1" = "-o" ]; then shift 2; fi
-export_dir="$here/exports/${1##*:/}"
-if [ ! -d "$export_dir" ]; then echo "mount.nfs4: access denied by server while mounting $1" >&2; exit 32; fi
-mount --bind "$export_dir" "$2" || exit 32
-"#;
-
 /// One test's world: the controller, its fakes, the parent's export on
 /// disk and the directory its shares are mounted under.
 struct World {
@@ -59,9 +45,7 @@ struct World {
 fn world_with(setup: impl FnOnce(Setup) -> Setup) -> World {
     let helper_dir = TempDir::new("subdir-helper");
     let shares = TempDir::new("subdir-shares");
-    let helper = helper_dir.join("mount-nfs");
-    std::fs::write(&helper, HELPER).unwrap();
-    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let helper = common::share::install_bind_helper(helper_dir.path());
     let base = Setup::new()
         .seed(|s| s.with_filesystem(FilesystemSeed::new(SPACE, PARENT, REGION)))
         .env("NFS_MOUNT_HELPER", &helper.display().to_string())
@@ -71,10 +55,7 @@ fn world_with(setup: impl FnOnce(Setup) -> Setup) -> World {
     let env = setup(base).start();
     let fs = env.filesystem(PARENT);
     let target = fs.mount_target_fqdn.clone().expect("a mount target");
-    let export = helper_dir
-        .join("exports")
-        .join(target.rsplit_once(":/").unwrap().1);
-    std::fs::create_dir_all(&export).unwrap();
+    let export = common::share::export_dir(helper_dir.path(), &target);
     World {
         env,
         parent: fs.id,

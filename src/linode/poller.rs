@@ -262,22 +262,12 @@ impl Target for Snapshot {
         (space, fs, _): Key,
         keys: &[Key],
     ) -> crate::Result<BTreeMap<Key, Self>> {
-        let mut found = BTreeMap::new();
-        if let [key] = keys {
-            if let Some(s) = absent_is_none(cloud.get_snapshot(space, fs, key.2))? {
-                found.insert(*key, s);
-            }
-            return Ok(found);
-        }
-        let wanted: BTreeSet<&Key> = keys.iter().collect();
-        // A filesystem that is gone has no snapshots.
-        for s in absent_is_none(cloud.list_snapshots(space, fs))?.unwrap_or_default() {
-            let key = (space, fs, s.id);
-            if wanted.contains(&key) {
-                found.insert(key, s);
-            }
-        }
-        Ok(found)
+        children_of(
+            keys,
+            |id| cloud.get_snapshot(space, fs, id),
+            || cloud.list_snapshots(space, fs),
+            |s| ((space, fs, s.id), s),
+        )
     }
 }
 
@@ -301,22 +291,12 @@ impl Target for Quota {
         (space, fs, _): Key,
         keys: &[Key],
     ) -> crate::Result<BTreeMap<Key, Self>> {
-        let mut found = BTreeMap::new();
-        if let [key] = keys {
-            if let Some(q) = absent_is_none(cloud.get_quota(space, fs, key.2))? {
-                found.insert(*key, q);
-            }
-            return Ok(found);
-        }
-        let wanted: BTreeSet<&Key> = keys.iter().collect();
-        // A filesystem that is gone has no quotas.
-        for q in absent_is_none(cloud.list_quotas(space, fs))?.unwrap_or_default() {
-            let key = (space, fs, q.id);
-            if wanted.contains(&key) {
-                found.insert(key, q);
-            }
-        }
-        Ok(found)
+        children_of(
+            keys,
+            |id| cloud.get_quota(space, fs, id),
+            || cloud.list_quotas(space, fs),
+            |q| ((space, fs, q.id), q),
+        )
     }
 }
 
@@ -347,6 +327,32 @@ impl Target for FilesystemAccessPolicy {
         }
         Ok(found)
     }
+}
+
+/// The watched objects `keys` under one filesystem (its snapshots, its
+/// quotas) that exist: a plain GET of a lone one, else one list of them
+/// all. A filesystem that is gone has none.
+fn children_of<T>(
+    keys: &[Key],
+    get: impl FnOnce(u64) -> crate::Result<T>,
+    list: impl FnOnce() -> crate::Result<Vec<T>>,
+    key_of: impl Fn(T) -> (Key, T),
+) -> crate::Result<BTreeMap<Key, T>> {
+    let mut found = BTreeMap::new();
+    if let [key] = keys {
+        if let Some(one) = absent_is_none(get(key.2))? {
+            found.insert(*key, one);
+        }
+        return Ok(found);
+    }
+    let wanted: BTreeSet<&Key> = keys.iter().collect();
+    for child in absent_is_none(list())?.unwrap_or_default() {
+        let (key, child) = key_of(child);
+        if wanted.contains(&key) {
+            found.insert(key, child);
+        }
+    }
+    Ok(found)
 }
 
 /// A read of one object (or of a list under it): `None` when it is gone.
