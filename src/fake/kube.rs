@@ -375,41 +375,20 @@ impl Shared {
             Ok(s) => s,
             Err(e) => return status(400, "BadRequest", &e),
         };
-        let limit: usize = match req.query_param("limit").filter(|l| !l.is_empty()) {
-            Some(l) => match l.parse() {
-                Ok(n) => n,
-                Err(_) => return status(400, "BadRequest", "invalid limit"),
-            },
-            None => 0,
-        };
-        let offset: usize = match req.query_param("continue").filter(|c| !c.is_empty()) {
-            Some(c) => match c.parse() {
-                Ok(n) => n,
-                Err(_) => return status(410, "Expired", "invalid continue token"),
-            },
-            None => 0,
-        };
         // Like the real API server reading `limit` objects from storage and
         // then filtering them, a page holds the matches among `limit`
         // scanned nodes: with a selector it may be short, even empty, and
         // `continue` is what says more may follow.
         let all: Vec<&FakeNode> = nodes.values().collect();
-        let end = if limit == 0 {
-            all.len()
-        } else {
-            offset.saturating_add(limit).min(all.len())
+        let (scanned, metadata) = match window(req, &all) {
+            Ok(w) => w,
+            Err(refused) => return refused,
         };
-        let page: Vec<_> = all
-            .get(offset.min(end)..end)
-            .unwrap_or_default()
+        let page: Vec<_> = scanned
             .iter()
             .filter(|n| selector.iter().all(|r| r.matches(&n.labels)))
             .map(|n| n.to_json())
             .collect();
-        let mut metadata = json!({"resourceVersion": "1"});
-        if end < all.len() {
-            metadata["continue"] = json!(end.to_string());
-        }
         HttpResponse::json(
             200,
             &json!({"kind": "NodeList", "apiVersion": "v1", "metadata": metadata, "items": page}),
@@ -417,20 +396,23 @@ impl Shared {
     }
 }
 
-/// One page of `items` (in name order) as `limit` and `continue` ask.
-fn paged(req: &HttpRequest, kind: &str, items: Vec<serde_json::Value>) -> HttpResponse {
+/// The part of `items` a list request's `limit` and `continue` ask for, and
+/// the list metadata (with the next `continue` when more follow); or the
+/// API server's refusal of a bad `limit` or token.
+fn window<'a, T>(
+    req: &HttpRequest,
+    items: &'a [T],
+) -> Result<(&'a [T], serde_json::Value), HttpResponse> {
     let limit: usize = match req.query_param("limit").filter(|l| !l.is_empty()) {
-        Some(l) => match l.parse() {
-            Ok(n) => n,
-            Err(_) => return status(400, "BadRequest", "invalid limit"),
-        },
+        Some(l) => l
+            .parse()
+            .map_err(|_| status(400, "BadRequest", "invalid limit"))?,
         None => 0,
     };
     let offset: usize = match req.query_param("continue").filter(|c| !c.is_empty()) {
-        Some(c) => match c.parse() {
-            Ok(n) => n,
-            Err(_) => return status(410, "Expired", "invalid continue token"),
-        },
+        Some(c) => c
+            .parse()
+            .map_err(|_| status(410, "Expired", "invalid continue token"))?,
         None => 0,
     };
     let end = if limit == 0 {
@@ -438,15 +420,25 @@ fn paged(req: &HttpRequest, kind: &str, items: Vec<serde_json::Value>) -> HttpRe
     } else {
         offset.saturating_add(limit).min(items.len())
     };
-    let page = items.get(offset.min(end)..end).unwrap_or_default().to_vec();
     let mut metadata = json!({"resourceVersion": "1"});
     if end < items.len() {
         metadata["continue"] = json!(end.to_string());
     }
-    HttpResponse::json(
-        200,
-        &json!({"kind": kind, "apiVersion": "storage.k8s.io/v1", "metadata": metadata, "items": page}),
-    )
+    Ok((
+        items.get(offset.min(end)..end).unwrap_or_default(),
+        metadata,
+    ))
+}
+
+/// One page of `items` (in name order) as `limit` and `continue` ask.
+fn paged(req: &HttpRequest, kind: &str, items: Vec<serde_json::Value>) -> HttpResponse {
+    match window(req, &items) {
+        Ok((page, metadata)) => HttpResponse::json(
+            200,
+            &json!({"kind": kind, "apiVersion": "storage.k8s.io/v1", "metadata": metadata, "items": page}),
+        ),
+        Err(refused) => refused,
+    }
 }
 
 impl FakeKube {
