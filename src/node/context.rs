@@ -156,6 +156,11 @@ fn check_export(export: &str) -> Result<(), String> {
             "has an export path longer than {MAX_EXPORT_BYTES} bytes or with a NUL byte"
         ));
     }
+    // Linode's exports never climb, and a directory volume's path is joined
+    // onto this one: with a `..` in it the join could leave the export.
+    if export.split('/').any(|c| c == "..") {
+        return Err("has a `..` component in its export path".into());
+    }
     Ok(())
 }
 
@@ -336,6 +341,8 @@ mod tests {
             "fs-1.example.com:/pvc\0",
             "-ofs-1.example.com:/pvc-1", // an option to the mount helper
             "-:/pvc-1",
+            "fs-1.example.com:/share/../other",
+            "fs-1.example.com:/..",
         ] {
             let err = sources(&[(CTX_MOUNT_TARGET, bad)]).unwrap_err();
             assert!(
@@ -359,13 +366,14 @@ mod tests {
     #[test]
     fn every_mount_target_ips_entry_must_be_a_bracketed_ipv6_source() {
         for bad in [
-            "2001:db8::1:/x",    // unbracketed
-            "10.0.0.5:x",        // relative export
-            "fs.example:/x",     // a name
-            "[2001:db8::1]/x",   // no colon
-            "[2001:db8::1]:x",   // relative export
-            "[not-an-ip]:/x",    // garbage
-            "[fe80::1%eth0]:/x", // zone ids are node-specific
+            "2001:db8::1:/x",        // unbracketed
+            "10.0.0.5:x",            // relative export
+            "fs.example:/x",         // a name
+            "[2001:db8::1]/x",       // no colon
+            "[2001:db8::1]:x",       // relative export
+            "[not-an-ip]:/x",        // garbage
+            "[fe80::1%eth0]:/x",     // zone ids are node-specific
+            "[2001:db8::1]:/x/../y", // climbs out of the export
         ] {
             // Even beside a good mount-target: the attribute is wrong.
             let err = sources(&[
