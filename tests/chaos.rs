@@ -220,12 +220,18 @@ impl Campaign {
     }
 
     fn count_faults(&mut self, logs: &str) {
-        for line in logs.lines() {
-            if let Some(rest) = line.split("fake Linode: injected ").nth(1) {
-                let kind = rest.split(' ').next().unwrap_or("?").to_string();
-                *self.counts.faults.entry(kind).or_default() += 1;
-            }
+        for (kind, n) in injected(logs) {
+            *self.counts.faults.entry(kind).or_default() += n;
         }
+    }
+
+    /// Whether every fault kind of `kinds` has been injected so far, by this
+    /// process or one before it.
+    fn injected_all(&self, kinds: &[&str]) -> bool {
+        let now = injected(&self.dev().driver.logs());
+        kinds
+            .iter()
+            .all(|k| self.counts.faults.contains_key(*k) || now.contains_key(*k))
     }
 
     fn violation(&mut self, what: String) {
@@ -608,7 +614,32 @@ fn seed() -> u64 {
         })
 }
 
+/// The faults the fake logged it injected, by kind.
+fn injected(logs: &str) -> BTreeMap<String, u64> {
+    let mut kinds = BTreeMap::new();
+    for line in logs.lines() {
+        if let Some(rest) = line.split("fake Linode: injected ").nth(1) {
+            let kind = rest.split(' ').next().unwrap_or("?").to_string();
+            *kinds.entry(kind).or_default() += 1;
+        }
+    }
+    kinds
+}
+
 fn campaign(profile: &'static Profile, node_mode: bool, sequences: u64, restarts: u64) -> Counts {
+    campaign_until(profile, node_mode, sequences, restarts, &[])
+}
+
+/// At least `sequences`, and more (up to ten times as many) until every
+/// fault kind of `must_inject` has been injected: a short campaign draws few
+/// requests, and one kind may miss them all by chance.
+fn campaign_until(
+    profile: &'static Profile,
+    node_mode: bool,
+    sequences: u64,
+    restarts: u64,
+    must_inject: &[&str],
+) -> Counts {
     let sequences = std::env::var("CHAOS_SEQUENCES")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -619,8 +650,10 @@ fn campaign(profile: &'static Profile, node_mode: bool, sequences: u64, restarts
         "CHAOS {mode} mode: seed {seed} (replay with CHAOS_SEED={seed}), {sequences} sequences"
     );
     let mut c = Campaign::start(profile, seed, node_mode, restarts);
-    for n in 0..sequences {
+    let mut n = 0;
+    while n < sequences || (n < sequences * 10 && !c.injected_all(must_inject)) {
         sequence(&mut c, n);
+        n += 1;
     }
     let logs = c.dev().driver.logs();
     c.count_faults(&logs);
@@ -661,8 +694,9 @@ fn bounded_campaign_in_node_mode() {
 /// poller's GETs fail, no create, snapshot or publish is answered
 /// Internal, and the backend ends as the callers believe.
 fn poll_fault_campaign(node_mode: bool, sequences: u64) {
-    let k = campaign(&ON_POLLS, node_mode, sequences, 0);
-    for kind in ["500", "reset"] {
+    const KINDS: [&str; 2] = ["500", "reset"];
+    let k = campaign_until(&ON_POLLS, node_mode, sequences, 0, &KINDS);
+    for kind in KINDS {
         assert!(
             k.faults.get(kind).is_some_and(|n| *n > 0),
             "no {kind} was injected into the poller's GETs: {:?}",
