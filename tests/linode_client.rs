@@ -681,6 +681,36 @@ fn the_client_paces_itself_by_the_rate_limit_headers() {
     assert_eq!(patient.rate_limit(RequestClass::List).throttled, 1);
 }
 
+/// Many callers at once across several windows: each window's budget is
+/// spent to the last request and the next one's taken as soon as it turns,
+/// and no answer of a window gone by makes the pacer overspend: the API
+/// never has to refuse one.
+#[test]
+fn concurrent_callers_spend_each_window_without_a_429() {
+    let (fake, cloud) = setup();
+    fake.set_rate_limit(Some(RateLimit {
+        list: 1000,
+        other: 10,
+        window: Duration::from_secs(1),
+    }));
+    let callers: Vec<_> = (0..8)
+        .map(|_| {
+            let cloud = cloud.clone();
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    assert_eq!(cloud.get_space(7).unwrap().id, 7);
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.join().unwrap();
+    }
+    assert_eq!(fake.calls("GET", "nfs/spaces/7"), 40, "one request each");
+    assert_eq!(fake.throttled(), 0, "never refused");
+    assert_eq!(cloud.rate_limit(RequestClass::Other).throttled, 0);
+}
+
 #[test]
 fn put_and_delete_are_retried_and_a_post_only_after_a_429() {
     let (fake, cloud) = setup();

@@ -478,8 +478,9 @@ impl Transport {
                 status,
                 started.elapsed(),
             );
+            self.pacer
+                .observe(class, sent.as_ref().ok().map(|reply| &reply.budget));
             let reply = sent.map_err(|e| self.scrub(e))?;
-            self.pacer.observe(class, &reply.budget);
             crate::metrics::linode_budget(
                 class.label(),
                 reply.status == 429,
