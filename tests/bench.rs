@@ -130,7 +130,16 @@ fn bench_world(activation: Duration, volumes: usize) -> (FakeLinode, FakeKube) {
 
 /// A controller binary against fresh fakes; returns (linode, kube, driver).
 fn controller(activation: Duration, envs: &[(&str, &str)]) -> (FakeLinode, FakeKube, Driver) {
-    let (linode, kube) = bench_world(activation, 0);
+    controller_with_volumes(activation, 0, envs)
+}
+
+/// The same with `volumes` of the driver's volumes already there.
+fn controller_with_volumes(
+    activation: Duration,
+    volumes: usize,
+    envs: &[(&str, &str)],
+) -> (FakeLinode, FakeKube, Driver) {
+    let (linode, kube) = bench_world(activation, volumes);
     let mut b = Driver::builder();
     let kubeconfig = common::write_kubeconfig(b.dir(), &kube.url(), "kube-token");
     b = b
@@ -626,8 +635,10 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
     );
     assert_eq!(linode.filesystems().len(), 1002, "every filesystem once");
 
-    // The real budgets scaled down (windows 30x shorter, budgets 10x smaller).
-    let (linode, _kube, driver) = controller(Duration::from_secs(2), &[("WORKER_THREADS", "4")]);
+    // The real budgets scaled down (windows 30x shorter, budgets 10x smaller),
+    // with 500 volumes there already, so that ListVolumes lists 1000 by the end.
+    let (linode, _kube, driver) =
+        controller_with_volumes(Duration::from_secs(2), 500, &[("WORKER_THREADS", "4")]);
     let client = driver.controller();
     client.create_volume(&create_request("pvc-warm")).unwrap();
     let (list_budget, other_budget, window) = (20, 40, Duration::from_secs(2));
@@ -643,12 +654,14 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
         let stop = stop.clone();
         let client = driver.controller();
         std::thread::spawn(move || {
-            let (mut lists, mut capacities) = (Vec::new(), Vec::new());
+            let (mut lists, mut capacities, mut listed) = (Vec::new(), Vec::new(), 0);
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 let t = Instant::now();
-                client
+                listed = client
                     .list_volumes(&csi::ListVolumesRequest::new())
-                    .unwrap();
+                    .unwrap()
+                    .entries
+                    .len();
                 lists.push(t.elapsed());
                 let mut cap = csi::GetCapacityRequest::new();
                 cap.parameters = create_request("x").parameters;
@@ -657,19 +670,19 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
                 capacities.push(t.elapsed());
                 std::thread::sleep(Duration::from_millis(500));
             }
-            (lists, capacities)
+            (lists, capacities, listed)
         })
     };
     let (wall, seen) = provision_through_callers(&driver, 500, 100, "pvc-limited");
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let (mut lists, mut capacities) = reader.join().unwrap();
+    let (mut lists, mut capacities, listed) = reader.join().unwrap();
     lists.sort();
     capacities.sort();
     let (list, other) = by_class(&linode);
     let (creates, reader) = lists_for_creates(&linode);
     let floor = window.as_secs_f64() * (500.0 / other_budget as f64);
     println!(
-        "BENCH 500 CreateVolume through 100 retrying callers under list:{list_budget},other:{other_budget},window:{window:?}, activation 2 s: {:.2} s = {:.2}x the floor of 500 POSTs at the other budget ({floor:.1} s); {list} paginated GETs ({creates} for the creates' lookups and polls, {reader} for ListVolumes and GetCapacity), {other} other requests, {} answered 429; non-OK answers {seen:?}; meanwhile ListVolumes p99 {:.0} ms ({} calls), GetCapacity p99 {:.0} ms ({} calls)",
+        "BENCH 500 CreateVolume through 100 retrying callers under list:{list_budget},other:{other_budget},window:{window:?}, activation 2 s: {:.2} s = {:.2}x the floor of 500 POSTs at the other budget ({floor:.1} s); {list} paginated GETs ({creates} for the creates' lookups and polls, {reader} for ListVolumes and GetCapacity), {other} other requests, {} answered 429; non-OK answers {seen:?}; meanwhile ListVolumes of 500 growing to {listed} volumes p99 {:.0} ms ({} calls), GetCapacity p99 {:.0} ms ({} calls)",
         wall.as_secs_f64(),
         wall.as_secs_f64() / floor,
         linode.throttled(),
@@ -681,7 +694,7 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
     for (call, n) in linode.request_counts() {
         println!("BENCH   {call}: {n}");
     }
-    assert_eq!(linode.filesystems().len(), 501, "every filesystem once");
+    assert_eq!(linode.filesystems().len(), 1001, "every filesystem once");
 }
 
 /// A controller binary in `mode` against `linode`, with its own kubeconfig.
