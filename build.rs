@@ -77,18 +77,45 @@ fn git_revision() -> String {
     if let Ok(rev) = std::env::var("REV") {
         return rev;
     }
-    if let Ok(head) = std::fs::read_to_string(".git/HEAD") {
-        println!("cargo:rerun-if-changed=.git/HEAD");
-        let head = head.trim();
-        if let Some(reference) = head.strip_prefix("ref: ") {
-            println!("cargo:rerun-if-changed=.git/{reference}");
+    watch_head();
+    git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_default()
+}
+
+/// Re-run when HEAD moves. Git names the directories, because in a
+/// worktree `.git` is a file and the branch's ref lives in the common git
+/// directory (loose, or in `packed-refs`). Only existing paths are named:
+/// cargo re-runs the script on every build for a missing one.
+fn watch_head() {
+    let (Some(git_dir), Some(common)) = (
+        git(&["rev-parse", "--absolute-git-dir"]),
+        git(&["rev-parse", "--path-format=absolute", "--git-common-dir"]),
+    ) else {
+        return;
+    };
+    let head = Path::new(&git_dir).join("HEAD");
+    let mut watched = vec![head.clone()];
+    if let Ok(text) = std::fs::read_to_string(&head) {
+        if let Some(reference) = text.trim().strip_prefix("ref: ") {
+            let loose = Path::new(&common).join(reference);
+            // A packed ref becomes a loose file at the next commit: watch
+            // the directory it will appear in.
+            match loose.parent().filter(|_| !loose.exists()) {
+                Some(dir) => watched.push(dir.to_path_buf()),
+                None => watched.push(loose),
+            }
+            watched.push(Path::new(&common).join("packed-refs"));
         }
     }
+    for path in watched.iter().filter(|p| p.exists()) {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+}
+
+fn git(args: &[&str]) -> Option<String> {
     std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
+        .args(args)
         .output()
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
 }
