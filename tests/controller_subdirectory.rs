@@ -413,6 +413,57 @@ fn capacity_beyond_the_parent_is_refused_before_anything_is_made() {
     assert_eq!(cap.available_capacity, PARENT_CAPACITY - 60 * GIB);
 }
 
+/// Creates that read the parent's quota list at the same time cannot
+/// together promise more than it holds: each claims its room before its
+/// POST, and the others count the claim until the quota is listed.
+#[test]
+fn concurrent_creates_never_promise_more_than_the_parent_holds() {
+    let w = world();
+    w.create_ok("pvc-first", 10 * GIB, &[]);
+    // Slow quota POSTs: every create below reads the list before one lands.
+    w.env.linode.inject(FaultRule::latency(
+        "POST",
+        "nfs/spaces/*/filesystems/*/quotas",
+        std::time::Duration::from_millis(500),
+    ));
+    // 90 GiB are left: two of these fit, not six.
+    let size = 40 * GIB;
+    let results: Vec<grpcio::Result<csi::CreateVolumeResponse>> = std::thread::scope(|s| {
+        let calls: Vec<_> = (0..6)
+            .map(|i| {
+                let client = w.env.driver.controller();
+                let req =
+                    with_capacity(volume_req(&format!("pvc-race-{i}"), &w.class(&[])), size, 0);
+                s.spawn(move || client.create_volume(&req))
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(code_of(e), Code::RESOURCE_EXHAUSTED, "{e:?}");
+        assert!(format!("{e:?}").contains("do not fit"), "{e:?}");
+    }
+    let codes: Vec<Result<(), Code>> = results
+        .iter()
+        .map(|r| r.as_ref().map(|_| ()).map_err(code_of))
+        .collect();
+    assert_eq!(codes.iter().filter(|c| c.is_ok()).count(), 2, "{codes:?}");
+    let promised: i64 = w.quotas().iter().filter_map(|q| q.max_capacity_bytes).sum();
+    assert_eq!(promised, 10 * GIB + 2 * size);
+    assert!(promised <= PARENT_CAPACITY);
+    assert_eq!(w.dirs().len(), 3, "a refused create makes nothing");
+    assert_eq!(w.markers().len(), 3);
+    // The claims end with their calls: what is left is there to have.
+    w.env.linode.clear_faults();
+    w.create_ok("pvc-rest", 10 * GIB, &[]);
+    assert_eq!(
+        w.create("pvc-over", 1, &[])
+            .map(|_| ())
+            .map_err(|e| code_of(&e)),
+        Err(Code::RESOURCE_EXHAUSTED)
+    );
+}
+
 #[test]
 fn delete_touches_only_what_carries_our_marker() {
     let w = world();

@@ -5,7 +5,7 @@
 //! volume without a quota has nothing to grow.
 
 use super::subdirs::{find, lock_key};
-use super::{quotas, Controller};
+use super::Controller;
 use crate::flow::{done, Step};
 use crate::handles::VolumeHandle;
 use crate::limits;
@@ -74,7 +74,7 @@ pub fn expand(
     if want <= current {
         return done(grown(current));
     }
-    quotas::check_room(&found.quotas, &found.parent, &id.name, want)?;
+    let claim = c.room.claim(&found.quotas, &found.parent, &id.name, want)?;
     let update = QuotaUpdate {
         max_capacity_bytes: Some(want),
         max_file_count: None,
@@ -84,7 +84,7 @@ pub fn expand(
         .update_quota(id.space, id.filesystem, quota.id, &update)
         .map_err(|e| e.error)?;
     c.poller.quota(id.space, updated, move |q| {
-        drop(guard);
+        drop((guard, claim));
         done(grown(q.max_capacity_bytes.unwrap_or(want)))
     })
 }

@@ -22,6 +22,7 @@ mod params;
 mod provision;
 mod publish;
 mod quotas;
+mod room;
 mod shares;
 mod snapshots;
 mod spaces;
@@ -92,6 +93,8 @@ pub struct Controller {
     walks: walks::Walks,
     expansion: VolumeExpansion,
     shares: shares::Shares,
+    /// What creates and expansions under way claim of shared parents.
+    room: room::Room,
 }
 
 /// The [`Name`](crate::rpc::registrar::Name) of a Controller RPC.
@@ -121,6 +124,7 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
         shares: shares::Shares::new(deps.mounter, deps.share_mount_dir)
             .bounded_by(deps.nfs_mount_timeout)
             .naming(classes),
+        room: room::Room::default(),
     });
     let expansion = c.expansion;
     let node_mode = c.mode == AccessPolicyMode::Node;

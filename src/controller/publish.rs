@@ -592,6 +592,7 @@ mod tests {
                 )),
                 dir.join("shares"),
             ),
+            room: Default::default(),
         });
         let vol = VolumeId {
             space: 7,

@@ -68,20 +68,27 @@ pub fn promised(quotas: &[Quota]) -> i64 {
 }
 
 /// ResourceExhausted when `asked` more bytes do not fit beside what the
-/// other quotas of `fs` promise.
+/// other quotas of `fs` promise and the `under_way` bytes that calls not
+/// yet in that list have claimed (see `room`).
 pub fn check_room(
     quotas: &[Quota],
     fs: &Filesystem,
     name: &DirName,
     asked: i64,
+    under_way: i64,
 ) -> Result<(), Error> {
     let Some(capacity) = fs.capacity_bytes() else {
         return Ok(());
     };
     let promised = committed(quotas, fs, name);
-    if promised.saturating_add(asked) > capacity {
+    if promised.saturating_add(under_way).saturating_add(asked) > capacity {
+        let claimed = if under_way > 0 {
+            format!(" and calls under way claim {under_way}")
+        } else {
+            String::new()
+        };
         return Err(Error::ResourceExhausted(format!(
-            "shared NFS filesystem {}/{} holds {capacity} bytes and its quotas promise {promised}; {asked} more do not fit",
+            "shared NFS filesystem {}/{} holds {capacity} bytes and its quotas promise {promised}{claimed}; {asked} more do not fit",
             fs.space_id, fs.id
         )));
     }
@@ -180,10 +187,14 @@ mod tests {
             quota("/team-9/csi-volumes/pvc-a", 30, false),
         ];
         assert_eq!(committed(&quotas, &fs(), &n), 40);
-        assert!(check_room(&quotas, &fs(), &n, 60).is_ok());
+        assert!(check_room(&quotas, &fs(), &n, 60, 0).is_ok());
         assert!(matches!(
-            check_room(&quotas, &fs(), &n, 61),
+            check_room(&quotas, &fs(), &n, 61, 0),
             Err(Error::ResourceExhausted(_))
+        ));
+        assert!(matches!(
+            check_room(&quotas, &fs(), &n, 50, 11),
+            Err(Error::ResourceExhausted(m)) if m.contains("calls under way claim 11")
         ));
     }
 }

@@ -230,16 +230,16 @@ pub(super) fn create(
         .as_ref()
         .ok()
         .and_then(|all| quotas::of_volume(all, &parent, &id.name).cloned());
-    match (&existing, &quotas) {
+    let claim = match (&existing, &quotas) {
         (Some(q), _) if q.max_capacity_bytes != Some(want.capacity) => {
             return Err(Error::AlreadyExists(format!(
                 "volume {id} already exists with incompatible capacity {}",
                 q.max_capacity_bytes.unwrap_or(0)
             )))
         }
-        (None, Ok(all)) => quotas::check_room(all, &parent, &id.name, want.capacity)?,
-        _ => {}
-    }
+        (None, Ok(all)) => Some(c.room.claim(all, &parent, &id.name, want.capacity)?),
+        _ => None,
+    };
     let root = c.shares.root(&parent, mtls.as_ref())?;
     let marker = Marker {
         volume_id: id.to_string(),
@@ -272,7 +272,7 @@ pub(super) fn create(
         (Ok(_), None) => post_quota(making),
     };
     made.then(move |resp| {
-        drop(guard);
+        drop((guard, claim));
         done(resp)
     })
 }
