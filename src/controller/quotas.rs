@@ -133,10 +133,11 @@ pub fn post(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn fs() -> Filesystem {
+    /// Filesystem 7/9 of 100 bytes, the unit tests' parent.
+    pub(in crate::controller) fn fs() -> Filesystem {
         serde_json::from_value(serde_json::json!({
             "id": 9, "space_id": 7, "label": "team", "region": "us-ord", "status": "active",
             "max_capacity_bytes": 100,
@@ -145,7 +146,7 @@ mod tests {
         .unwrap()
     }
 
-    fn quota(path: &str, max: i64, root: bool) -> Quota {
+    pub(in crate::controller) fn quota(path: &str, max: i64, root: bool) -> Quota {
         serde_json::from_value(serde_json::json!({
             "id": 1, "filesystem_id": 9, "path": path, "is_root": root,
             "max_capacity_bytes": max, "status": "active",

@@ -81,22 +81,10 @@ impl Drop for Claim {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fs() -> Filesystem {
-        serde_json::from_value(serde_json::json!({
-            "id": 9, "space_id": 7, "label": "team", "region": "us-ord", "status": "active",
-            "max_capacity_bytes": 100,
-            "mount_target_fqdn": "s.nfs.example:/team-9",
-        }))
-        .unwrap()
-    }
+    use crate::controller::quotas::tests::fs;
 
     fn quota(name: &str, max: i64) -> Quota {
-        serde_json::from_value(serde_json::json!({
-            "id": 1, "filesystem_id": 9, "path": format!("/csi-volumes/{name}"),
-            "is_root": false, "max_capacity_bytes": max, "status": "active",
-        }))
-        .unwrap()
+        quotas::tests::quota(&format!("/csi-volumes/{name}"), max, false)
     }
 
     fn name(n: &str) -> DirName {
