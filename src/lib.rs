@@ -18,6 +18,7 @@ pub mod dev;
 pub mod error;
 pub mod fake;
 pub mod flow;
+pub mod fs_tree;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handles;

@@ -5,6 +5,7 @@
 mod common;
 
 use common::controller::*;
+use common::subdir::{world_with, World, GIB};
 use common::{code_of, wait_for};
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::fake::{FakeVolumeAttachment, FaultRule, Lifecycle};
@@ -24,19 +25,10 @@ fn node_env() -> Env {
         .start()
 }
 
-fn publish_req(volume_id: &str, node_id: &str) -> csi::ControllerPublishVolumeRequest {
-    let mut r = csi::ControllerPublishVolumeRequest::new();
-    r.volume_id = volume_id.into();
-    r.node_id = node_id.into();
-    r.volume_capability = Some(mount_cap(Mode::MULTI_NODE_MULTI_WRITER)).into();
-    r
-}
-
-fn unpublish_req(volume_id: &str, node_id: &str) -> csi::ControllerUnpublishVolumeRequest {
-    let mut r = csi::ControllerUnpublishVolumeRequest::new();
-    r.volume_id = volume_id.into();
-    r.node_id = node_id.into();
-    r
+/// Node mode with a shared filesystem of directory volumes (see
+/// `common::subdir`).
+fn shared_world(setup: impl FnOnce(Setup) -> Setup) -> World {
+    world_with(|s| setup(s.node_mode().seed(|seed| with_nodes(seed, NODES))))
 }
 
 fn acl(env: &Env, volume_id: &str) -> (BTreeSet<u64>, bool) {
@@ -595,25 +587,26 @@ fn attach_in_cluster(env: &Env, parent: &str, name: &str, node: &str) -> String 
 /// revokes it with the last one.
 #[test]
 fn a_shared_filesystem_keeps_a_node_until_its_last_volume_there_is_unpublished() {
-    let env = node_env();
-    let parent = env.create_ok("shared-parent").volume_id;
+    let w = shared_world(|s| s);
+    let env = &w.env;
+    let parent = format!("{SPACE}/{}", w.parent);
     for (node, id) in [("worker-1", "1001"), ("worker-2", "1002")] {
         env.kube.set_csi_node(node, DRIVER, Some(id));
     }
-    let a = format!("{parent}/vol-a");
-    let b = format!("{parent}/vol-b");
+    let a = w.create_ok("vol-a", GIB, &[]).volume_id;
+    let b = w.create_ok("vol-b", GIB, &[]).volume_id;
     for (volume, node) in [(&a, "1001"), (&b, "1001"), (&a, "1002")] {
         env.client
             .controller_publish_volume(&publish_req(volume, node))
             .unwrap();
     }
-    assert_eq!(acl(&env, &parent), ([1001, 1002].into(), true));
+    assert_eq!(acl(env, &parent), ([1001, 1002].into(), true));
     let puts = env.linode.calls("PUT", FS_POLICY);
     assert_eq!(puts, 2, "one write per node admitted, none per volume");
 
-    let va_a1 = attach_in_cluster(&env, &parent, "vol-a", "worker-1");
-    attach_in_cluster(&env, &parent, "vol-b", "worker-1");
-    let va_a2 = attach_in_cluster(&env, &parent, "vol-a", "worker-2");
+    let va_a1 = attach_in_cluster(env, &parent, "vol-a", "worker-1");
+    attach_in_cluster(env, &parent, "vol-b", "worker-1");
+    let va_a2 = attach_in_cluster(env, &parent, "vol-a", "worker-2");
     // Noise that must not count: another driver's attachment of the same
     // handle, a volume of another filesystem, a detach under way.
     env.kube
@@ -624,7 +617,7 @@ fn a_shared_filesystem_keeps_a_node_until_its_last_volume_there_is_unpublished()
         "worker-2",
         "pv-other-driver",
     ));
-    attach_in_cluster(&env, "7/99999", "vol-z", "worker-2");
+    attach_in_cluster(env, "7/99999", "vol-z", "worker-2");
     env.kube
         .add_persistent_volume("pv-leaving", DRIVER, &format!("{parent}/vol-c"));
     env.kube.add_volume_attachment(
@@ -638,7 +631,7 @@ fn a_shared_filesystem_keeps_a_node_until_its_last_volume_there_is_unpublished()
     env.client
         .controller_unpublish_volume(&unpublish_req(&a, "1001"))
         .unwrap();
-    assert_eq!(acl(&env, &parent), ([1001, 1002].into(), true));
+    assert_eq!(acl(env, &parent), ([1001, 1002].into(), true));
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts, "nothing written");
 
     // vol-a leaves worker-2, where nothing else of the parent is attached.
@@ -648,7 +641,7 @@ fn a_shared_filesystem_keeps_a_node_until_its_last_volume_there_is_unpublished()
     env.client
         .controller_unpublish_volume(&unpublish_req(&a, "1002"))
         .unwrap();
-    assert_eq!(acl(&env, &parent), ([1001].into(), true));
+    assert_eq!(acl(env, &parent), ([1001].into(), true));
 
     // vol-b leaves worker-1: the last one there.
     env.kube.remove_volume_attachment(&va_a1);
@@ -658,7 +651,7 @@ fn a_shared_filesystem_keeps_a_node_until_its_last_volume_there_is_unpublished()
     env.client
         .controller_unpublish_volume(&unpublish_req(&b, "1001"))
         .unwrap();
-    assert_eq!(acl(&env, &parent), (BTreeSet::new(), true));
+    assert_eq!(acl(env, &parent), (BTreeSet::new(), true));
     // Repeats are no-ops.
     env.client
         .controller_unpublish_volume(&unpublish_req(&b, "1001"))
@@ -671,16 +664,15 @@ fn a_shared_filesystem_keeps_a_node_until_its_last_volume_there_is_unpublished()
 /// providerID; a node gone from the cluster holds nothing.
 #[test]
 fn a_node_is_found_by_its_provider_id_and_the_parent_itself_counts() {
-    let env = Setup::new()
-        .node_mode()
-        .seed(|s| with_nodes(s, NODES))
-        .nodes(vec![
+    let w = shared_world(|s| {
+        s.nodes(vec![
             worker("worker-1", REGION).provider_id("linode://1001"),
             worker("worker-3", REGION).provider_id("linode://1003"),
         ])
-        .start();
-    let parent = env.create_ok("shared-parent").volume_id;
-    let a = format!("{parent}/vol-a");
+    });
+    let env = &w.env;
+    let parent = format!("{SPACE}/{}", w.parent);
+    let a = w.create_ok("vol-a", GIB, &[]).volume_id;
     env.client
         .controller_publish_volume(&publish_req(&a, "1001"))
         .unwrap();
@@ -688,13 +680,13 @@ fn a_node_is_found_by_its_provider_id_and_the_parent_itself_counts() {
     env.kube.add_volume_attachment(FakeVolumeAttachment::new(
         "va-whole", DRIVER, "worker-1", "pv-whole",
     ));
-    attach_in_cluster(&env, &parent, "vol-b", "worker-gone");
-    attach_in_cluster(&env, &parent, "vol-c", "worker-3");
+    attach_in_cluster(env, &parent, "vol-b", "worker-gone");
+    attach_in_cluster(env, &parent, "vol-c", "worker-3");
     env.client
         .controller_unpublish_volume(&unpublish_req(&a, "1001"))
         .unwrap();
     assert_eq!(
-        acl(&env, &parent),
+        acl(env, &parent),
         ([1001].into(), true),
         "the parent is attached"
     );
@@ -703,7 +695,7 @@ fn a_node_is_found_by_its_provider_id_and_the_parent_itself_counts() {
     env.client
         .controller_unpublish_volume(&unpublish_req(&a, "1001"))
         .unwrap();
-    assert_eq!(acl(&env, &parent), (BTreeSet::new(), true));
+    assert_eq!(acl(env, &parent), (BTreeSet::new(), true));
 }
 
 /// When the attachments cannot be read the unpublish fails (the CO
@@ -712,9 +704,10 @@ fn a_node_is_found_by_its_provider_id_and_the_parent_itself_counts() {
 /// nothing from Kubernetes.
 #[test]
 fn an_unreadable_cluster_fails_the_unpublish_and_a_filesystem_never_asks() {
-    let env = node_env();
-    let parent = env.create_ok("shared-parent").volume_id;
-    let a = format!("{parent}/vol-a");
+    let w = shared_world(|s| s);
+    let env = &w.env;
+    let parent = format!("{SPACE}/{}", w.parent);
+    let a = w.create_ok("vol-a", GIB, &[]).volume_id;
     env.client
         .controller_publish_volume(&publish_req(&a, "1001"))
         .unwrap();
@@ -732,7 +725,7 @@ fn an_unreadable_cluster_fails_the_unpublish_and_a_filesystem_never_asks() {
     );
     assert_eq!(code, Code::FAILED_PRECONDITION);
     assert!(message.contains("volumeattachments"), "{message}");
-    assert_eq!(acl(&env, &parent), ([1001].into(), true));
+    assert_eq!(acl(env, &parent), ([1001].into(), true));
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts);
 
     let whole = env.create_ok("whole").volume_id;
@@ -743,7 +736,7 @@ fn an_unreadable_cluster_fails_the_unpublish_and_a_filesystem_never_asks() {
     env.client
         .controller_unpublish_volume(&unpublish_req(&whole, "1001"))
         .unwrap();
-    assert_eq!(acl(&env, &whole), (BTreeSet::new(), true));
+    assert_eq!(acl(env, &whole), (BTreeSet::new(), true));
     assert_eq!(env.kube.requests(), asked, "no Kubernetes request");
 
     // Unpublishing a directory of a filesystem that is gone is success.

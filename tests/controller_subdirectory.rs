@@ -7,187 +7,15 @@
 
 mod common;
 
+use common::code_of;
 use common::controller::*;
-use common::{code_of, TempDir};
+use common::subdir::*;
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::build_info::DRIVER_NAME;
-use linode_nfs_csi::fake::{
-    FakeStorageClass, FaultRule, FilesystemSeed, Lifecycle, QuotaBehaviour,
-};
-use linode_nfs_csi::linode::{Quota, Status};
+use linode_nfs_csi::fake::{FakeStorageClass, FaultRule, Lifecycle, QuotaBehaviour};
+use linode_nfs_csi::linode::Status;
 use linode_nfs_csi::proto::csi;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-
-const GIB: i64 = 1 << 30;
-const PARENT: &str = "team-share";
-/// What the fake gives a seeded filesystem.
-const PARENT_CAPACITY: i64 = 100 * GIB;
-
-const P_TYPE: &str = "linodenfs.csi.linode.com/volume-type";
-const P_SHARED_ID: &str = "linodenfs.csi.linode.com/shared-filesystem-id";
-const P_SHARED_LABEL: &str = "linodenfs.csi.linode.com/shared-filesystem-label";
-const P_QUOTA: &str = "linodenfs.csi.linode.com/quota";
-const P_ON_DELETE: &str = "linodenfs.csi.linode.com/on-delete";
-const P_MODE: &str = "linodenfs.csi.linode.com/directory-mode";
-const P_MAX_FILES: &str = "linodenfs.csi.linode.com/max-files";
-
-/// One test's world: the controller, its fakes, the parent's export on
-/// disk and the directory its shares are mounted under.
-struct World {
-    env: Env,
-    parent: u64,
-    export: PathBuf,
-    helper_dir: TempDir,
-    _shares: TempDir,
-}
-
-fn world_with(setup: impl FnOnce(Setup) -> Setup) -> World {
-    let helper_dir = TempDir::new("subdir-helper");
-    let shares = TempDir::new("subdir-shares");
-    let helper = common::share::install_bind_helper(helper_dir.path());
-    let base = Setup::new()
-        .seed(|s| s.with_filesystem(FilesystemSeed::new(SPACE, PARENT, REGION)))
-        .env("NFS_MOUNT_HELPER", &helper.display().to_string())
-        .env("SHARE_MOUNT_DIR", &shares.path().display().to_string())
-        .env("VOLUME_EXPANSION", "subdirectory")
-        .prefix(&["unshare", "--mount", "--propagation", "private"]);
-    let env = setup(base).start();
-    let fs = env.filesystem(PARENT);
-    let target = fs.mount_target_fqdn.clone().expect("a mount target");
-    let export = common::share::export_dir(helper_dir.path(), &target);
-    World {
-        env,
-        parent: fs.id,
-        export,
-        helper_dir,
-        _shares: shares,
-    }
-}
-
-fn world() -> World {
-    world_with(|s| s)
-}
-
-impl World {
-    fn class(&self, extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
-        let mut p = by_id();
-        p.push((P_TYPE, "subdirectory".into()));
-        p.push((P_SHARED_ID, self.parent.to_string()));
-        p.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
-        p
-    }
-
-    fn create(
-        &self,
-        name: &str,
-        size: i64,
-        extra: &[(&'static str, &str)],
-    ) -> grpcio::Result<csi::Volume> {
-        let req = with_capacity(volume_req(name, &self.class(extra)), size, 0);
-        self.env.create(&req).map(|r| r.volume.unwrap())
-    }
-
-    fn create_ok(&self, name: &str, size: i64, extra: &[(&'static str, &str)]) -> csi::Volume {
-        self.create(name, size, extra)
-            .unwrap_or_else(|e| panic!("CreateVolume {name}: {e:?}\n{}", self.env.driver.logs()))
-    }
-
-    fn id(&self, name: &str) -> String {
-        format!("{SPACE}/{}/{name}", self.parent)
-    }
-
-    fn dir(&self, name: &str) -> PathBuf {
-        self.export.join("csi-volumes").join(name)
-    }
-
-    fn marker(&self, name: &str) -> PathBuf {
-        self.export.join("csi-volumes/.owners").join(name)
-    }
-
-    /// The quotas of volumes (every filesystem's root quota aside).
-    fn quotas(&self) -> Vec<Quota> {
-        let mut all = self.env.linode.quotas();
-        all.retain(|q| !q.is_root);
-        all
-    }
-
-    fn quota_paths(&self) -> Vec<String> {
-        let mut paths: Vec<String> = self.quotas().into_iter().map(|q| q.path).collect();
-        paths.sort();
-        paths
-    }
-
-    /// The volume directories (markers and archive aside).
-    fn dirs(&self) -> Vec<String> {
-        names_in(&self.export.join("csi-volumes"))
-            .into_iter()
-            .filter(|n| !n.starts_with('.'))
-            .collect()
-    }
-
-    fn markers(&self) -> Vec<String> {
-        names_in(&self.export.join("csi-volumes/.owners"))
-            .into_iter()
-            .filter(|n| !n.starts_with('.'))
-            .collect()
-    }
-
-    fn quota_calls(&self, method: &str) -> usize {
-        self.env
-            .linode
-            .calls(method, "nfs/spaces/*/filesystems/*/quotas")
-            + self
-                .env
-                .linode
-                .calls(method, "nfs/spaces/*/filesystems/*/quotas/*")
-    }
-
-    fn mounts(&self) -> usize {
-        std::fs::read_to_string(self.helper_dir.join("helper.log"))
-            .map(|t| t.lines().count())
-            .unwrap_or(0)
-    }
-
-    fn expand(&self, id: &str, size: i64) -> grpcio::Result<csi::ControllerExpandVolumeResponse> {
-        let mut req = csi::ControllerExpandVolumeRequest::new();
-        req.volume_id = id.to_string();
-        let mut range = csi::CapacityRange::new();
-        range.required_bytes = size;
-        req.capacity_range = Some(range).into();
-        self.env.client.controller_expand_volume(&req)
-    }
-
-    fn modify(
-        &self,
-        id: &str,
-        pairs: &[(&str, &str)],
-    ) -> grpcio::Result<csi::ControllerModifyVolumeResponse> {
-        let mut req = csi::ControllerModifyVolumeRequest::new();
-        req.volume_id = id.to_string();
-        req.mutable_parameters = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        self.env.client.controller_modify_volume(&req)
-    }
-}
-
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    names.sort();
-    names
-}
-
-fn ctx<'a>(v: &'a csi::Volume, key: &str) -> Option<&'a str> {
-    v.volume_context.get(key).map(String::as_str)
-}
 
 #[test]
 fn create_is_idempotent_and_delete_removes_directory_quota_and_marker() {
@@ -441,7 +269,7 @@ fn concurrent_creates_never_promise_more_than_the_parent_holds() {
     });
     for e in results.iter().filter_map(|r| r.as_ref().err()) {
         assert_eq!(code_of(e), Code::RESOURCE_EXHAUSTED, "{e:?}");
-        assert!(format!("{e:?}").contains("do not fit"), "{e:?}");
+        assert!(format!("{e:?}").contains("does not fit"), "{e:?}");
     }
     let codes: Vec<Result<(), Code>> = results
         .iter()
@@ -539,7 +367,8 @@ fn expansion_grows_the_quota_within_the_parent() {
     assert_eq!(same.capacity_bytes, 2 * GIB, "never shrinks");
     assert_eq!(
         err_code(w.expand(&v.volume_id, PARENT_CAPACITY + 1)),
-        Code::RESOURCE_EXHAUSTED
+        Code::OUT_OF_RANGE,
+        "infeasible, so the resizer lets the user lower the request"
     );
     assert_eq!(w.quotas()[0].max_capacity_bytes, Some(2 * GIB));
     assert_eq!(
@@ -674,7 +503,7 @@ fn a_controller_on_an_empty_share_mount_dir_lists_the_volumes_of_the_parents_its
     // A rescheduled pod: a new process and an empty SHARE_MOUNT_DIR.
     w.env.driver.signal(libc::SIGKILL);
     w.env.driver.wait_exit(std::time::Duration::from_secs(10));
-    for entry in std::fs::read_dir(w._shares.path()).unwrap() {
+    for entry in std::fs::read_dir(w.shares.path()).unwrap() {
         std::fs::remove_dir(entry.unwrap().path()).unwrap();
     }
     w.env.restart();

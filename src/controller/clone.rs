@@ -32,12 +32,13 @@ fn snapshot_id(s: &Snapshot) -> SnapshotId {
     }
 }
 
-/// The source volume of a clone, NotFound when it does not exist.
+/// The source volume of a clone, NotFound when it does not exist,
+/// FailedPrecondition when it is not a volume of this driver.
 pub(super) fn source_volume(c: &Controller, source: VolumeId) -> Result<Filesystem, Error> {
     let missing = || Error::NotFound(format!("source volume {source} was not found"));
     match c.cloud.get_filesystem(source.space, source.filesystem) {
         Ok(fs) if fs.status == Status::Deleting => Err(missing()),
-        Ok(fs) => Ok(fs),
+        Ok(fs) => tags::require_volume(&fs, "cloned").map(|()| fs),
         Err(Error::NotFound(_)) => Err(missing()),
         Err(e) => Err(e),
     }

@@ -3,17 +3,22 @@
 //! `/csi-volumes/.owners/<name>` (written before the directory, checked
 //! before anything is removed) and the archive `/csi-volumes/.archive`.
 //! File operations only: no mounts, no Linode calls. Nothing here follows a
-//! symlink a tenant may have planted: a volume's tree is removed with
-//! `remove_dir_all` (which never follows one), read-only directories in it
-//! are made writable through a descriptor opened with `O_NOFOLLOW`, and the
-//! driver's own paths must be real directories and files.
+//! symlink a tenant may have planted: a volume's tree is removed by
+//! `fs_tree`'s walk (iterative, through descriptors, never following a
+//! link, so no depth or width of tree exhausts the stack or the
+//! descriptors), and the driver's own paths must be real directories and
+//! files. A new directory gets its owner and mode before it takes its
+//! name, so a repeated create never changes an existing one.
 
+use super::kept;
 use super::params::OnDelete;
+use crate::fs_tree::{self, Dir};
 use crate::handles::{DirName, SUBDIRECTORY_BASE};
 use crate::Error;
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::ffi::CString;
+use std::fs::{DirBuilder, OpenOptions};
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -31,6 +36,9 @@ pub struct Marker {
     pub on_delete: OnDelete,
     /// Deleted with `on-delete: retain`: the directory stays, the volume is gone.
     pub retained: bool,
+    /// The archive entry a delete with `on-delete: archive` reserved, so a
+    /// retry moves the directory to the same one.
+    pub archive_to: Option<String>,
 }
 
 impl Marker {
@@ -43,6 +51,9 @@ impl Marker {
         );
         if self.retained {
             text.push_str("state: retained\n");
+        }
+        if let Some(entry) = &self.archive_to {
+            text.push_str(&format!("archive-to: {entry}\n"));
         }
         text
     }
@@ -57,6 +68,7 @@ impl Marker {
             csi_name: field("csi-name").unwrap_or("").to_string(),
             on_delete: OnDelete::parse(field("on-delete")?).ok()?,
             retained: field("state") == Some("retained"),
+            archive_to: field("archive-to").map(str::to_string),
         })
     }
 }
@@ -122,14 +134,6 @@ fn ensure_dir(path: &Path, mode: u32) -> Result<(), Error> {
     }
 }
 
-/// Opens a directory without following a symlink at its last component.
-fn open_dir(path: &Path) -> Result<File, std::io::Error> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY)
-        .open(path)
-}
-
 /// The marker of `name`, if there is one.
 pub fn read_marker(root: &Path, name: &DirName) -> Result<Option<Marker>, Error> {
     let path = marker_path(root, name);
@@ -174,10 +178,66 @@ fn write_marker(root: &Path, name: &DirName, marker: &Marker) -> Result<(), Erro
     std::fs::rename(&tmp, &path).map_err(|e| io("write ownership marker", &path, e))
 }
 
+/// Whether a create of the volume `want` describes may go on, given the
+/// marker `found` under its name: `Ok(true)` when an earlier attempt of
+/// the same volume made it, `Ok(false)` when nothing of it exists yet.
+/// Another volume's, another CSI name's (two names that map to one
+/// directory), another `on-delete`'s, or a kept directory's is
+/// AlreadyExists; a directory without the marker is never taken over.
+fn check(found: Option<&Marker>, want: &Marker, dir: &Path) -> Result<bool, Error> {
+    let Some(found) = found else {
+        if is_dir(dir)? {
+            return Err(Error::FailedPrecondition(format!(
+                "{} exists without the driver's ownership marker; the driver does not take it over",
+                dir.display()
+            )));
+        }
+        return Ok(false);
+    };
+    let conflict = if found.retained {
+        Some(format!(
+            "is kept from deleted volume {} (on-delete: retain); remove it to reuse the name",
+            found.volume_id
+        ))
+    } else if found.volume_id != want.volume_id {
+        Some(format!("belongs to volume {}", found.volume_id))
+    } else if !found.csi_name.is_empty() && found.csi_name != want.csi_name {
+        Some(format!(
+            "belongs to the volume named {:?}, which maps to the same directory as {:?}",
+            found.csi_name, want.csi_name
+        ))
+    } else if found.on_delete != want.on_delete {
+        Some(format!(
+            "was made with on-delete: {}, not {}",
+            found.on_delete.as_str(),
+            want.on_delete.as_str()
+        ))
+    } else {
+        None
+    };
+    match conflict {
+        Some(why) => Err(Error::AlreadyExists(format!("{} {why}", dir.display()))),
+        None => Ok(true),
+    }
+}
+
+/// Whether volume `marker` may be created (or was, by an earlier attempt:
+/// `Ok(true)`) under `name` of the share at `root`; see `check`. A marker
+/// of a retained directory that is gone is stale and removed.
+pub fn prior(root: &Path, name: &DirName, marker: &Marker) -> Result<bool, Error> {
+    let dir = volume_dir(root, name);
+    let found = read_marker(root, name)?;
+    if found.as_ref().is_some_and(|m| m.retained) && !is_dir(&dir)? {
+        remove_marker(root, name)?;
+        return check(None, marker, &dir);
+    }
+    check(found.as_ref(), marker, &dir)
+}
+
 /// Makes the volume directory of `name` with its marker (written first),
-/// or finds what an earlier attempt for the same volume made. A directory
-/// or marker of another volume, or a directory the driver did not make,
-/// is never taken over.
+/// or finds what an earlier attempt for the same volume made (see
+/// `prior`). The directory is made under a hidden name, given its owner and
+/// mode, then renamed into place: an existing one is never re-owned.
 pub fn create(
     root: &Path,
     name: &DirName,
@@ -187,47 +247,50 @@ pub fn create(
     ensure_dir(&base(root), 0o711)?;
     ensure_dir(&base(root).join(OWNERS), 0o700)?;
     let dir = volume_dir(root, name);
-    match read_marker(root, name)? {
-        Some(found) if found.retained => {
-            return Err(Error::AlreadyExists(format!(
-            "{} is kept from deleted volume {} (on-delete: retain); remove it to reuse the name",
-            dir.display(),
-            found.volume_id
-        )))
-        }
-        Some(found) if found.volume_id != marker.volume_id => {
-            return Err(Error::AlreadyExists(format!(
-                "{} belongs to volume {}",
-                dir.display(),
-                found.volume_id
-            )))
-        }
-        Some(_) => {}
-        None => {
-            if is_dir(&dir)? {
-                return Err(Error::FailedPrecondition(format!(
-                    "{} exists without the driver's ownership marker; the driver does not take it over",
-                    dir.display()
-                )));
-            }
-            write_marker(root, name, marker)?;
-        }
+    if !prior(root, name, marker)? {
+        write_marker(root, name, marker)?;
     }
-    ensure_dir(&dir, 0o700)?;
-    let handle = open_dir(&dir).map_err(|e| io("open", &dir, e))?;
-    std::os::unix::fs::fchown(&handle, Some(owner.uid), Some(owner.gid))
+    if is_dir(&dir)? {
+        return Ok(dir);
+    }
+    let base_dir = open(&base(root))?;
+    let making = c_string(&format!(".new-{name}"));
+    // Left by an attempt that died before the rename: no one has it yet.
+    fs_tree::remove_tree(&base_dir, &making)?;
+    base_dir
+        .make_dir(&making, 0o700)
+        .map_err(|e| io("create", &dir, e))?;
+    let new = base_dir.child(&making).map_err(|e| io("open", &dir, e))?;
+    new.set_owner(owner.uid, owner.gid)
         .map_err(|e| io("chown", &dir, e))?;
-    handle
-        .set_permissions(std::fs::Permissions::from_mode(owner.mode))
-        .map_err(|e| io("chmod", &dir, e))?;
+    new.set_mode(owner.mode).map_err(|e| io("chmod", &dir, e))?;
+    base_dir
+        .rename(&making, &base_dir, &c_string(name.as_str()))
+        .map_err(|e| io("create", &dir, e))?;
     Ok(dir)
+}
+
+fn open(path: &Path) -> Result<Dir, Error> {
+    Dir::open(path).map_err(|e| io("open", path, e))
+}
+
+/// A name of the driver's own making (no NUL in it).
+fn c_string(name: &str) -> CString {
+    CString::new(name).expect("driver names hold no NUL")
 }
 
 /// Deletes, archives or keeps the directory of `name` as its marker says,
 /// once the marker names `volume_id`; a directory without the driver's
 /// marker (or with another volume's) is FailedPrecondition and untouched.
-/// The marker stays until `forget`, after the quota is gone.
-pub fn remove(root: &Path, name: &DirName, volume_id: &str) -> Result<Removed, Error> {
+/// Data an archive or retain keeps is recorded as `kept_bytes` on the
+/// parent (see `kept`). The marker stays until `forget`, after the quota
+/// is gone.
+pub fn remove(
+    root: &Path,
+    name: &DirName,
+    volume_id: &str,
+    kept_bytes: i64,
+) -> Result<Removed, Error> {
     let dir = volume_dir(root, name);
     let Some(marker) = read_marker(root, name)? else {
         if is_dir(&dir)? {
@@ -248,27 +311,70 @@ pub fn remove(root: &Path, name: &DirName, volume_id: &str) -> Result<Removed, E
     if marker.retained {
         return Ok(Removed::Retained);
     }
-    if !is_dir(&dir)? {
-        return Ok(Removed::Deleted);
-    }
     match marker.on_delete {
-        OnDelete::Retain => Ok(Removed::Retained),
+        OnDelete::Retain => {
+            if is_dir(&dir)? {
+                kept::keep(root, name.as_str(), kept_bytes)?;
+            }
+            Ok(Removed::Retained)
+        }
         OnDelete::Delete => {
-            make_writable(&dir)?;
-            std::fs::remove_dir_all(&dir).map_err(|e| io("delete", &dir, e))?;
+            fs_tree::remove_tree(&open(&base(root))?, &c_string(name.as_str()))?;
             Ok(Removed::Deleted)
         }
-        OnDelete::Archive => {
-            let archive = base(root).join(ARCHIVE);
-            ensure_dir(&archive, 0o700)?;
-            let secs = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            let to = archive.join(format!("{name}-{secs}"));
-            std::fs::rename(&dir, &to).map_err(|e| io("archive", &dir, e))?;
-            Ok(Removed::Archived(to))
+        OnDelete::Archive => archive(root, name, marker, kept_bytes),
+    }
+}
+
+/// Moves the directory of `name` into the archive, under an entry of its
+/// own: `<name>-<unix seconds>`, or with `-2`, `-3`… when a delete of the
+/// same name took that one. The entry is reserved (made empty, which only
+/// one caller can) and written to the marker before the move, so a retry
+/// moves to the same entry and two deletes never share one.
+fn archive(
+    root: &Path,
+    name: &DirName,
+    mut marker: Marker,
+    kept_bytes: i64,
+) -> Result<Removed, Error> {
+    let archive = base(root).join(ARCHIVE);
+    ensure_dir(&archive, 0o700)?;
+    let entry = match marker.archive_to.clone() {
+        Some(entry) => entry,
+        None if !is_dir(&volume_dir(root, name))? => return Ok(Removed::Deleted),
+        None => {
+            let entry = reserve(&archive, name)?;
+            marker.archive_to = Some(entry.clone());
+            write_marker(root, name, &marker)?;
+            entry
+        }
+    };
+    let to = archive.join(&entry);
+    if is_dir(&volume_dir(root, name))? {
+        kept::keep(root, &format!("{ARCHIVE}/{entry}"), kept_bytes)?;
+        // Onto the reserved entry, which is empty: rename replaces it.
+        std::fs::rename(volume_dir(root, name), &to).map_err(|e| io("archive", &to, e))?;
+    }
+    Ok(Removed::Archived(to))
+}
+
+/// Makes a new, empty archive entry for `name` and returns its name.
+fn reserve(archive: &Path, name: &DirName) -> Result<String, Error> {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for n in 1u32.. {
+        let entry = match n {
+            1 => format!("{name}-{secs}"),
+            n => format!("{name}-{secs}-{n}"),
+        };
+        match DirBuilder::new().mode(0o700).create(archive.join(&entry)) {
+            Ok(()) => return Ok(entry),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io("reserve", &archive.join(&entry), e)),
         }
     }
+    unreachable!("an archive entry is found before the counter runs out")
 }
 
 /// The last step of a delete: the marker goes (a retained directory keeps
@@ -281,6 +387,10 @@ pub fn forget(root: &Path, name: &DirName) -> Result<(), Error> {
         marker.retained = true;
         return write_marker(root, name, &marker);
     }
+    remove_marker(root, name)
+}
+
+fn remove_marker(root: &Path, name: &DirName) -> Result<(), Error> {
     let path = marker_path(root, name);
     match std::fs::remove_file(&path) {
         Err(e) if e.kind() != ErrorKind::NotFound => Err(io("remove ownership marker", &path, e)),
@@ -296,16 +406,8 @@ pub fn roll_back(root: &Path, name: &DirName, volume_id: &str) -> Result<(), Err
         Some(m) if m.volume_id == volume_id && !m.retained => {}
         _ => return Ok(()),
     }
-    let dir = volume_dir(root, name);
-    if is_dir(&dir)? {
-        make_writable(&dir)?;
-        std::fs::remove_dir_all(&dir).map_err(|e| io("delete", &dir, e))?;
-    }
-    let path = marker_path(root, name);
-    match std::fs::remove_file(&path) {
-        Err(e) if e.kind() != ErrorKind::NotFound => Err(io("remove ownership marker", &path, e)),
-        _ => Ok(()),
-    }
+    fs_tree::remove_tree(&open(&base(root))?, &c_string(name.as_str()))?;
+    remove_marker(root, name)
 }
 
 /// Every live volume a marker under the share at `root` records.
@@ -335,46 +437,10 @@ pub fn marked(root: &Path) -> Result<Vec<(DirName, Marker)>, Error> {
     Ok(found)
 }
 
-/// Gives the owner write and search permission on every directory of the
-/// tree at `dir`, so a tree with read-only directories can be removed on a
-/// server that does not let root override them. Each directory is opened
-/// with `O_NOFOLLOW` and changed through its descriptor, and its entries
-/// are read through that descriptor: a symlink is never followed.
-fn make_writable(dir: &Path) -> Result<(), Error> {
-    let handle = match open_dir(dir) {
-        Ok(handle) => handle,
-        // A symlink (ELOOP) or something other than a directory: nothing
-        // to open up, and `remove_dir_all` removes the entry itself.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => return Ok(()),
-        Err(e) => return Err(io("open", dir, e)),
-    };
-    let mode = handle
-        .metadata()
-        .map_err(|e| io("inspect", dir, e))?
-        .permissions()
-        .mode();
-    if mode & 0o700 != 0o700 {
-        handle
-            .set_permissions(std::fs::Permissions::from_mode((mode | 0o700) & 0o7777))
-            .map_err(|e| io("chmod", dir, e))?;
-    }
-    use std::os::fd::AsRawFd;
-    let through = PathBuf::from(format!("/proc/self/fd/{}", handle.as_raw_fd()));
-    let entries = std::fs::read_dir(&through).map_err(|e| io("list", dir, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| io("list", dir, e))?;
-        let kind = entry.file_type().map_err(|e| io("inspect", dir, e))?;
-        if kind.is_dir() {
-            make_writable(&through.join(entry.file_name()))?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{symlink, PermissionsExt};
 
     struct Root(PathBuf);
 
@@ -399,6 +465,7 @@ mod tests {
             csi_name: "pvc-x".to_string(),
             on_delete,
             retained: false,
+            archive_to: None,
         }
     }
 
@@ -456,6 +523,69 @@ mod tests {
     }
 
     #[test]
+    fn another_name_or_on_delete_is_already_exists_and_a_repeat_never_re_owns() {
+        let root = Root::new("names");
+        let n = name("pvc-alice");
+        let mut alice = marker("7/9/pvc-alice", OnDelete::Delete);
+        alice.csi_name = "pvc-alice".into();
+        let dir = create(&root.0, &n, &alice, OWNER).unwrap();
+        // The tenant makes the directory its own.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&dir, Some(1234), Some(5678)).unwrap();
+        let mut bob = alice.clone();
+        bob.csi_name = "pvc-Alice".into();
+        let err = create(&root.0, &n, &bob, OWNER).unwrap_err();
+        assert!(
+            matches!(&err, Error::AlreadyExists(m) if m.contains("pvc-Alice")),
+            "{err:?}"
+        );
+        let mut archiving = alice.clone();
+        archiving.on_delete = OnDelete::Archive;
+        assert!(matches!(
+            create(&root.0, &n, &archiving, OWNER),
+            Err(Error::AlreadyExists(m)) if m.contains("on-delete")
+        ));
+        create(&root.0, &n, &alice, OWNER).unwrap();
+        let meta = std::fs::metadata(&dir).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (meta.mode() & 0o7777, meta.uid(), meta.gid()),
+            (0o700, 1234, 5678),
+            "a repeat leaves the owner and mode as the tenant set them"
+        );
+        assert_eq!(read_marker(&root.0, &n).unwrap(), Some(alice));
+    }
+
+    #[test]
+    fn archiving_one_name_twice_makes_two_entries() {
+        let root = Root::new("archive-twice");
+        let n = name("pvc-a");
+        let m = marker("7/9/pvc-a", OnDelete::Archive);
+        let mut entries = Vec::new();
+        for round in 0..2 {
+            let dir = create(&root.0, &n, &m, OWNER).unwrap();
+            std::fs::write(dir.join("round"), round.to_string()).unwrap();
+            let Removed::Archived(to) = remove(&root.0, &n, "7/9/pvc-a", 10).unwrap() else {
+                panic!("not archived")
+            };
+            forget(&root.0, &n).unwrap();
+            entries.push(to);
+        }
+        assert_ne!(entries[0], entries[1]);
+        for (round, to) in entries.iter().enumerate() {
+            assert_eq!(
+                std::fs::read_to_string(to.join("round")).unwrap(),
+                round.to_string()
+            );
+        }
+        assert_eq!(
+            kept::total(&root.0).unwrap(),
+            20,
+            "both archives are counted"
+        );
+    }
+
+    #[test]
     fn delete_needs_the_marker_and_never_follows_symlinks() {
         let root = Root::new("delete");
         let (a, b) = (name("pvc-a"), name("pvc-b"));
@@ -470,10 +600,13 @@ mod tests {
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o500)).unwrap();
 
         assert!(matches!(
-            remove(&root.0, &a, "7/9/other"),
+            remove(&root.0, &a, "7/9/other", 0),
             Err(Error::FailedPrecondition(_))
         ));
-        assert_eq!(remove(&root.0, &a, "7/9/pvc-a").unwrap(), Removed::Deleted);
+        assert_eq!(
+            remove(&root.0, &a, "7/9/pvc-a", 0).unwrap(),
+            Removed::Deleted
+        );
         assert!(!dir_a.exists());
         assert_eq!(std::fs::read_to_string(dir_b.join("keep")).unwrap(), "b");
         assert_eq!(
@@ -483,12 +616,12 @@ mod tests {
         );
         forget(&root.0, &a).unwrap();
         assert_eq!(read_marker(&root.0, &a).unwrap(), None);
-        assert_eq!(remove(&root.0, &a, "7/9/pvc-a").unwrap(), Removed::Gone);
+        assert_eq!(remove(&root.0, &a, "7/9/pvc-a", 0).unwrap(), Removed::Gone);
 
         let unmarked = name("unmarked");
         std::fs::create_dir(volume_dir(&root.0, &unmarked)).unwrap();
         assert!(matches!(
-            remove(&root.0, &unmarked, "7/9/unmarked"),
+            remove(&root.0, &unmarked, "7/9/unmarked", 0),
             Err(Error::FailedPrecondition(_))
         ));
         assert!(volume_dir(&root.0, &unmarked).is_dir());
@@ -500,19 +633,25 @@ mod tests {
         let (a, r) = (name("arch"), name("kept"));
         let dir_a = create(&root.0, &a, &marker("7/9/arch", OnDelete::Archive), OWNER).unwrap();
         std::fs::write(dir_a.join("f"), "x").unwrap();
-        let Removed::Archived(to) = remove(&root.0, &a, "7/9/arch").unwrap() else {
+        let Removed::Archived(to) = remove(&root.0, &a, "7/9/arch", 0).unwrap() else {
             panic!("not archived")
         };
         assert!(to.starts_with(base(&root.0).join(ARCHIVE)));
         assert_eq!(std::fs::read_to_string(to.join("f")).unwrap(), "x");
         forget(&root.0, &a).unwrap();
-        assert_eq!(remove(&root.0, &a, "7/9/arch").unwrap(), Removed::Gone);
+        assert_eq!(remove(&root.0, &a, "7/9/arch", 0).unwrap(), Removed::Gone);
 
         let dir_r = create(&root.0, &r, &marker("7/9/kept", OnDelete::Retain), OWNER).unwrap();
-        assert_eq!(remove(&root.0, &r, "7/9/kept").unwrap(), Removed::Retained);
+        assert_eq!(
+            remove(&root.0, &r, "7/9/kept", 0).unwrap(),
+            Removed::Retained
+        );
         forget(&root.0, &r).unwrap();
         assert!(dir_r.is_dir());
-        assert_eq!(remove(&root.0, &r, "7/9/kept").unwrap(), Removed::Retained);
+        assert_eq!(
+            remove(&root.0, &r, "7/9/kept", 0).unwrap(),
+            Removed::Retained
+        );
         assert!(marked(&root.0).unwrap().is_empty());
         assert!(matches!(
             create(&root.0, &r, &marker("7/9/kept", OnDelete::Retain), OWNER),

@@ -1,15 +1,18 @@
 //! ControllerExpandVolume (served only with `VOLUME_EXPANSION=subdirectory`):
 //! a `subdirectory` volume grows by a quota update, waited for on the
-//! poller like every other wait; the node has nothing to do. A whole
+//! poller like every other wait; the node has nothing to do. The answer is
+//! OK only once the quota is `active` at the size asked or more, so the
+//! resizer is never told of a size that is not in force. A whole
 //! filesystem cannot grow (the API cannot change its capacity), and a
 //! volume without a quota has nothing to grow.
 
+use super::room::Listed;
 use super::subdirs::{find, lock_key};
-use super::Controller;
-use crate::flow::{done, Step};
-use crate::handles::VolumeHandle;
+use super::{kept, Controller};
+use crate::flow::{done, Step, Then};
+use crate::handles::{SubdirId, VolumeHandle};
 use crate::limits;
-use crate::linode::QuotaUpdate;
+use crate::linode::{Quota, QuotaUpdate, Status};
 use crate::proto::csi;
 use crate::Error;
 use std::sync::Arc;
@@ -23,9 +26,10 @@ fn grown(capacity_bytes: i64) -> csi::ControllerExpandVolumeResponse {
 
 /// ControllerExpandVolume. InvalidArgument without an id or a range,
 /// NotFound for a volume that does not exist, FailedPrecondition for a
-/// whole filesystem or a volume without a quota, ResourceExhausted when
-/// the parent cannot hold the new size beside its other quotas. A size at
-/// or below the current one answers the current one.
+/// whole filesystem, a volume without a quota or a quota in `error`,
+/// OutOfRange when the parent cannot hold the new size beside what else
+/// it promises. A size at or below the current one answers the current
+/// one, once the quota is `active` (an update still settling is waited for).
 pub fn expand(
     c: &Arc<Controller>,
     req: csi::ControllerExpandVolumeRequest,
@@ -63,18 +67,29 @@ pub fn expand(
         }
     };
     let want = if required > 0 { required } else { limit };
-    let guard = c.locks.try_lock(&lock_key(&id.name))?;
+    let guard = c.locks.try_lock(&lock_key(&id))?;
     let found = find(c, &id)?;
-    let Some(quota) = found.quota else {
+    let Some(quota) = found.quota.clone() else {
         return Err(Error::FailedPrecondition(format!(
             "volume {id} has no quota (its class is quota: best-effort or off), so it has no size to grow"
         )));
     };
     let current = quota.max_capacity_bytes.unwrap_or(0);
     if want <= current {
-        return done(grown(current));
+        return in_force(c, &id, quota, want).then(move |resp| {
+            drop(guard);
+            done(resp)
+        });
     }
-    let claim = c.room.claim(&found.quotas, &found.parent, &id.name, want)?;
+    let listed = Listed {
+        quotas: &found.quotas,
+        read_at: found.read_at,
+        kept: kept::total(&found.root)?,
+    };
+    let claim = c
+        .room
+        .claim(&listed, &found.parent, &id.name, want)
+        .map_err(|no| no.for_growth(current))?;
     let update = QuotaUpdate {
         max_capacity_bytes: Some(want),
         max_file_count: None,
@@ -87,4 +102,33 @@ pub fn expand(
         drop((guard, claim));
         done(grown(q.max_capacity_bytes.unwrap_or(want)))
     })
+}
+
+/// The answer for a quota already at `want` or more: at once when it is
+/// `active`, FailedPrecondition when it is in `error`, else (an update
+/// under way, perhaps a lost call's) once the poller sees it settle.
+fn in_force(
+    c: &Controller,
+    id: &SubdirId,
+    quota: Quota,
+    want: i64,
+) -> Step<csi::ControllerExpandVolumeResponse> {
+    match quota.status {
+        Status::Active => done(grown(quota.max_capacity_bytes.unwrap_or(want))),
+        Status::Error => Err(Error::FailedPrecondition(format!(
+            "NFS quota {} ({}) of volume {id} is in status error; the backend did not apply its size",
+            quota.id, quota.path
+        ))),
+        _ => {
+            let id = id.clone();
+            c.poller.quota(id.space, quota, move |q| {
+                match q.max_capacity_bytes.unwrap_or(0) {
+                    max if max >= want => done(grown(max)),
+                    max => Err(Error::Aborted(format!(
+                        "the quota of volume {id} settled at {max} bytes, below the {want} asked; retry"
+                    ))),
+                }
+            })
+        }
+    }
 }

@@ -13,9 +13,11 @@
 //! StorageClasses of this driver name (see `classes`; when the Kubernetes
 //! API cannot be read, from those alone that this controller has mounted,
 //! under `SHARE_MOUNT_DIR`, with a warning) and those mounted here: each
-//! parent's quotas under `/csi-volumes/` (never its root quota), and the
-//! ownership markers of volumes without a quota. A cluster without
-//! `subdirectory` classes or mounted parents pays no extra Linode request.
+//! parent's ownership markers are its volumes, each with its quota under
+//! `/csi-volumes/` if it has one (a quota without a marker is an admin's,
+//! never a volume). A parent that cannot be mounted is left out of the
+//! listing with a warning. A cluster without `subdirectory` classes or
+//! mounted parents pays no extra Linode request.
 //! They sort after the whole filesystems (by handle), and a token naming
 //! one round-trips like any other.
 
@@ -23,8 +25,9 @@ use super::classes::named_parents;
 use super::inspect::{condition_of, published_nodes, quota_condition, volume_of};
 use super::params::Params;
 use super::subdirs::{parent_of, subdir_volume};
+use super::tags::is_volume;
 use super::volume_capability::capability_problem;
-use super::{directories, quotas, tags, Controller};
+use super::{directories, kept, quotas, tags, Controller};
 use crate::config::AccessPolicyMode;
 use crate::handles::{DirName, SubdirId, VolumeHandle, VolumeId};
 use crate::limits;
@@ -98,49 +101,55 @@ fn volumes(c: &Controller) -> Result<Vec<Listed>, Error> {
     Ok(all)
 }
 
-/// The directory volumes of shared parent `vol`: those its quotas cap,
-/// and those without a quota its markers record. A parent that is gone
-/// has none; one whose markers cannot be read is listed by its quotas.
+/// The directory volumes of shared parent `vol`: those its markers
+/// record, each with its quota if it has one. A parent that is gone, or
+/// is a whole-filesystem volume, has none; one that cannot be mounted is
+/// left out, with a warning.
 fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Listed>, Error> {
     let parent = match c.cloud.get_filesystem(vol.space, vol.filesystem) {
-        Ok(fs) if fs.status != Status::Deleting => fs,
+        Ok(fs) if fs.status != Status::Deleting && !is_volume(&fs) => fs,
         Ok(_) | Err(Error::NotFound(_)) => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
+    let mtls = c.spaces.mtls_mode(vol.space)?;
+    let root = match c.shares.root(&parent, mtls.as_ref()) {
+        Ok(root) => root,
+        Err(e) => {
+            log::warn!("ListVolumes: the directory volumes of {vol} are not listed: {e}");
+            return Ok(Vec::new());
+        }
+    };
+    let marked: Vec<SubdirId> = directories::marked(&root)?
+        .into_iter()
+        .map(|(name, marker)| {
+            let id = SubdirId {
+                space: vol.space,
+                filesystem: vol.filesystem,
+                name,
+            };
+            (id, marker)
+        })
+        .filter(|(id, marker)| marker.volume_id == id.to_string())
+        .map(|(id, _)| id)
+        .collect();
+    if marked.is_empty() {
+        return Ok(Vec::new());
+    }
     let quotas = match c.cloud.list_quotas(vol.space, vol.filesystem) {
         Ok(quotas) => quotas,
         Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
         Err(e) => return Err(e),
     };
-    let mut found: BTreeMap<DirName, Option<Quota>> = quotas
+    let mut by_name: BTreeMap<DirName, Quota> = quotas
         .into_iter()
-        .filter_map(|q| Some((quotas::volume_name(&q, &parent)?, Some(q))))
+        .filter_map(|q| Some((quotas::volume_name(&q, &parent)?, q)))
         .collect();
-    let mtls = c.spaces.mtls_mode(vol.space)?;
-    match c.shares.root(&parent, mtls.as_ref()) {
-        Ok(root) => {
-            for (name, marker) in directories::marked(&root)? {
-                let id = SubdirId {
-                    space: vol.space,
-                    filesystem: vol.filesystem,
-                    name: name.clone(),
-                };
-                if marker.volume_id == id.to_string() {
-                    found.entry(name).or_insert(None);
-                }
-            }
-        }
-        Err(e) => log::warn!("ListVolumes: volumes without a quota on {vol} not listed: {e}"),
-    }
-    Ok(found
+    Ok(marked
         .into_iter()
-        .map(|(name, quota)| {
+        .map(|id| {
+            let quota = by_name.remove(&id.name);
             Listed::Subdirectory(Box::new(ListedDir {
-                id: SubdirId {
-                    space: vol.space,
-                    filesystem: vol.filesystem,
-                    name,
-                },
+                id,
                 parent: parent.clone(),
                 quota,
             }))
@@ -274,8 +283,8 @@ pub fn get_capacity(
 }
 
 /// What a shared parent can still promise: its capacity less the maxima
-/// of its quotas (its root quota aside); all of it on a backend without
-/// quotas.
+/// of its quotas (its root quota aside) and what deleted volumes keep on
+/// it, as the room check of a create counts them.
 fn room_in_parent(
     c: &Controller,
     params: &Params,
@@ -284,10 +293,12 @@ fn room_in_parent(
     let region = c.cluster.region()?;
     let space = c.spaces.resolve(&params.space)?;
     let fs = parent_of(c, space.id, parent, &region)?;
+    let mtls = c.spaces.mtls_mode(space.id)?;
+    let kept = kept::total(&c.shares.root(&fs, mtls.as_ref())?)?;
     let promised = match c.cloud.list_quotas(space.id, fs.id) {
         Ok(all) => quotas::promised(&all),
         Err(Error::Unimplemented(_)) => 0,
         Err(e) => return Err(e),
     };
-    Ok((fs.capacity_bytes().unwrap_or(0) - promised).max(0))
+    Ok((fs.capacity_bytes().unwrap_or(0) - promised - kept).max(0))
 }

@@ -16,6 +16,7 @@ mod directories;
 mod expand;
 mod in_doubt;
 mod inspect;
+mod kept;
 mod listing;
 mod modify;
 mod params;

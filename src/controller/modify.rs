@@ -47,6 +47,7 @@ pub fn modify(
     mutable.check_filesystem()?;
     let guard = c.locks.try_lock(&format!("modify/{vol}"))?;
     let fs = c.cloud.get_filesystem(vol.space, vol.filesystem)?;
+    tags::require_volume(&fs, "modified")?;
     if let Some(asked) = &mutable.tags {
         let want: BTreeSet<&str> = asked.iter().map(String::as_str).collect();
         if tags::user_tags(&fs.tags) != want {
@@ -73,7 +74,7 @@ fn modify_subdirectory(
     mutable: Mutable,
 ) -> Step<csi::ControllerModifyVolumeResponse> {
     mutable.check_subdirectory()?;
-    let guard = c.locks.try_lock(&lock_key(&id.name))?;
+    let guard = c.locks.try_lock(&lock_key(&id))?;
     let Some(quota) = find(c, &id)?.quota else {
         return Err(Error::FailedPrecondition(format!(
             "volume {id} has no quota (its class is quota: best-effort or off), so it has no file-count limit to change"

@@ -8,7 +8,7 @@ use super::inspect::volume_of;
 use super::params::{Mutable, Params};
 use super::publish::no_filesystem_policy;
 use super::volume_capability::check_capabilities;
-use super::{clone, subdirs, tags, Controller};
+use super::{clone, snapshots, subdirs, tags, Controller};
 use crate::flow::{done, Flow, Step, Then};
 use crate::handles::{label_for, SnapshotId, VolumeHandle, VolumeId};
 use crate::limits;
@@ -339,10 +339,7 @@ fn pick(
     match found.len() {
         0 => Ok(None),
         1 => Ok(Some(found.remove(0))),
-        _ if found
-            .iter()
-            .all(|fs| fs.tags.iter().any(|t| t == tags::MANAGED)) =>
-        {
+        _ if found.iter().all(tags::is_volume) => {
             let first = found.remove(0);
             for duplicate in found {
                 delete_duplicate(c, &first, &duplicate);
@@ -461,10 +458,10 @@ fn provision(
         }
         Some((Source::Snapshot(snap), _)) => {
             // A restore from a snapshot that is still being taken waits for
-            // it rather than failing the clone.
-            let source = c
-                .cloud
-                .get_snapshot(snap.space, snap.filesystem, snap.snapshot)
+            // it rather than failing the clone. Only a snapshot the driver
+            // took of one of its volumes is restored: one of a shared
+            // parent would hand every tenant's data to this volume.
+            let source = snapshots::owned(c, snap)
                 .map_err(|e| e.context(format!("source snapshot {snap}")))?;
             let (c, want) = (c.clone(), want.clone());
             c.clone().poller.snapshot(source, move |_| {
@@ -657,7 +654,9 @@ pub(super) fn require_mount_target(fs: &Filesystem) -> Result<(), Error> {
 }
 
 /// DeleteVolume. Unknown, malformed or already-deleted volumes are OK (CSI
-/// requires it); a filesystem the backend refuses to delete is FailedPrecondition.
+/// requires it); a filesystem the backend refuses to delete, or one that
+/// is not a volume of this driver (a shared parent, an admin's own), is
+/// FailedPrecondition.
 /// A clone's kept copy snapshot is deleted after the clone.
 pub fn delete_volume(
     c: &Arc<Controller>,
@@ -680,12 +679,14 @@ pub fn delete_volume(
             return Ok(csi::DeleteVolumeResponse::new());
         }
     };
-    // The filesystem's tags say whether a clone's copy snapshot goes with it.
+    // The filesystem's tags say whether it is a volume at all, and whether
+    // a clone's copy snapshot goes with it.
     let fs = match c.cloud.get_filesystem(id.space, id.filesystem) {
         Ok(fs) => fs,
         Err(Error::NotFound(_)) => return Ok(csi::DeleteVolumeResponse::new()),
         Err(e) => return Err(e),
     };
+    tags::require_volume(&fs, "deleted")?;
     match c.cloud.delete_filesystem(id.space, id.filesystem) {
         Ok(()) | Err(Error::NotFound(_)) => {}
         Err(e) => return Err(e),
@@ -693,15 +694,13 @@ pub fn delete_volume(
     clone::delete_kept_copy(c, &fs)?;
     // A create of this volume whose reply was lost before a restart may
     // have made a second filesystem: it goes with the volume.
-    if fs.tags.iter().any(|t| t == tags::MANAGED) {
-        let twins = c.cloud.find_filesystems(id.space, &fs.label, &fs.region)?;
-        for twin in twins
-            .iter()
-            .filter(|t| t.id != fs.id && t.status != Status::Deleting)
-            .filter(|t| t.tags.iter().any(|tag| tag == tags::MANAGED))
-        {
-            delete_duplicate(c, &fs, twin);
-        }
+    let twins = c.cloud.find_filesystems(id.space, &fs.label, &fs.region)?;
+    for twin in twins
+        .iter()
+        .filter(|t| t.id != fs.id && t.status != Status::Deleting)
+        .filter(|t| tags::is_volume(t))
+    {
+        delete_duplicate(c, &fs, twin);
     }
     Ok(csi::DeleteVolumeResponse::new())
 }

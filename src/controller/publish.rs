@@ -31,8 +31,9 @@
 
 use super::acl_cache::{Acl, Written};
 use super::inspect::read_policy;
+use super::subdirs::find;
 use super::volume_capability::check_capabilities;
-use super::Controller;
+use super::{tags, Controller};
 use crate::flow::{done, guarded, Flow, Handoff, Step, Then};
 use crate::handles::{SubdirId, VolumeHandle, VolumeId};
 use crate::limits;
@@ -412,8 +413,9 @@ pub(crate) fn linode_id(node_id: &str) -> Result<u64, Error> {
 }
 
 /// ControllerPublishVolume (node mode): allow the node's Linode on the
-/// filesystem (for a directory of a shared filesystem, on its parent).
-/// NotFound for unknown volumes or nodes; repeats are no-ops.
+/// filesystem (for a directory of a shared filesystem, on its parent, once
+/// its directory and marker are found). NotFound for unknown volumes or
+/// nodes; repeats are no-ops.
 pub fn publish(
     c: &Arc<Controller>,
     req: csi::ControllerPublishVolumeRequest,
@@ -436,6 +438,10 @@ pub fn publish(
         .map_err(|_| Error::NotFound(format!("volume {:?} not found", req.volume_id)))?;
     let vol = handle.filesystem();
     let node = linode_id(&req.node_id)?;
+    if let VolumeHandle::Subdirectory(id) = &handle {
+        // No ACL is touched for a directory that is not a volume.
+        find(c, id)?;
+    }
     let arrival = c.acl.arrive();
     let policy = read_policy(c, vol, c.acl_cache.ticket(vol))?
         .ok_or_else(|| no_filesystem_policy(format!("filesystem {vol}")))?;
@@ -481,6 +487,14 @@ pub fn unpublish(
     // that arrives meanwhile overtakes this revoke (see `AclQueue::access`).
     let arrival = c.acl.arrive();
     if let VolumeHandle::Subdirectory(id) = &handle {
+        match c.cloud.get_filesystem(id.space, id.filesystem) {
+            // A whole-filesystem volume holds no directory volumes: its
+            // nodes are its own to keep.
+            Ok(fs) if tags::is_volume(&fs) => return done(answer()),
+            Ok(_) => {}
+            Err(Error::NotFound(_)) => return done(answer()),
+            Err(e) => return Err(e),
+        }
         if let Some(kept) = kept_for_siblings(c, id, node)? {
             log::info!(
                 "ControllerUnpublishVolume of {id} from node {node}: the node stays in the access policy of filesystem {}, which it still needs for {kept}",
@@ -585,13 +599,7 @@ mod tests {
             acl_cache: crate::controller::acl_cache::AclCache::new(Duration::from_secs(300)),
             walks: Default::default(),
             expansion: crate::config::VolumeExpansion::Off,
-            shares: crate::controller::shares::Shares::new(
-                Arc::new(crate::mount::LinuxMounter::new(
-                    "mount".into(),
-                    Duration::from_secs(1),
-                )),
-                dir.join("shares"),
-            ),
+            shares: crate::controller::shares::Shares::new(Arc::new(Mounted), dir.join("shares")),
             room: Default::default(),
         });
         let vol = VolumeId {
@@ -599,6 +607,79 @@ mod tests {
             filesystem: fs.id,
         };
         (fake, c, vol)
+    }
+
+    /// Every parent is mounted already: its files are the test's directory.
+    struct Mounted;
+
+    impl crate::mount::Mounter for Mounted {
+        fn mount_nfs4(
+            &self,
+            _: &str,
+            _: &std::path::Path,
+            _: &[String],
+        ) -> Result<(), crate::mount::NfsMountError> {
+            Ok(())
+        }
+        fn bind(
+            &self,
+            _: &std::path::Path,
+            _: &std::path::Path,
+            _: &[String],
+        ) -> crate::Result<()> {
+            Err(Error::Internal("no binds here".into()))
+        }
+        fn remount_readonly(&self, _: &std::path::Path) -> crate::Result<()> {
+            Err(Error::Internal("no remounts here".into()))
+        }
+        fn unmount(&self, _: &std::path::Path) -> crate::Result<()> {
+            Err(Error::Internal("no unmounts here".into()))
+        }
+        fn mount_table(&self) -> crate::Result<crate::mount::MountTable> {
+            Err(Error::Internal("no mount table here".into()))
+        }
+        fn is_mount_point(&self, _: &std::path::Path) -> crate::Result<bool> {
+            Ok(true)
+        }
+        fn statvfs(
+            &self,
+            _: &std::path::Path,
+        ) -> Result<crate::mount::FsStats, crate::mount::StatvfsError> {
+            Ok(crate::mount::FsStats {
+                fragment_size: 4096,
+                blocks: 1,
+                blocks_free: 1,
+                blocks_available: 1,
+                files: 1,
+                files_free: 1,
+            })
+        }
+    }
+
+    /// Makes directory volume `name` of `parent`, as CreateVolume would.
+    fn make_directory(c: &Controller, parent: VolumeId, name: &str) {
+        use crate::controller::directories::{create, Marker, Ownership};
+        let root = c.shares.mount_point(parent);
+        std::fs::create_dir_all(&root).unwrap();
+        let marker = Marker {
+            volume_id: format!("{parent}/{name}"),
+            csi_name: name.into(),
+            on_delete: crate::controller::OnDelete::Delete,
+            retained: false,
+            archive_to: None,
+        };
+        let owner = Ownership {
+            mode: 0o770,
+            uid: 0,
+            gid: 0,
+        };
+        create(
+            &root,
+            &crate::handles::DirName::parse(name).unwrap(),
+            &marker,
+            owner,
+        )
+        .unwrap();
     }
 
     fn block_on<T: Send + 'static>(step: Step<T>) -> crate::Result<T> {
@@ -664,6 +745,18 @@ mod tests {
             req.volume_id = format!("{parent}/{name}");
             req
         };
+        let err = block_on(publish(&c, dir("vol-a"))).unwrap_err();
+        assert!(matches!(err, Error::NotFound(_)), "{err:?}");
+        assert!(
+            !fake
+                .filesystem_policy(parent.filesystem)
+                .unwrap()
+                .linode_ids()
+                .contains(&NODE),
+            "no ACL is touched for a directory that is not a volume"
+        );
+        make_directory(&c, parent, "vol-a");
+        make_directory(&c, parent, "vol-b");
         block_on(publish(&c, dir("vol-a"))).unwrap();
         let revoking = c.acl.arrive();
         block_on(publish(&c, dir("vol-b"))).unwrap();

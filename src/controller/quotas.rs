@@ -67,30 +67,98 @@ pub fn promised(quotas: &[Quota]) -> i64 {
         .sum()
 }
 
-/// ResourceExhausted when `asked` more bytes do not fit beside what the
-/// other quotas of `fs` promise and the `under_way` bytes that calls not
-/// yet in that list have claimed (see `room`).
+/// What a parent has promised besides the volume being sized.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Promised {
+    /// The maxima of its other quotas (the root quota and the volume's own
+    /// aside), the admin's own quotas included.
+    pub quotas: i64,
+    /// What deleted volumes' archived and retained directories hold (see `kept`).
+    pub kept: i64,
+    /// What calls under way have claimed and the list does not show yet
+    /// (see `room`).
+    pub under_way: i64,
+}
+
+impl Promised {
+    fn total(&self) -> i64 {
+        self.quotas
+            .saturating_add(self.kept)
+            .saturating_add(self.under_way)
+    }
+}
+
+/// A size that does not fit on its parent, with the figures that say why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoRoom {
+    parent: String,
+    capacity: i64,
+    promised: Promised,
+    asked: i64,
+}
+
+impl NoRoom {
+    fn figures(&self) -> String {
+        let Promised {
+            quotas,
+            kept,
+            under_way,
+        } = self.promised;
+        let left = (self.capacity - self.promised.total()).max(0);
+        format!(
+            "shared NFS filesystem {} holds {} bytes, of which other volumes' quotas promise {quotas}, data kept by deleted volumes {kept} and calls under way {under_way}, so {left} are left",
+            self.parent, self.capacity
+        )
+    }
+
+    /// A new volume that does not fit: ResourceExhausted.
+    pub fn for_create(&self) -> Error {
+        Error::ResourceExhausted(format!(
+            "{}; a volume of {} bytes does not fit",
+            self.figures(),
+            self.asked
+        ))
+    }
+
+    /// A growth from `current` that does not fit: OutOfRange, which the
+    /// resizer takes as infeasible, so the user may lower the request
+    /// (ResourceExhausted would be retried for ever).
+    pub fn for_growth(&self, current: i64) -> Error {
+        Error::OutOfRange(format!(
+            "{}; growing the volume from {current} to {} bytes needs {} more",
+            self.figures(),
+            self.asked,
+            self.asked - current
+        ))
+    }
+}
+
+/// Whether a volume `name` of `asked` bytes fits beside what the other
+/// quotas of `fs` promise, what deleted volumes keep and what calls under
+/// way claim.
 pub fn check_room(
     quotas: &[Quota],
     fs: &Filesystem,
     name: &DirName,
     asked: i64,
+    kept: i64,
     under_way: i64,
-) -> Result<(), Error> {
+) -> Result<(), NoRoom> {
     let Some(capacity) = fs.capacity_bytes() else {
         return Ok(());
     };
-    let promised = committed(quotas, fs, name);
-    if promised.saturating_add(under_way).saturating_add(asked) > capacity {
-        let claimed = if under_way > 0 {
-            format!(" and calls under way claim {under_way}")
-        } else {
-            String::new()
-        };
-        return Err(Error::ResourceExhausted(format!(
-            "shared NFS filesystem {}/{} holds {capacity} bytes and its quotas promise {promised}{claimed}; {asked} more do not fit",
-            fs.space_id, fs.id
-        )));
+    let promised = Promised {
+        quotas: committed(quotas, fs, name),
+        kept,
+        under_way,
+    };
+    if promised.total().saturating_add(asked) > capacity {
+        return Err(NoRoom {
+            parent: format!("{}/{}", fs.space_id, fs.id),
+            capacity,
+            promised,
+            asked,
+        });
     }
     Ok(())
 }
@@ -188,14 +256,19 @@ pub(super) mod tests {
             quota("/team-9/csi-volumes/pvc-a", 30, false),
         ];
         assert_eq!(committed(&quotas, &fs(), &n), 40);
-        assert!(check_room(&quotas, &fs(), &n, 60, 0).is_ok());
+        assert!(check_room(&quotas, &fs(), &n, 60, 0, 0).is_ok());
         assert!(matches!(
-            check_room(&quotas, &fs(), &n, 61, 0),
+            check_room(&quotas, &fs(), &n, 61, 0, 0).map_err(|e| e.for_create()),
             Err(Error::ResourceExhausted(_))
         ));
-        assert!(matches!(
-            check_room(&quotas, &fs(), &n, 50, 11),
-            Err(Error::ResourceExhausted(m)) if m.contains("calls under way claim 11")
-        ));
+        let no_room = check_room(&quotas, &fs(), &n, 50, 4, 7).unwrap_err();
+        assert!(
+            matches!(no_room.for_create(), Error::ResourceExhausted(m) if m.contains("kept by deleted volumes 4 and calls under way 7, so 49 are left")),
+            "{no_room:?}"
+        );
+        assert!(
+            matches!(no_room.for_growth(30), Error::OutOfRange(m) if m.contains("from 30 to 50 bytes needs 20 more")),
+            "{no_room:?}"
+        );
     }
 }

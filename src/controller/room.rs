@@ -4,18 +4,32 @@
 //! each find room for themselves and together promise more than the parent
 //! holds. A claim is checked against the list and every other claim at
 //! once, and lasts until its call ends, when the backend shows the quota
-//! (or its call removed it). It knows nothing of the backend itself: the
-//! caller hands it the quotas it read.
+//! (or its call removed it). A claim given up still counts for a list read
+//! before it was given up (that list may not show its quota), so a call
+//! finishing between another's list and claim is counted by one of them.
+//! It knows nothing of the backend itself: the caller hands it the quotas
+//! it read, and when it began reading them.
 
-use super::quotas;
+use super::quotas::{self, NoRoom};
 use crate::handles::DirName;
 use crate::linode::{Filesystem, Quota};
 use crate::mutex::lock;
-use crate::Error;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-type Claims = HashMap<(u64, u64), HashMap<DirName, i64>>;
+/// How long a claim given up is remembered: far longer than a quota list
+/// can take between its start and the claim that follows it.
+const REMEMBERED: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    bytes: i64,
+    /// When its call ended; `None` while it runs.
+    released: Option<Instant>,
+}
+
+type Claims = HashMap<(u64, u64), HashMap<DirName, Held>>;
 
 /// Claims by parent `(space, filesystem)` and volume directory.
 #[derive(Debug, Default, Clone)]
@@ -29,35 +43,58 @@ pub struct Claim {
     name: DirName,
 }
 
+/// What a claim is checked against: the parent's quotas, listed from
+/// `read_at` on, and what deleted volumes keep on it.
+pub struct Listed<'a> {
+    pub quotas: &'a [Quota],
+    pub read_at: Instant,
+    pub kept: i64,
+}
+
 impl Room {
-    /// Claims `asked` bytes of `fs` for volume `name`: ResourceExhausted
-    /// when they do not fit beside what `quotas` (the parent's list, just
-    /// read) promise and what the other calls under way have claimed.
+    /// Claims `asked` bytes of `fs` for volume `name`: `NoRoom` when they
+    /// do not fit beside what the list promises and what the other calls
+    /// under way (or ended since the list was begun) have claimed.
     pub fn claim(
         &self,
-        quotas: &[Quota],
+        listed: &Listed,
         fs: &Filesystem,
         name: &DirName,
         asked: i64,
-    ) -> Result<Claim, Error> {
+    ) -> Result<Claim, NoRoom> {
         let parent = (fs.space_id, fs.id);
         let mut all = lock(&self.0);
+        let now = Instant::now();
+        if let Some(claims) = all.get_mut(&parent) {
+            claims.retain(|_, h| {
+                h.released
+                    .is_none_or(|t| now.duration_since(t) < REMEMBERED)
+            });
+        }
         // A claim whose quota the list already shows is counted there, at
         // the size listed: only what it adds to that is counted here.
         let under_way: i64 = all
             .get(&parent)
             .into_iter()
             .flatten()
-            .filter(|(other, _)| *other != name)
-            .map(|(other, bytes)| {
-                let listed = quotas::of_volume(quotas, fs, other)
+            .filter(|(other, held)| {
+                *other != name && held.released.is_none_or(|t| t > listed.read_at)
+            })
+            .map(|(other, held)| {
+                let shown = quotas::of_volume(listed.quotas, fs, other)
                     .and_then(|q| q.max_capacity_bytes)
                     .unwrap_or(0);
-                bytes.saturating_sub(listed).max(0)
+                held.bytes.saturating_sub(shown).max(0)
             })
             .sum();
-        quotas::check_room(quotas, fs, name, asked, under_way)?;
-        all.entry(parent).or_default().insert(name.clone(), asked);
+        quotas::check_room(listed.quotas, fs, name, asked, listed.kept, under_way)?;
+        all.entry(parent).or_default().insert(
+            name.clone(),
+            Held {
+                bytes: asked,
+                released: None,
+            },
+        );
         Ok(Claim {
             room: self.clone(),
             parent,
@@ -69,11 +106,11 @@ impl Room {
 impl Drop for Claim {
     fn drop(&mut self) {
         let mut all = lock(&self.room.0);
-        if let Some(claims) = all.get_mut(&self.parent) {
-            claims.remove(&self.name);
-            if claims.is_empty() {
-                all.remove(&self.parent);
-            }
+        if let Some(held) = all
+            .get_mut(&self.parent)
+            .and_then(|claims| claims.get_mut(&self.name))
+        {
+            held.released = Some(Instant::now());
         }
     }
 }
@@ -91,30 +128,76 @@ mod tests {
         DirName::parse(n).unwrap()
     }
 
+    fn listed(quotas: &[Quota], read_at: Instant) -> Listed<'_> {
+        Listed {
+            quotas,
+            read_at,
+            kept: 0,
+        }
+    }
+
     #[test]
     fn claims_count_until_dropped_and_listed_ones_only_by_what_they_add() {
         let room = Room::default();
-        let a = room.claim(&[], &fs(), &name("pvc-a"), 60).unwrap();
-        let refused = room.claim(&[], &fs(), &name("pvc-b"), 41).unwrap_err();
-        assert!(
-            matches!(refused, Error::ResourceExhausted(_)),
-            "{refused:?}"
-        );
-        let b = room.claim(&[], &fs(), &name("pvc-b"), 40).unwrap();
+        let a = room
+            .claim(&listed(&[], Instant::now()), &fs(), &name("pvc-a"), 60)
+            .unwrap();
+        assert!(room
+            .claim(&listed(&[], Instant::now()), &fs(), &name("pvc-b"), 41)
+            .is_err());
+        let b = room
+            .claim(&listed(&[], Instant::now()), &fs(), &name("pvc-b"), 40)
+            .unwrap();
         drop(b);
         // pvc-a's quota is listed now, at 60: it is not counted twice.
-        let listed = [quota("pvc-a", 60)];
-        let b = room.claim(&listed, &fs(), &name("pvc-b"), 40).unwrap();
+        let shown = [quota("pvc-a", 60)];
+        let b = room
+            .claim(&listed(&shown, Instant::now()), &fs(), &name("pvc-b"), 40)
+            .unwrap();
         drop((a, b));
         // An expansion of a listed quota counts only what it adds.
-        let listed = [quota("pvc-a", 30)];
-        let grow = room.claim(&listed, &fs(), &name("pvc-a"), 50).unwrap();
-        assert!(room.claim(&listed, &fs(), &name("pvc-b"), 51).is_err());
-        let b = room.claim(&listed, &fs(), &name("pvc-b"), 50).unwrap();
+        let shown = [quota("pvc-a", 30)];
+        let now = Instant::now();
+        let grow = room
+            .claim(&listed(&shown, now), &fs(), &name("pvc-a"), 50)
+            .unwrap();
+        assert!(room
+            .claim(&listed(&shown, now), &fs(), &name("pvc-b"), 51)
+            .is_err());
+        let b = room
+            .claim(&listed(&shown, now), &fs(), &name("pvc-b"), 50)
+            .unwrap();
         drop((grow, b));
+        let kept = Listed {
+            quotas: &shown,
+            read_at: Instant::now(),
+            kept: 21,
+        };
         assert!(
-            lock(&room.0).is_empty(),
-            "nothing is kept once all are dropped"
+            room.claim(&kept, &fs(), &name("pvc-c"), 50).is_err(),
+            "kept data counts"
         );
+    }
+
+    #[test]
+    fn a_claim_ended_after_a_list_began_still_counts_for_that_list() {
+        let room = Room::default();
+        let a = room
+            .claim(&listed(&[], Instant::now()), &fs(), &name("pvc-a"), 60)
+            .unwrap();
+        // pvc-b's list is read before pvc-a's call ends and shows no quota
+        // of pvc-a...
+        let read_at = Instant::now();
+        drop(a);
+        assert!(
+            room.claim(&listed(&[], read_at), &fs(), &name("pvc-b"), 50)
+                .is_err(),
+            "pvc-a is counted though its call has ended"
+        );
+        // ...while a list begun after it ended shows its quota.
+        let shown = [quota("pvc-a", 60)];
+        assert!(room
+            .claim(&listed(&shown, Instant::now()), &fs(), &name("pvc-b"), 40)
+            .is_ok());
     }
 }

@@ -3,12 +3,18 @@
 //! the snapshotter calls again until `ready_to_use`, so no worker is held.
 //! A snapshot in `deleting` is already gone as far as CSI is concerned, and
 //! the copies clones are made through (`clone`) are not VolumeSnapshots.
+//! Only the driver's own snapshots are CSI snapshots: it takes them of its
+//! volumes only, marks each (`tags::MANAGED`), and counts one taken before
+//! it marked them as its own when its filesystem is one of its volumes.
+//! Any other (one an admin took of a shared parent, say, which holds every
+//! tenant's data) is never listed, returned or restored (NotFound) and
+//! never deleted (FailedPrecondition).
 
 use super::provision::NO_SUBDIRECTORY_COPIES;
 use super::{tags, Controller};
 use crate::handles::{label_for, SnapshotId, VolumeHandle, VolumeId};
 use crate::limits;
-use crate::linode::{naive_to_unix, Snapshot, Status, WriteError};
+use crate::linode::{naive_to_unix, Filesystem, Snapshot, Status, WriteError};
 use crate::proto::csi;
 use crate::Error;
 use protobuf::well_known_types::timestamp::Timestamp;
@@ -53,6 +59,53 @@ fn snapshot_of(s: &Snapshot, seconds: i64) -> csi::Snapshot {
     out
 }
 
+/// Whether `s` is a snapshot the driver took of one of its volumes.
+fn is_ours(c: &Controller, s: &Snapshot) -> Result<bool, Error> {
+    if tags::is_marked_snapshot(s) {
+        return Ok(true);
+    }
+    match c.cloud.get_filesystem(s.space_id, s.filesystem_id) {
+        Ok(fs) => Ok(tags::is_volume(&fs)),
+        Err(Error::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The live snapshot `id` of the driver's, NotFound for any other.
+pub(super) fn owned(c: &Controller, id: SnapshotId) -> Result<Snapshot, Error> {
+    let missing = || Error::NotFound(format!("snapshot {id} not found"));
+    let snap = c
+        .cloud
+        .get_snapshot(id.space, id.filesystem, id.snapshot)
+        .map_err(|e| if e.is_not_found() { missing() } else { e })?;
+    if is_live(&snap) && is_ours(c, &snap)? {
+        Ok(snap)
+    } else {
+        Err(missing())
+    }
+}
+
+/// NotFound or FailedPrecondition unless `source` is one of the driver's
+/// volumes (and not on its way out).
+fn require_volume(c: &Controller, source: VolumeId) -> Result<(), Error> {
+    match c.cloud.get_filesystem(source.space, source.filesystem) {
+        Ok(fs) if fs.status != Status::Deleting => tags::require_volume(&fs, "snapshotted"),
+        Ok(_) | Err(Error::NotFound(_)) => {
+            Err(Error::NotFound(format!("source volume {source} not found")))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The driver's volumes in `space`, those being deleted aside.
+fn volumes_in(c: &Controller, space: u64) -> Result<Vec<Filesystem>, Error> {
+    Ok(c.cloud
+        .find_filesystems_by_tag(space, tags::MANAGED)?
+        .into_iter()
+        .filter(|fs| fs.status != Status::Deleting && tags::is_volume(fs))
+        .collect())
+}
+
 /// The snapshot named `label` anywhere in the space other than on `source`:
 /// CSI names are unique per plugin, while the backend only keeps labels
 /// unique per filesystem.
@@ -60,9 +113,9 @@ fn taken_elsewhere(
     c: &Controller,
     source: VolumeId,
     label: &str,
+    volumes: &[Filesystem],
 ) -> Result<Option<Snapshot>, Error> {
-    let filesystems = c.cloud.list_filesystems(source.space)?;
-    for fs in filesystems.iter().filter(|fs| fs.id != source.filesystem) {
+    for fs in volumes.iter().filter(|fs| fs.id != source.filesystem) {
         match c.cloud.list_snapshots(source.space, fs.id) {
             Ok(snaps) => {
                 if let Some(s) = snaps.into_iter().find(|s| s.label == label && is_live(s)) {
@@ -115,22 +168,35 @@ pub fn create(
         .find(mine);
     let doubt = format!("snapshot {source}/{label}");
     let snapshot = match existing {
+        // Taken by an earlier call: the driver marked it, or (taken before
+        // it marked snapshots) its filesystem says whether it is ours.
         Some(s) => {
+            if !tags::is_marked_snapshot(&s) {
+                require_volume(c, source)?;
+            }
             c.in_doubt.clear(&doubt);
             s
         }
         None => {
-            if taken_elsewhere(c, source, &label)?.is_some() {
+            // One list of the Space's volumes says whether the source is
+            // one, and whether the name is taken on another.
+            let volumes = volumes_in(c, source.space)?;
+            if !volumes.iter().any(|fs| fs.id == source.filesystem) {
+                require_volume(c, source)?;
+            }
+            if taken_elsewhere(c, source, &label, &volumes)?.is_some() {
                 return Err(Error::AlreadyExists(format!(
                     "NFS snapshot \"{label}\" already exists with a different source volume"
                 )));
             }
             c.in_doubt
                 .check(&doubt, &format!("create NFS snapshot \"{label}\""))?;
-            match c
-                .cloud
-                .create_snapshot(source.space, source.filesystem, &label, &[])
-            {
+            match c.cloud.create_snapshot(
+                source.space,
+                source.filesystem,
+                &label,
+                &[tags::MANAGED.to_string()],
+            ) {
                 Ok(s) => s,
                 // A duplicate label (409) or a create whose reply was lost:
                 // look again before giving up.
@@ -179,7 +245,8 @@ pub fn create(
 }
 
 /// GetSnapshot: ListSnapshots' lookup by id. NotFound for an id we could
-/// not have issued, a snapshot that is gone or going, or a clone's copy.
+/// not have issued, a snapshot that is gone or going, a clone's copy, or
+/// one the driver did not take.
 pub fn get(
     c: &Arc<Controller>,
     req: csi::GetSnapshotRequest,
@@ -187,22 +254,17 @@ pub fn get(
     if req.snapshot_id.is_empty() {
         return Err(Error::InvalidArgument("snapshot id is required".into()));
     }
-    let missing = || Error::NotFound(format!("snapshot {:?} not found", req.snapshot_id));
-    let id = SnapshotId::parse(&req.snapshot_id).map_err(|_| missing())?;
-    let snap = c
-        .cloud
-        .get_snapshot(id.space, id.filesystem, id.snapshot)
-        .map_err(|e| if e.is_not_found() { missing() } else { e })?;
-    if !is_live(&snap) {
-        return Err(missing());
-    }
+    let id = SnapshotId::parse(&req.snapshot_id)
+        .map_err(|_| Error::NotFound(format!("snapshot {:?} not found", req.snapshot_id)))?;
+    let snap = owned(c, id)?;
     let seconds = taken_at(&snap).unwrap_or_else(|| Timestamp::now().seconds);
     let mut resp = csi::GetSnapshotResponse::new();
     resp.snapshot = Some(snapshot_of(&snap, seconds)).into();
     Ok(resp)
 }
 
-/// DeleteSnapshot. Unknown or malformed ids are OK; a locked snapshot is FailedPrecondition.
+/// DeleteSnapshot. Unknown or malformed ids are OK; a locked snapshot, or
+/// one the driver did not take, is FailedPrecondition.
 pub fn delete(
     c: &Arc<Controller>,
     req: csi::DeleteSnapshotRequest,
@@ -213,6 +275,16 @@ pub fn delete(
     let Ok(id) = SnapshotId::parse(&req.snapshot_id) else {
         return Ok(csi::DeleteSnapshotResponse::new());
     };
+    let snap = match c.cloud.get_snapshot(id.space, id.filesystem, id.snapshot) {
+        Ok(snap) => snap,
+        Err(Error::NotFound(_)) => return Ok(csi::DeleteSnapshotResponse::new()),
+        Err(e) => return Err(e),
+    };
+    if !is_ours(c, &snap)? {
+        return Err(Error::FailedPrecondition(format!(
+            "NFS snapshot {id} was not taken by this driver of one of its volumes; it is left untouched"
+        )));
+    }
     match c
         .cloud
         .delete_snapshot(id.space, id.filesystem, id.snapshot)
@@ -296,25 +368,30 @@ fn matching(c: &Controller, req: &csi::ListSnapshotsRequest) -> Result<Vec<Snaps
         if !req.source_volume_id.is_empty() && req.source_volume_id != id.volume().to_string() {
             return Ok(Vec::new());
         }
-        return live_or_none(
-            c.cloud
-                .get_snapshot(id.space, id.filesystem, id.snapshot)
-                .map(|s| vec![s]),
-        );
+        return match owned(c, id) {
+            Ok(snap) => Ok(vec![snap]),
+            Err(Error::NotFound(_)) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        };
     }
     if !req.source_volume_id.is_empty() {
         let Ok(vol) = VolumeId::parse(&req.source_volume_id) else {
             return Ok(Vec::new());
         };
+        match c.cloud.get_filesystem(vol.space, vol.filesystem) {
+            Ok(fs) if tags::is_volume(&fs) => {}
+            Ok(_) | Err(Error::NotFound(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        }
         return live_or_none(c.cloud.list_snapshots(vol.space, vol.filesystem));
     }
     let mut all = Vec::new();
     for space in c.cloud.list_spaces()? {
-        let filesystems = match c.cloud.list_filesystems(space.id) {
+        let volumes = match volumes_in(c, space.id) {
             Err(Error::NotFound(_)) => continue,
             other => other?,
         };
-        for fs in filesystems {
+        for fs in volumes {
             all.extend(live_or_none(c.cloud.list_snapshots(space.id, fs.id))?);
         }
     }

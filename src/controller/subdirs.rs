@@ -11,7 +11,9 @@ use super::directories::{self, Marker, Ownership, Removed};
 use super::inspect::volume_of;
 use super::params::{ParentRef, QuotaMode, SubdirParams};
 use super::provision::{require_mount_target, CreateRequest};
-use super::{quotas, tags, Controller};
+use super::room::Listed;
+use super::tags::is_volume;
+use super::{kept, quotas, Controller};
 use crate::flow::{done, Step, Then};
 use crate::handles::{self, DirName, SubdirId, VolumeId};
 use crate::linode::{Filesystem, MtlsMode, Quota, Status, WriteError};
@@ -19,10 +21,11 @@ use crate::proto::csi;
 use crate::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
-/// The lock every RPC that changes volume directory `name` takes.
-pub(super) fn lock_key(name: &DirName) -> String {
-    format!("subdirectory/{name}")
+/// The lock every RPC that changes directory volume `id` takes.
+pub(super) fn lock_key(id: &SubdirId) -> String {
+    format!("subdirectory/{id}")
 }
 
 /// What a create's quota POST is tracked under (see `in_doubt`).
@@ -70,7 +73,7 @@ pub(super) fn parent_of(
             }
         }
     };
-    if fs.tags.iter().any(|t| t == tags::MANAGED) {
+    if is_volume(&fs) {
         return Err(Error::FailedPrecondition(format!(
             "NFS filesystem {space_id}/{} is a volume of this driver, not a shared filesystem",
             fs.id
@@ -206,8 +209,6 @@ pub(super) fn create(
         .subdirectory
         .clone()
         .ok_or_else(|| Error::Internal("not a subdirectory class".into()))?;
-    let name = DirName::for_name(&want.name);
-    let guard = c.locks.try_lock(&lock_key(&name))?;
     let region = c.cluster.region()?;
     let space = c.spaces.resolve(&want.params.space)?;
     let parent = parent_of(c, space.id, &sub.parent, &region)?;
@@ -215,8 +216,22 @@ pub(super) fn create(
     let id = SubdirId {
         space: space.id,
         filesystem: parent.id,
-        name,
+        name: DirName::for_name(&want.name),
     };
+    let guard = c.locks.try_lock(&lock_key(&id))?;
+    let root = c.shares.root(&parent, mtls.as_ref())?;
+    let marker = Marker {
+        volume_id: id.to_string(),
+        csi_name: want.name.clone(),
+        on_delete: sub.on_delete,
+        retained: false,
+        archive_to: None,
+    };
+    // Another name's, another setting's or a foreign directory: refused
+    // before anything is claimed or made.
+    let repeat = directories::prior(&root, &id.name, &marker)?;
+    let kept = kept::total(&root)?;
+    let read_at = Instant::now();
     let quotas = match sub.quota {
         QuotaMode::Off => Err("the class asks for none (quota: off)".to_string()),
         QuotaMode::Required | QuotaMode::BestEffort => quotas_of(c, &id)?,
@@ -231,21 +246,35 @@ pub(super) fn create(
         .ok()
         .and_then(|all| quotas::of_volume(all, &parent, &id.name).cloned());
     let claim = match (&existing, &quotas) {
+        // Only the driver's own attempt, whose marker comes first, can
+        // have made a quota at the volume's path.
+        (Some(q), _) if !repeat => {
+            return Err(Error::FailedPrecondition(format!(
+                "NFS quota {} on path {} of shared NFS filesystem {} was not made by the driver; it is left alone",
+                q.id,
+                q.path,
+                id.parent()
+            )))
+        }
         (Some(q), _) if q.max_capacity_bytes != Some(want.capacity) => {
             return Err(Error::AlreadyExists(format!(
                 "volume {id} already exists with incompatible capacity {}",
                 q.max_capacity_bytes.unwrap_or(0)
             )))
         }
-        (None, Ok(all)) => Some(c.room.claim(all, &parent, &id.name, want.capacity)?),
+        (None, Ok(all)) => {
+            let listed = Listed {
+                quotas: all,
+                read_at,
+                kept,
+            };
+            Some(
+                c.room
+                    .claim(&listed, &parent, &id.name, want.capacity)
+                    .map_err(|no| no.for_create())?,
+            )
+        }
         _ => None,
-    };
-    let root = c.shares.root(&parent, mtls.as_ref())?;
-    let marker = Marker {
-        volume_id: id.to_string(),
-        csi_name: want.name.clone(),
-        on_delete: sub.on_delete,
-        retained: false,
     };
     let owner = Ownership {
         mode: sub.mode,
@@ -329,13 +358,22 @@ fn post_quota(m: Making) -> Step<csi::CreateVolumeResponse> {
 }
 
 /// DeleteVolume of `{s}/{f}/{name}`. A parent that is gone took the
-/// directory with it (OK); one that cannot be reached or mounted fails the
-/// call, to be retried. The directory goes first (as its marker says), its
-/// quota next, so a delete stopped halfway leaves the cap in place, and
-/// the marker last.
+/// directory with it (OK), and so is one that is a whole-filesystem volume
+/// (it holds no directory volumes: nothing of it is touched); one that
+/// cannot be reached or mounted fails the call, to be retried. The
+/// directory goes first (as its marker says), its quota next, so a delete
+/// stopped halfway leaves the cap in place, and the marker last. Without
+/// the marker there is no volume: a quota at its path is someone else's.
 pub(super) fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
-    let _guard = c.locks.try_lock(&lock_key(&id.name))?;
+    let _guard = c.locks.try_lock(&lock_key(&id))?;
     let parent = match c.cloud.get_filesystem(id.space, id.filesystem) {
+        Ok(fs) if is_volume(&fs) => {
+            log::info!(
+                "DeleteVolume {id}: NFS filesystem {} is a volume, not a shared filesystem; there is no such directory volume",
+                id.parent()
+            );
+            return Ok(());
+        }
         Ok(fs) => fs,
         Err(Error::NotFound(_)) => {
             log::info!(
@@ -347,33 +385,46 @@ pub(super) fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
     };
     let mtls = c.spaces.mtls_mode(id.space)?;
     let root = c.shares.root(&parent, mtls.as_ref())?;
-    match directories::remove(&root, &id.name, &id.to_string())? {
+    let quotas = match c.cloud.list_quotas(id.space, id.filesystem) {
+        Ok(all) => all,
+        Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let own: Vec<&Quota> = quotas
+        .iter()
+        .filter(|q| quotas::is_for(q, &parent, &id.name))
+        .collect();
+    // What an archived or retained directory keeps: what its quota saw.
+    let kept_bytes = own
+        .first()
+        .and_then(|q| q.used_capacity_bytes.or(q.max_capacity_bytes))
+        .unwrap_or(0);
+    match directories::remove(&root, &id.name, &id.to_string(), kept_bytes)? {
+        Removed::Gone => {
+            c.in_doubt.clear(&quota_key(&id));
+            return Ok(());
+        }
         Removed::Archived(to) => log::info!("DeleteVolume {id}: archived to {}", to.display()),
         Removed::Retained => {
             log::info!("DeleteVolume {id}: directory retained (on-delete: retain)")
         }
-        Removed::Deleted | Removed::Gone => {}
+        Removed::Deleted => {}
     }
-    match c.cloud.list_quotas(id.space, id.filesystem) {
-        Ok(all) => {
-            for q in all.iter().filter(|q| quotas::is_for(q, &parent, &id.name)) {
-                match c.cloud.delete_quota(id.space, id.filesystem, q.id) {
-                    Ok(()) | Err(Error::NotFound(_)) => {}
-                    Err(e) => return Err(e),
-                }
-            }
+    for q in own {
+        match c.cloud.delete_quota(id.space, id.filesystem, q.id) {
+            Ok(()) | Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
         }
-        Err(Error::Unimplemented(_) | Error::NotFound(_)) => {}
-        Err(e) => return Err(e),
     }
     c.in_doubt.clear(&quota_key(&id));
     directories::forget(&root, &id.name)
 }
 
-/// The parent of an existing volume, NotFound when it is gone.
+/// The parent of an existing directory volume, NotFound when it is gone or
+/// is no shared filesystem (a whole-filesystem volume of the driver).
 pub(super) fn existing_parent(c: &Controller, parent: VolumeId) -> Result<Filesystem, Error> {
     match c.cloud.get_filesystem(parent.space, parent.filesystem) {
-        Ok(fs) if fs.status != Status::Deleting => Ok(fs),
+        Ok(fs) if fs.status != Status::Deleting && !is_volume(&fs) => Ok(fs),
         Ok(_) | Err(Error::NotFound(_)) => Err(Error::NotFound(format!(
             "shared NFS filesystem {parent} was not found"
         ))),
@@ -385,34 +436,40 @@ pub(super) fn existing_parent(c: &Controller, parent: VolumeId) -> Result<Filesy
 pub(super) struct Found {
     pub parent: Filesystem,
     pub mtls: Option<MtlsMode>,
+    /// Where the parent is mounted here.
+    pub root: PathBuf,
     /// Its quota, if it has one...
     pub quota: Option<Quota>,
-    /// ...among every quota of the parent (none without the quota API).
+    /// ...among every quota of the parent (none without the quota API)...
     pub quotas: Vec<Quota>,
+    /// ...listed from this moment on.
+    pub read_at: Instant,
 }
 
-/// The current state of directory volume `id`: NotFound when neither a
-/// quota nor the driver's marker says it exists.
+/// The current state of directory volume `id`: NotFound unless the
+/// driver's marker says it exists (a quota at its path alone is not a
+/// volume: an admin may have made it).
 pub(super) fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
     let parent = existing_parent(c, id.parent())?;
     let mtls = c.spaces.mtls_mode(id.space)?;
+    let root = c.shares.root(&parent, mtls.as_ref())?;
+    match directories::read_marker(&root, &id.name)? {
+        Some(m) if m.volume_id == id.to_string() && !m.retained => {}
+        _ => return Err(Error::NotFound(format!("volume {id} not found"))),
+    }
+    let read_at = Instant::now();
     let quotas = match c.cloud.list_quotas(id.space, id.filesystem) {
         Ok(all) => all,
         Err(Error::Unimplemented(_)) => Vec::new(),
         Err(e) => return Err(e),
     };
     let quota = quotas::of_volume(&quotas, &parent, &id.name).cloned();
-    if quota.is_none() {
-        let root = c.shares.root(&parent, mtls.as_ref())?;
-        match directories::read_marker(&root, &id.name)? {
-            Some(m) if m.volume_id == id.to_string() && !m.retained => {}
-            _ => return Err(Error::NotFound(format!("volume {id} not found"))),
-        }
-    }
     Ok(Found {
         parent,
         mtls,
+        root,
         quota,
         quotas,
+        read_at,
     })
 }

@@ -8,6 +8,7 @@
 //! under the API's 50 characters.
 
 use crate::handles::{SnapshotId, VolumeId};
+use crate::linode::{Filesystem, Snapshot};
 use std::collections::BTreeSet;
 
 /// On every filesystem this driver creates.
@@ -15,6 +16,32 @@ pub const MANAGED: &str = "csi.linodenfs.csi.linode.com";
 /// On the snapshot a volume clone is copied through: not a VolumeSnapshot,
 /// so never listed or returned as one.
 pub const CLONE_SNAPSHOT: &str = "csi-clone-snapshot";
+
+/// Whether `fs` is one of the driver's whole-filesystem volumes. Only such a
+/// filesystem is ever deleted, snapshotted, cloned or changed as a volume;
+/// any other (a shared parent, an admin's own) only read.
+pub fn is_volume(fs: &Filesystem) -> bool {
+    fs.tags.iter().any(|t| t == MANAGED)
+}
+
+/// FailedPrecondition, naming why, unless `fs` is one of the driver's
+/// volumes: what destroys, copies or changes data (`what`: "deleted",
+/// "snapshotted"...) acts only on what the driver made.
+pub fn require_volume(fs: &Filesystem, what: &str) -> Result<(), crate::Error> {
+    if is_volume(fs) {
+        return Ok(());
+    }
+    Err(crate::Error::FailedPrecondition(format!(
+        "NFS filesystem {}/{} (\"{}\") is not a volume of this driver (it lacks the {MANAGED} tag: a shared filesystem of directory volumes, or one made outside the driver), so it is not {what} through CSI",
+        fs.space_id, fs.id, fs.label
+    )))
+}
+
+/// Whether the driver's mark is on `s` (every snapshot it takes of a
+/// volume carries it; see `snapshots` for those taken before it did).
+pub fn is_marked_snapshot(s: &Snapshot) -> bool {
+    s.tags.iter().any(|t| t == MANAGED)
+}
 
 /// What every tag recording a filesystem's source starts with.
 macro_rules! source_prefix {

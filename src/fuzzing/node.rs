@@ -15,7 +15,8 @@ use std::path::{Component, Path};
 /// validation or is InvalidArgument (NotFound for a stats path that cannot
 /// be a volume's); what passes names absolute paths without `..`, and a
 /// stage of a directory of a shared filesystem mounts exactly the
-/// context's sources with that directory, named by the id, appended.
+/// context's sources with that directory, named by the id, appended, and
+/// only when the context names the id's Space and filesystem.
 pub fn node_requests(data: &[u8]) {
     let Some((&kind, bytes)) = data.split_first() else {
         return;
@@ -72,6 +73,17 @@ fn staged_sources(req: &csi::NodeStageVolumeRequest, staged: &StageRequest) {
     let mounted: Vec<&str> = staged.sources().collect();
     assert_eq!(plain.len(), mounted.len());
     let directory = SubdirId::parse(&req.volume_id).ok();
+    if let Some(id) = &directory {
+        // The context's mount target is its filesystem's: it must be the
+        // one the id names.
+        assert_eq!(
+            context.space_id,
+            id.space.to_string(),
+            "{:?}",
+            req.volume_id
+        );
+        assert_eq!(context.filesystem_id, id.filesystem.to_string());
+    }
     for (plain, mounted) in plain.iter().zip(&mounted) {
         source(mounted);
         match &directory {

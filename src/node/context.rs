@@ -9,7 +9,8 @@
 use super::input::shown;
 use super::volume::VolumeType;
 use crate::handles::{
-    DirName, CTX_MOUNT_TARGET, CTX_MOUNT_TARGET_IPS, CTX_MTLS_MODE, CTX_VOLUME_TYPE,
+    DirName, CTX_FILESYSTEM_ID, CTX_MOUNT_TARGET, CTX_MOUNT_TARGET_IPS, CTX_MTLS_MODE,
+    CTX_SPACE_ID, CTX_VOLUME_TYPE,
 };
 use crate::{Error, Result};
 use std::collections::HashMap;
@@ -32,6 +33,10 @@ pub struct StageContext {
     pub sources: MountSources,
     pub mtls: MtlsMode,
     pub volume_type: VolumeType,
+    /// `space-id` and `filesystem-id` as written ("" when absent), which a
+    /// directory volume's id must agree with.
+    pub space_id: String,
+    pub filesystem_id: String,
 }
 
 impl StageContext {
@@ -44,6 +49,8 @@ impl StageContext {
             )?,
             mtls: MtlsMode::parse(attribute(CTX_MTLS_MODE))?,
             volume_type: VolumeType::parse(attribute(CTX_VOLUME_TYPE))?,
+            space_id: attribute(CTX_SPACE_ID).to_string(),
+            filesystem_id: attribute(CTX_FILESYSTEM_ID).to_string(),
         })
     }
 }

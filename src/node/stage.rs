@@ -9,7 +9,7 @@
 
 use super::context::{MountSources, MtlsMode, StageContext};
 use super::input::{absolute_path, volume_id};
-use super::volume::directory;
+use super::volume::{directory, Named};
 use super::{cleanup_mount_point, create_dir, mount_capability, mount_flags, NodePlugin};
 use crate::mount::NfsMountError;
 use crate::proto::csi;
@@ -33,7 +33,11 @@ impl StageRequest {
         let staging = absolute_path(&req.staging_target_path, "staging target path")?;
         let mount = mount_capability(req.volume_capability.as_ref())?;
         let context = StageContext::parse(&req.volume_context)?;
-        let sources = match directory(&volume_id, context.volume_type)? {
+        let named = Named {
+            space: &context.space_id,
+            filesystem: &context.filesystem_id,
+        };
+        let sources = match directory(&volume_id, context.volume_type, named)? {
             Some(dir) => context.sources.within(&dir)?,
             None => context.sources,
         };

@@ -1,11 +1,12 @@
 //! Which kind of volume a NodeStageVolume names, decided by the volume id
 //! alone: a whole filesystem, or a directory of a shared one
 //! (`{space}/{filesystem}/{name}`), whose name is re-validated here. The
-//! volume context's `volume-type` may only agree with the id, never choose a
-//! path: a static PV's attributes are written by hand. It knows nothing of
-//! mounting or of the rest of the context.
+//! volume context's `volume-type`, `space-id` and `filesystem-id` may only
+//! agree with the id, never choose a path: a static PV's attributes are
+//! written by hand. It knows nothing of mounting or of the rest of the
+//! context.
 
-use crate::handles::{DirName, SubdirId, VolumeId};
+use crate::handles::{DirName, SubdirId, VolumeId, CTX_FILESYSTEM_ID, CTX_SPACE_ID};
 use crate::{Error, Result};
 
 use super::input::shown;
@@ -31,13 +32,27 @@ impl VolumeType {
     }
 }
 
+/// The `space-id` and `filesystem-id` a volume context names ("" when absent).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Named<'a> {
+    pub space: &'a str,
+    pub filesystem: &'a str,
+}
+
 /// The directory of the shared filesystem to mount, or `None` for a whole
 /// filesystem (whose id the node does not parse: a hand-written PV's handle
 /// works whatever it looks like). An id that begins like a directory handle
 /// (`{space}/{filesystem}/…`) must be one, so `1/2/..` or `1/2/a/b` never
-/// falls back to mounting the whole share; a context that says
-/// `subdirectory` needs such an id, since the directory comes from the id.
-pub fn directory(volume_id: &str, volume_type: VolumeType) -> Result<Option<DirName>> {
+/// falls back to mounting the whole share, and the context must name the
+/// same Space and filesystem (its mount target is that filesystem's, so a
+/// handle of another parent would mount this one's directory); a context
+/// that says `subdirectory` needs such an id, since the directory comes
+/// from the id.
+pub fn directory(
+    volume_id: &str,
+    volume_type: VolumeType,
+    named: Named,
+) -> Result<Option<DirName>> {
     let mut parts = volume_id.splitn(3, '/');
     let prefix = match (parts.next(), parts.next(), parts.next()) {
         (Some(s), Some(f), Some(_)) => Some(format!("{s}/{f}")),
@@ -45,7 +60,20 @@ pub fn directory(volume_id: &str, volume_type: VolumeType) -> Result<Option<DirN
     };
     let looks_like_directory = prefix.is_some_and(|p| VolumeId::parse(&p).is_ok());
     if looks_like_directory {
-        return SubdirId::parse(volume_id).map(|id| Some(id.name));
+        let id = SubdirId::parse(volume_id)?;
+        for (key, named, id_part) in [
+            (CTX_SPACE_ID, named.space, id.space),
+            (CTX_FILESYSTEM_ID, named.filesystem, id.filesystem),
+        ] {
+            if named != id_part.to_string() {
+                return Err(Error::InvalidArgument(format!(
+                    "volume attribute {key} {} does not match volume {}: a directory volume's context names the Space and filesystem of its id",
+                    shown(named),
+                    shown(volume_id)
+                )));
+            }
+        }
+        return Ok(Some(id.name));
     }
     match volume_type {
         VolumeType::Filesystem => Ok(None),
@@ -59,6 +87,38 @@ pub fn directory(volume_id: &str, volume_type: VolumeType) -> Result<Option<DirN
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const OF_42_7: Named = Named {
+        space: "42",
+        filesystem: "7",
+    };
+
+    fn directory(volume_id: &str, kind: VolumeType) -> Result<Option<DirName>> {
+        super::directory(volume_id, kind, OF_42_7)
+    }
+
+    #[test]
+    fn a_directory_handle_must_name_the_contexts_space_and_filesystem() {
+        for (space, filesystem) in [
+            ("42", "8"),
+            ("41", "7"),
+            ("", "7"),
+            ("42", ""),
+            ("42", "07"),
+        ] {
+            let named = Named { space, filesystem };
+            let err = super::directory("42/7/pvc-1", VolumeType::Subdirectory, named).unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidArgument(_)),
+                "{named:?}: {err:?}"
+            );
+        }
+        // A whole filesystem's id is the admin's to write.
+        assert_eq!(
+            super::directory("my-pv", VolumeType::Filesystem, Named::default()).unwrap(),
+            None
+        );
+    }
 
     #[test]
     fn the_directory_comes_from_the_id_and_is_revalidated() {

@@ -231,6 +231,21 @@ impl Env {
     }
 }
 
+pub fn publish_req(volume_id: &str, node_id: &str) -> csi::ControllerPublishVolumeRequest {
+    let mut r = csi::ControllerPublishVolumeRequest::new();
+    r.volume_id = volume_id.into();
+    r.node_id = node_id.into();
+    r.volume_capability = Some(mount_cap(Mode::MULTI_NODE_MULTI_WRITER)).into();
+    r
+}
+
+pub fn unpublish_req(volume_id: &str, node_id: &str) -> csi::ControllerUnpublishVolumeRequest {
+    let mut r = csi::ControllerUnpublishVolumeRequest::new();
+    r.volume_id = volume_id.into();
+    r.node_id = node_id.into();
+    r
+}
+
 pub fn mount_cap(mode: Mode) -> csi::VolumeCapability {
     super::mount_capability(mode, &[])
 }

@@ -6,6 +6,7 @@
 pub mod controller;
 pub mod linode;
 pub mod share;
+pub mod subdir;
 
 use grpcio::{ChannelBuilder, Environment};
 use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
@@ -67,8 +68,15 @@ impl TempDir {
 }
 
 impl Drop for TempDir {
+    /// Through the driver's own walk: a test may leave a tree too deep for
+    /// std's `remove_dir_all` (which holds a descriptor per level).
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        use linode_nfs_csi::fs_tree::{c_name, remove_tree, Dir};
+        if let (Some(parent), Some(name)) = (self.0.parent(), self.0.file_name()) {
+            if let (Ok(parent), Ok(name)) = (Dir::open(parent), c_name(name)) {
+                let _ = remove_tree(&parent, &name);
+            }
+        }
     }
 }
 
