@@ -64,6 +64,35 @@ pub enum VolumeHandle {
     Subdirectory(SubdirId),
 }
 
+/// The kind of a volume: what its handle is, what a StorageClass's
+/// `volume-type` asks for, what a volume context's `volume-type` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A whole NFS filesystem.
+    Filesystem,
+    /// A directory of a shared filesystem.
+    Directory,
+}
+
+impl Kind {
+    /// As `volume-type` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Filesystem => "filesystem",
+            Kind::Directory => "subdirectory",
+        }
+    }
+
+    /// `volume-type` as written: empty means a whole filesystem.
+    pub fn parse(raw: &str) -> Option<Kind> {
+        match raw {
+            "" | "filesystem" => Some(Kind::Filesystem),
+            "subdirectory" => Some(Kind::Directory),
+            _ => None,
+        }
+    }
+}
+
 impl DirName {
     pub fn parse(raw: &str) -> Result<DirName, Error> {
         let bytes = raw.as_bytes();
@@ -167,12 +196,39 @@ impl VolumeHandle {
         }
     }
 
+    pub fn kind(&self) -> Kind {
+        match self {
+            VolumeHandle::Filesystem(_) => Kind::Filesystem,
+            VolumeHandle::Subdirectory(_) => Kind::Directory,
+        }
+    }
+
+    /// The whole filesystem it is, if it is one.
+    pub fn as_filesystem(&self) -> Option<VolumeId> {
+        match self {
+            VolumeHandle::Filesystem(id) => Some(*id),
+            VolumeHandle::Subdirectory(_) => None,
+        }
+    }
+
     /// The filesystem the volume lives on: itself, or the shared parent.
     pub fn filesystem(&self) -> VolumeId {
         match self {
             VolumeHandle::Filesystem(id) => *id,
             VolumeHandle::Subdirectory(id) => id.parent(),
         }
+    }
+}
+
+impl From<VolumeId> for VolumeHandle {
+    fn from(id: VolumeId) -> VolumeHandle {
+        VolumeHandle::Filesystem(id)
+    }
+}
+
+impl From<SubdirId> for VolumeHandle {
+    fn from(id: SubdirId) -> VolumeHandle {
+        VolumeHandle::Subdirectory(id)
     }
 }
 

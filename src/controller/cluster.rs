@@ -73,7 +73,7 @@ impl Cluster {
             .map_err(|e| unreadable(what, e))?;
         let mut node_ids: HashMap<&str, NodeId> = HashMap::new();
         let mut siblings = Vec::new();
-        let this = VolumeHandle::Subdirectory(volume.clone());
+        let this = VolumeHandle::from(volume.clone());
         for a in ours {
             let id = match node_ids.get(a.node_name.as_str()) {
                 Some(id) => *id,

@@ -5,7 +5,7 @@
 //!   first one. For a while after such a POST, a retry that finds nothing
 //!   answers Unavailable instead of POSTing; once the object shows up it is
 //!   adopted, and once the window has passed a POST is safe again.
-//!   Duplicates a restart lets through are swept by label (see `provision`).
+//!   Duplicates a restart lets through are swept by label (see `kind::filesystem`).
 //! - An access-policy PUT: a full replace with no version, so a late one
 //!   would undo whatever was written after it (a node unpublished in the
 //!   meantime would be allowed again). Policy changes wait out its window
@@ -16,6 +16,7 @@
 //! this process only; every record and check forgets the windows that
 //! have passed, so keys never checked again do not pile up.
 
+use super::lock_keys::Doubt;
 use crate::mutex::lock;
 use crate::Error;
 use std::collections::HashMap;
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 
 pub struct InDoubt {
     window: Duration,
-    until: Mutex<HashMap<String, Instant>>,
+    until: Mutex<HashMap<Doubt, Instant>>,
 }
 
 impl InDoubt {
@@ -36,7 +37,7 @@ impl InDoubt {
     }
 
     /// The records, with those whose window has passed forgotten.
-    fn current(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+    fn current(&self) -> std::sync::MutexGuard<'_, HashMap<Doubt, Instant>> {
         let mut until = lock(&self.until);
         let now = Instant::now();
         until.retain(|_, t| *t > now);
@@ -44,19 +45,19 @@ impl InDoubt {
     }
 
     /// A write to `key` failed in a way that may hide its success.
-    pub fn record(&self, key: &str) {
+    pub fn record(&self, key: &Doubt) {
         self.current()
-            .insert(key.to_string(), Instant::now() + self.window);
+            .insert(key.clone(), Instant::now() + self.window);
     }
 
     /// The object of `key` was found: nothing is in doubt any more.
-    pub fn clear(&self, key: &str) {
+    pub fn clear(&self, key: &Doubt) {
         lock(&self.until).remove(key);
     }
 
     /// Unavailable while an earlier write to `key` (`what` it did, e.g.
     /// "create NFS filesystem \"x\"") may still be applied.
-    pub fn check(&self, key: &str, what: &str) -> Result<(), Error> {
+    pub fn check(&self, key: &Doubt, what: &str) -> Result<(), Error> {
         match self.current().get(key) {
             Some(_) => Err(Error::Unavailable(format!(
                 "an earlier request to {what} timed out or failed and may still be applied by the backend; retry shortly"
@@ -69,33 +70,44 @@ impl InDoubt {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handles::VolumeId;
+
+    fn fs(label: &str) -> Doubt {
+        Doubt::Filesystem {
+            space: 7,
+            label: label.into(),
+        }
+    }
 
     #[test]
     fn a_doubtful_create_holds_retries_back_until_found_or_expired() {
         let doubt = InDoubt::new(Duration::from_millis(5));
-        assert!(doubt.check("fs 7/a", "a").is_ok());
-        doubt.record("fs 7/a");
+        assert!(doubt.check(&fs("a"), "a").is_ok());
+        doubt.record(&fs("a"));
         assert!(matches!(
-            doubt.check("fs 7/a", "a"),
+            doubt.check(&fs("a"), "a"),
             Err(Error::Unavailable(_))
         ));
-        assert!(doubt.check("fs 7/b", "b").is_ok(), "other keys are free");
-        doubt.clear("fs 7/a");
-        assert!(doubt.check("fs 7/a", "a").is_ok());
-        doubt.record("fs 7/a");
+        assert!(doubt.check(&fs("b"), "b").is_ok(), "other keys are free");
+        doubt.clear(&fs("a"));
+        assert!(doubt.check(&fs("a"), "a").is_ok());
+        doubt.record(&fs("a"));
         std::thread::sleep(Duration::from_millis(20));
-        assert!(doubt.check("fs 7/a", "a").is_ok(), "the window passed");
+        assert!(doubt.check(&fs("a"), "a").is_ok(), "the window passed");
     }
 
     #[test]
     fn passed_windows_are_forgotten_whichever_key_is_touched() {
         let doubt = InDoubt::new(Duration::from_millis(5));
         for n in 0..10 {
-            doubt.record(&format!("fs 7/{n}"));
+            doubt.record(&fs(&n.to_string()));
         }
         assert_eq!(lock(&doubt.until).len(), 10);
         std::thread::sleep(Duration::from_millis(20));
-        doubt.record("fs 8/x");
+        doubt.record(&Doubt::Policy(VolumeId {
+            space: 8,
+            filesystem: 1,
+        }));
         assert_eq!(lock(&doubt.until).len(), 1, "only the fresh record is kept");
     }
 }

@@ -8,6 +8,7 @@
 //! the directory's quota, mode and owner; the whole-filesystem keys are
 //! refused with it, naming the key.
 
+use crate::handles::Kind;
 use crate::linode::SquashPolicy;
 use crate::Error;
 use std::collections::HashMap;
@@ -104,22 +105,41 @@ pub enum SpaceRef {
     Label(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Params {
-    pub space: SpaceRef,
+/// The parameters of a whole-filesystem class.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilesystemParams {
     /// In the order given, blanks dropped; compared as a set.
     pub tags: Vec<String>,
     /// Applied only when the class asks; otherwise the backend default stays.
     pub squash: Option<SquashPolicy>,
-    /// `Some` for `volume-type: subdirectory` (then `tags` is empty and
-    /// `squash` unset), `None` for a whole filesystem.
-    pub subdirectory: Option<SubdirParams>,
+}
+
+/// What the class's `volume-type` makes, with that kind's parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KindParams {
+    Filesystem(FilesystemParams),
+    Directory(SubdirParams),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    pub space: SpaceRef,
+    pub kind: KindParams,
+}
+
+impl Params {
+    pub fn kind(&self) -> Kind {
+        match self.kind {
+            KindParams::Filesystem(_) => Kind::Filesystem,
+            KindParams::Directory(_) => Kind::Directory,
+        }
+    }
 }
 
 impl Params {
     pub fn parse(raw: &HashMap<String, String>) -> Result<Params, Error> {
         let get = |k: &str| raw.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
-        let subdirectory = match get(VOLUME_TYPE).unwrap_or("filesystem") {
+        let kind = match get(VOLUME_TYPE).unwrap_or("filesystem") {
             "filesystem" => {
                 if let Some(key) = [
                     SHARED_FS_ID,
@@ -138,7 +158,10 @@ impl Params {
                         "StorageClass parameter {key} applies only to {VOLUME_TYPE} subdirectory"
                     )));
                 }
-                None
+                KindParams::Filesystem(FilesystemParams {
+                    tags: get(TAGS).map(parse_tags).unwrap_or_default(),
+                    squash: get(ROOT_SQUASH).map(parse_squash).transpose()?,
+                })
             }
             "subdirectory" => {
                 if let Some(key) = [TAGS, ROOT_SQUASH].into_iter().find(|k| get(k).is_some()) {
@@ -146,7 +169,7 @@ impl Params {
                         "StorageClass parameter {key} applies to a whole filesystem, not to {VOLUME_TYPE} subdirectory: a shared filesystem has one policy for all its volumes"
                     )));
                 }
-                Some(parse_subdirectory(&get)?)
+                KindParams::Directory(parse_subdirectory(&get)?)
             }
             other => {
                 return Err(Error::InvalidArgument(format!(
@@ -175,12 +198,7 @@ impl Params {
             },
             (None, Some(label)) => SpaceRef::Label(label.to_string()),
         };
-        Ok(Params {
-            space,
-            tags: get(TAGS).map(parse_tags).unwrap_or_default(),
-            squash: get(ROOT_SQUASH).map(parse_squash).transpose()?,
-            subdirectory,
-        })
+        Ok(Params { space, kind })
     }
 }
 
@@ -351,6 +369,13 @@ mod tests {
         )
     }
 
+    fn filesystem(pairs: &[(&str, &str)]) -> FilesystemParams {
+        match parse(pairs).unwrap().kind {
+            KindParams::Filesystem(p) => p,
+            other => panic!("not a filesystem class: {other:?}"),
+        }
+    }
+
     #[test]
     fn space_by_id_or_label() {
         assert_eq!(parse(&[(SPACE_ID, " 7 ")]).unwrap().space, SpaceRef::Id(7));
@@ -375,16 +400,15 @@ mod tests {
 
     #[test]
     fn tags_and_squash() {
-        let p = parse(&[
+        let p = filesystem(&[
             (SPACE_ID, "1"),
             (TAGS, " a, b,,a , "),
             (ROOT_SQUASH, "all_squash"),
             ("csi.storage.k8s.io/pvc/name", "x"),
-        ])
-        .unwrap();
+        ]);
         assert_eq!(p.tags, vec!["a", "b"]);
         assert_eq!(p.squash, Some(SquashPolicy::AllSquash));
-        let p = parse(&[(SPACE_ID, "1"), (TAGS, "  ")]).unwrap();
+        let p = filesystem(&[(SPACE_ID, "1"), (TAGS, "  ")]);
         assert!(p.tags.is_empty());
         assert_eq!(p.squash, None);
         assert!(matches!(
@@ -396,17 +420,20 @@ mod tests {
     fn subdir(pairs: &[(&str, &str)]) -> Result<SubdirParams, Error> {
         let mut all = vec![(SPACE_ID, "1"), (VOLUME_TYPE, "subdirectory")];
         all.extend_from_slice(pairs);
-        parse(&all).map(|p| p.subdirectory.expect("a subdirectory class"))
+        parse(&all).map(|p| match p.kind {
+            KindParams::Directory(sub) => sub,
+            other => panic!("not a subdirectory class: {other:?}"),
+        })
     }
 
     #[test]
     fn subdirectory_classes() {
-        assert_eq!(parse(&[(SPACE_ID, "1")]).unwrap().subdirectory, None);
+        assert_eq!(filesystem(&[(SPACE_ID, "1")]), FilesystemParams::default());
         assert_eq!(
             parse(&[(SPACE_ID, "1"), (VOLUME_TYPE, "filesystem")])
                 .unwrap()
-                .subdirectory,
-            None
+                .kind(),
+            Kind::Filesystem
         );
         let p = subdir(&[(SHARED_FS_LABEL, "team")]).unwrap();
         assert_eq!(

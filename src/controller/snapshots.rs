@@ -1,133 +1,15 @@
-//! Snapshots: create (idempotent by label, one name per plugin), delete,
-//! get, and list with offset tokens. Creation does not wait for `active`:
-//! the snapshotter calls again until `ready_to_use`, so no worker is held.
-//! A snapshot in `deleting` is already gone as far as CSI is concerned, and
-//! the copies clones are made through (`clone`) are not VolumeSnapshots.
-//! Only the driver's own snapshots are CSI snapshots: it takes them of its
-//! volumes only, marks each (`tags::MANAGED`), and counts one taken before
-//! it marked them as its own when its filesystem is one of its volumes.
-//! Any other (one an admin took of a shared parent, say, which holds every
-//! tenant's data) is never listed, returned or restored (NotFound) and
-//! never deleted (FailedPrecondition).
+//! The snapshot RPCs: CreateSnapshot, DeleteSnapshot, GetSnapshot and
+//! ListSnapshots (with offset tokens). Each checks its request, parses the
+//! handle and hands it to the volume kinds' seam (`kind`); creation does
+//! not wait for `active`: the snapshotter calls again until
+//! `ready_to_use`, so no worker is held.
 
-use super::provision::NO_SUBDIRECTORY_COPIES;
-use super::{tags, Controller};
-use crate::handles::{label_for, SnapshotId, VolumeHandle, VolumeId};
+use super::{kind, Controller};
+use crate::handles::{SnapshotId, VolumeHandle};
 use crate::limits;
-use crate::linode::{naive_to_unix, Filesystem, Snapshot, Status, WriteError};
 use crate::proto::csi;
 use crate::Error;
-use protobuf::well_known_types::timestamp::Timestamp;
 use std::sync::Arc;
-
-/// A VolumeSnapshot: not on its way out (DeleteSnapshot returns before the
-/// backend lets go of a snapshot, and CSI expects it gone from lists and
-/// free for reuse at once), and not a clone's copy.
-fn is_live(s: &Snapshot) -> bool {
-    s.status != Status::Deleting && !s.tags.iter().any(|t| t == tags::CLONE_SNAPSHOT)
-}
-
-fn id_of(s: &Snapshot) -> SnapshotId {
-    SnapshotId {
-        space: s.space_id,
-        filesystem: s.filesystem_id,
-        snapshot: s.id,
-    }
-}
-
-/// When `s` was taken, in seconds since the epoch: `created`, else
-/// `updated` (the nearest time the backend shows; `created` is nullable).
-fn taken_at(s: &Snapshot) -> Option<i64> {
-    [&s.created, &s.updated]
-        .into_iter()
-        .flatten()
-        .find_map(|t| naive_to_unix(t))
-}
-
-fn snapshot_of(s: &Snapshot, seconds: i64) -> csi::Snapshot {
-    let id = id_of(s);
-    let mut out = csi::Snapshot::new();
-    out.snapshot_id = id.to_string();
-    out.source_volume_id = id.volume().to_string();
-    out.size_bytes = s.size_bytes.unwrap_or(0);
-    out.creation_time = Some(Timestamp {
-        seconds,
-        ..Default::default()
-    })
-    .into();
-    out.ready_to_use = s.status == Status::Active;
-    out
-}
-
-/// Whether `s` is a snapshot the driver took of one of its volumes.
-fn is_ours(c: &Controller, s: &Snapshot) -> Result<bool, Error> {
-    if tags::is_marked_snapshot(s) {
-        return Ok(true);
-    }
-    match c.cloud.get_filesystem(s.space_id, s.filesystem_id) {
-        Ok(fs) => Ok(tags::is_volume(&fs)),
-        Err(Error::NotFound(_)) => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// The live snapshot `id` of the driver's, NotFound for any other.
-pub(super) fn owned(c: &Controller, id: SnapshotId) -> Result<Snapshot, Error> {
-    let missing = || Error::NotFound(format!("snapshot {id} not found"));
-    let snap = c
-        .cloud
-        .get_snapshot(id.space, id.filesystem, id.snapshot)
-        .map_err(|e| if e.is_not_found() { missing() } else { e })?;
-    if is_live(&snap) && is_ours(c, &snap)? {
-        Ok(snap)
-    } else {
-        Err(missing())
-    }
-}
-
-/// NotFound or FailedPrecondition unless `source` is one of the driver's
-/// volumes (and not on its way out).
-fn require_volume(c: &Controller, source: VolumeId) -> Result<(), Error> {
-    match c.cloud.get_filesystem(source.space, source.filesystem) {
-        Ok(fs) if fs.status != Status::Deleting => tags::require_volume(&fs, "snapshotted"),
-        Ok(_) | Err(Error::NotFound(_)) => {
-            Err(Error::NotFound(format!("source volume {source} not found")))
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// The driver's volumes in `space`, those being deleted aside.
-fn volumes_in(c: &Controller, space: u64) -> Result<Vec<Filesystem>, Error> {
-    Ok(c.cloud
-        .find_filesystems_by_tag(space, tags::MANAGED)?
-        .into_iter()
-        .filter(|fs| fs.status != Status::Deleting && tags::is_volume(fs))
-        .collect())
-}
-
-/// The snapshot named `label` anywhere in the space other than on `source`:
-/// CSI names are unique per plugin, while the backend only keeps labels
-/// unique per filesystem.
-fn taken_elsewhere(
-    c: &Controller,
-    source: VolumeId,
-    label: &str,
-    volumes: &[Filesystem],
-) -> Result<Option<Snapshot>, Error> {
-    for fs in volumes.iter().filter(|fs| fs.id != source.filesystem) {
-        match c.cloud.list_snapshots(source.space, fs.id) {
-            Ok(snaps) => {
-                if let Some(s) = snaps.into_iter().find(|s| s.label == label && is_live(s)) {
-                    return Ok(Some(s));
-                }
-            }
-            Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(None)
-}
 
 /// CreateSnapshot. AlreadyExists when the name belongs to a snapshot of
 /// another volume; NotFound for an unknown source; a repeat returns the same snapshot.
@@ -144,103 +26,14 @@ pub fn create(
     limits::string("snapshot name", &req.name)?;
     limits::map("parameters", &req.parameters)?;
     limits::map("secrets", &req.secrets)?;
-    let source = match VolumeHandle::parse(&req.source_volume_id) {
-        Ok(VolumeHandle::Filesystem(vol)) => vol,
-        Ok(VolumeHandle::Subdirectory(id)) => {
-            return Err(Error::FailedPrecondition(format!(
-                "volume {id} is a subdirectory volume and cannot be snapshotted: {NO_SUBDIRECTORY_COPIES}"
-            )))
-        }
-        Err(_) => {
-            return Err(Error::NotFound(format!(
-                "source volume {:?} not found",
-                req.source_volume_id
-            )))
-        }
-    };
-    let _guard = c.locks.try_lock(&format!("snapshot/{source}"))?;
-    let label = label_for(&req.name);
-    let mine = |s: &Snapshot| s.label == label && is_live(s);
-    let existing = c
-        .cloud
-        .list_snapshots(source.space, source.filesystem)?
-        .into_iter()
-        .find(mine);
-    let doubt = format!("snapshot {source}/{label}");
-    let snapshot = match existing {
-        // Taken by an earlier call: the driver marked it, or (taken before
-        // it marked snapshots) its filesystem says whether it is ours.
-        Some(s) => {
-            if !tags::is_marked_snapshot(&s) {
-                require_volume(c, source)?;
-            }
-            c.in_doubt.clear(&doubt);
-            s
-        }
-        None => {
-            // One list of the Space's volumes says whether the source is
-            // one, and whether the name is taken on another.
-            let volumes = volumes_in(c, source.space)?;
-            if !volumes.iter().any(|fs| fs.id == source.filesystem) {
-                require_volume(c, source)?;
-            }
-            if taken_elsewhere(c, source, &label, &volumes)?.is_some() {
-                return Err(Error::AlreadyExists(format!(
-                    "NFS snapshot \"{label}\" already exists with a different source volume"
-                )));
-            }
-            c.in_doubt
-                .check(&doubt, &format!("create NFS snapshot \"{label}\""))?;
-            match c.cloud.create_snapshot(
-                source.space,
-                source.filesystem,
-                &label,
-                &[tags::MANAGED.to_string()],
-            ) {
-                Ok(s) => s,
-                // A duplicate label (409) or a create whose reply was lost:
-                // look again before giving up.
-                Err(WriteError {
-                    error:
-                        e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
-                    maybe_applied,
-                }) => {
-                    let found = c
-                        .cloud
-                        .list_snapshots(source.space, source.filesystem)?
-                        .into_iter()
-                        .find(mine);
-                    match found {
-                        Some(s) => s,
-                        None => {
-                            if maybe_applied {
-                                c.in_doubt.record(&doubt);
-                            }
-                            return Err(e);
-                        }
-                    }
-                }
-                Err(e) => return Err(e.error),
-            }
-        }
-    };
-    if matches!(snapshot.status, Status::Error | Status::Failed) {
-        return Err(Error::FailedPrecondition(format!(
-            "NFS snapshot {} is in status {}",
-            snapshot.id, snapshot.status
-        )));
-    }
-    // CSI requires a creation time; the moment of this answer is the
-    // closest to the truth a snapshot without timestamps allows.
-    let seconds = taken_at(&snapshot).unwrap_or_else(|| {
-        log::warn!(
-            "NFS snapshot {} has no usable created or updated time; reporting the current time",
-            id_of(&snapshot)
-        );
-        Timestamp::now().seconds
-    });
+    let source = VolumeHandle::parse(&req.source_volume_id).map_err(|_| {
+        Error::NotFound(format!(
+            "source volume {:?} not found",
+            req.source_volume_id
+        ))
+    })?;
     let mut resp = csi::CreateSnapshotResponse::new();
-    resp.snapshot = Some(snapshot_of(&snapshot, seconds)).into();
+    resp.snapshot = Some(kind::snapshot(c, source, &req)?).into();
     Ok(resp)
 }
 
@@ -256,10 +49,8 @@ pub fn get(
     }
     let id = SnapshotId::parse(&req.snapshot_id)
         .map_err(|_| Error::NotFound(format!("snapshot {:?} not found", req.snapshot_id)))?;
-    let snap = owned(c, id)?;
-    let seconds = taken_at(&snap).unwrap_or_else(|| Timestamp::now().seconds);
     let mut resp = csi::GetSnapshotResponse::new();
-    resp.snapshot = Some(snapshot_of(&snap, seconds)).into();
+    resp.snapshot = Some(kind::get_snapshot(c, id)?).into();
     Ok(resp)
 }
 
@@ -272,31 +63,14 @@ pub fn delete(
     if req.snapshot_id.is_empty() {
         return Err(Error::InvalidArgument("snapshot id is required".into()));
     }
-    let Ok(id) = SnapshotId::parse(&req.snapshot_id) else {
-        return Ok(csi::DeleteSnapshotResponse::new());
-    };
-    let snap = match c.cloud.get_snapshot(id.space, id.filesystem, id.snapshot) {
-        Ok(snap) => snap,
-        Err(Error::NotFound(_)) => return Ok(csi::DeleteSnapshotResponse::new()),
-        Err(e) => return Err(e),
-    };
-    if !is_ours(c, &snap)? {
-        return Err(Error::FailedPrecondition(format!(
-            "NFS snapshot {id} was not taken by this driver of one of its volumes; it is left untouched"
-        )));
+    if let Ok(id) = SnapshotId::parse(&req.snapshot_id) {
+        kind::delete_snapshot(c, id)?;
     }
-    match c
-        .cloud
-        .delete_snapshot(id.space, id.filesystem, id.snapshot)
-    {
-        Ok(()) | Err(Error::NotFound(_)) => Ok(csi::DeleteSnapshotResponse::new()),
-        Err(e) => Err(e),
-    }
+    Ok(csi::DeleteSnapshotResponse::new())
 }
 
 /// ListSnapshots. Filters that name nothing give an empty list; a bad
-/// `starting_token` is Aborted. A snapshot without any usable time is left
-/// out (CSI requires one) rather than failing the whole list.
+/// `starting_token` is Aborted.
 pub fn list(
     c: &Arc<Controller>,
     req: csi::ListSnapshotsRequest,
@@ -314,21 +88,7 @@ pub fn list(
             Error::Aborted(format!("invalid starting token \"{}\"", req.starting_token))
         })?
     };
-    let mut found = matching(c, &req)?;
-    found.sort_by_key(|s| (s.space_id, s.filesystem_id, s.id));
-    let found: Vec<csi::Snapshot> = found
-        .iter()
-        .filter_map(|s| match taken_at(s) {
-            Some(seconds) => Some(snapshot_of(s, seconds)),
-            None => {
-                log::warn!(
-                    "ListSnapshots: leaving out NFS snapshot {}: it has no usable created or updated time",
-                    id_of(s)
-                );
-                None
-            }
-        })
-        .collect();
+    let found = kind::list_snapshots(c, &req)?;
     if start > found.len() {
         return Err(Error::Aborted(format!(
             "starting token \"{}\" is out of range",
@@ -349,51 +109,4 @@ pub fn list(
         resp.next_token = end.to_string();
     }
     Ok(resp)
-}
-
-/// The live snapshots of a list; a filesystem that is gone has none.
-fn live_or_none(r: Result<Vec<Snapshot>, Error>) -> Result<Vec<Snapshot>, Error> {
-    match r {
-        Ok(snaps) => Ok(snaps.into_iter().filter(is_live).collect()),
-        Err(Error::NotFound(_)) => Ok(Vec::new()),
-        Err(e) => Err(e),
-    }
-}
-
-fn matching(c: &Controller, req: &csi::ListSnapshotsRequest) -> Result<Vec<Snapshot>, Error> {
-    if !req.snapshot_id.is_empty() {
-        let Ok(id) = SnapshotId::parse(&req.snapshot_id) else {
-            return Ok(Vec::new());
-        };
-        if !req.source_volume_id.is_empty() && req.source_volume_id != id.volume().to_string() {
-            return Ok(Vec::new());
-        }
-        return match owned(c, id) {
-            Ok(snap) => Ok(vec![snap]),
-            Err(Error::NotFound(_)) => Ok(Vec::new()),
-            Err(e) => Err(e),
-        };
-    }
-    if !req.source_volume_id.is_empty() {
-        let Ok(vol) = VolumeId::parse(&req.source_volume_id) else {
-            return Ok(Vec::new());
-        };
-        match c.cloud.get_filesystem(vol.space, vol.filesystem) {
-            Ok(fs) if tags::is_volume(&fs) => {}
-            Ok(_) | Err(Error::NotFound(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        }
-        return live_or_none(c.cloud.list_snapshots(vol.space, vol.filesystem));
-    }
-    let mut all = Vec::new();
-    for space in c.cloud.list_spaces()? {
-        let volumes = match volumes_in(c, space.id) {
-            Err(Error::NotFound(_)) => continue,
-            other => other?,
-        };
-        for fs in volumes {
-            all.extend(live_or_none(c.cloud.list_snapshots(space.id, fs.id))?);
-        }
-    }
-    Ok(all)
 }

@@ -13,9 +13,9 @@
 //! listings, on the side of the token it sorts to. Once no kept listing
 //! handed out the token (expired, evicted, another process, an earlier
 //! version of the driver) the page is cut from a fresh listing the same
-//! way. Only memory here; the listing itself is `listing`'s.
+//! way. Only memory here; the listing itself is `kind::list`'s.
 
-use super::listing::Listed;
+use super::volume::Described;
 use crate::handles::VolumeHandle;
 use crate::mutex::lock;
 use std::collections::{HashSet, VecDeque};
@@ -34,7 +34,7 @@ pub const MAX_WALKS: usize = 8;
 pub const MAX_KEPT_VOLUMES: usize = 25_000;
 
 /// A kept listing.
-pub type Listing = Arc<Vec<Listed>>;
+pub type Listing = Arc<Vec<Described>>;
 
 struct Walk {
     id: u64,
@@ -118,21 +118,26 @@ mod tests {
     use super::*;
 
     use crate::handles::VolumeId;
+    use crate::proto::csi;
 
-    fn fs(id: u64) -> Listed {
-        Listed::Filesystem(Box::new(
-            serde_json::from_value(serde_json::json!({
-                "id": id, "space_id": 7, "label": "v", "region": "us-ord", "status": "active"
-            }))
-            .unwrap(),
-        ))
+    fn id(n: u64) -> VolumeId {
+        VolumeId {
+            space: 7,
+            filesystem: n,
+        }
+    }
+
+    fn fs(n: u64) -> Described {
+        Described {
+            handle: vol(n),
+            acl: id(n),
+            volume: csi::Volume::new(),
+            condition: csi::VolumeCondition::new(),
+        }
     }
 
     fn vol(n: u64) -> VolumeHandle {
-        VolumeHandle::Filesystem(VolumeId {
-            space: 7,
-            filesystem: n,
-        })
+        VolumeHandle::from(id(n))
     }
 
     fn listing(ids: impl IntoIterator<Item = u64>) -> Listing {

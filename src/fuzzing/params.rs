@@ -1,7 +1,7 @@
 //! StorageClass parameters and VolumeAttributesClass (mutable) parameters.
 
 use super::{caller_mistake, pairs, reordered, text};
-use crate::controller::{Mutable, Params, SpaceRef};
+use crate::controller::{KindParams, Mutable, Params, SpaceRef};
 use crate::linode::SquashPolicy;
 use std::collections::HashMap;
 
@@ -33,9 +33,11 @@ pub(super) fn params(raw: &HashMap<String, String>) -> Option<Params> {
                     assert!(!label.is_empty() && label.trim() == label, "{label:?}")
                 }
             }
-            tags(&p.tags);
-            if let Some(squash) = &p.squash {
-                squash_policy(squash);
+            if let KindParams::Filesystem(fs) = &p.kind {
+                tags(&fs.tags);
+                if let Some(squash) = &fs.squash {
+                    squash_policy(squash);
+                }
             }
             Some(p)
         }

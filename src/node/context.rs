@@ -7,9 +7,9 @@
 //! never echoed.
 
 use super::input::shown;
-use super::volume::VolumeType;
+use super::volume::volume_type;
 use crate::handles::{
-    DirName, CTX_FILESYSTEM_ID, CTX_MOUNT_TARGET, CTX_MOUNT_TARGET_IPS, CTX_MTLS_MODE,
+    DirName, Kind, CTX_FILESYSTEM_ID, CTX_MOUNT_TARGET, CTX_MOUNT_TARGET_IPS, CTX_MTLS_MODE,
     CTX_SPACE_ID, CTX_VOLUME_TYPE,
 };
 use crate::{Error, Result};
@@ -32,7 +32,7 @@ const MAX_IPS_BYTES: usize = 4096;
 pub struct StageContext {
     pub sources: MountSources,
     pub mtls: MtlsMode,
-    pub volume_type: VolumeType,
+    pub volume_type: Kind,
     /// `space-id` and `filesystem-id` as written ("" when absent), which a
     /// directory volume's id must agree with.
     pub space_id: String,
@@ -48,7 +48,7 @@ impl StageContext {
                 attribute(CTX_MOUNT_TARGET_IPS),
             )?,
             mtls: MtlsMode::parse(attribute(CTX_MTLS_MODE))?,
-            volume_type: VolumeType::parse(attribute(CTX_VOLUME_TYPE))?,
+            volume_type: volume_type(attribute(CTX_VOLUME_TYPE))?,
             space_id: attribute(CTX_SPACE_ID).to_string(),
             filesystem_id: attribute(CTX_FILESYSTEM_ID).to_string(),
         })

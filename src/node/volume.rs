@@ -6,30 +6,20 @@
 //! written by hand. It knows nothing of mounting or of the rest of the
 //! context.
 
-use crate::handles::{DirName, SubdirId, VolumeId, CTX_FILESYSTEM_ID, CTX_SPACE_ID};
+use crate::handles::{DirName, Kind, SubdirId, VolumeId, CTX_FILESYSTEM_ID, CTX_SPACE_ID};
 use crate::{Error, Result};
 
 use super::input::shown;
 
-/// What the volume context's `volume-type` says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VolumeType {
-    /// Absent, empty or `filesystem`.
-    Filesystem,
-    Subdirectory,
-}
-
-impl VolumeType {
-    pub fn parse(value: &str) -> Result<VolumeType> {
-        match value {
-            "" | "filesystem" => Ok(VolumeType::Filesystem),
-            "subdirectory" => Ok(VolumeType::Subdirectory),
-            _ => Err(Error::InvalidArgument(format!(
-                "volume attribute volume-type {} must be filesystem or subdirectory",
-                shown(value)
-            ))),
-        }
-    }
+/// What the volume context's `volume-type` says: absent, empty or
+/// `filesystem` is a whole filesystem.
+pub fn volume_type(value: &str) -> Result<Kind> {
+    Kind::parse(value).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "volume attribute volume-type {} must be filesystem or subdirectory",
+            shown(value)
+        ))
+    })
 }
 
 /// The `space-id` and `filesystem-id` a volume context names ("" when absent).
@@ -48,11 +38,7 @@ pub struct Named<'a> {
 /// handle of another parent would mount this one's directory); a context
 /// that says `subdirectory` needs such an id, since the directory comes
 /// from the id.
-pub fn directory(
-    volume_id: &str,
-    volume_type: VolumeType,
-    named: Named,
-) -> Result<Option<DirName>> {
+pub fn directory(volume_id: &str, volume_type: Kind, named: Named) -> Result<Option<DirName>> {
     let mut parts = volume_id.splitn(3, '/');
     let prefix = match (parts.next(), parts.next(), parts.next()) {
         (Some(s), Some(f), Some(_)) => Some(format!("{s}/{f}")),
@@ -76,8 +62,8 @@ pub fn directory(
         return Ok(Some(id.name));
     }
     match volume_type {
-        VolumeType::Filesystem => Ok(None),
-        VolumeType::Subdirectory => Err(Error::InvalidArgument(format!(
+        Kind::Filesystem => Ok(None),
+        Kind::Directory => Err(Error::InvalidArgument(format!(
             "volume {} has volume-type subdirectory but its id is not {{space_id}}/{{filesystem_id}}/{{name}}: the directory comes from the volume id",
             shown(volume_id)
         ))),
@@ -93,7 +79,7 @@ mod tests {
         filesystem: "7",
     };
 
-    fn directory(volume_id: &str, kind: VolumeType) -> Result<Option<DirName>> {
+    fn directory(volume_id: &str, kind: Kind) -> Result<Option<DirName>> {
         super::directory(volume_id, kind, OF_42_7)
     }
 
@@ -107,7 +93,7 @@ mod tests {
             ("42", "07"),
         ] {
             let named = Named { space, filesystem };
-            let err = super::directory("42/7/pvc-1", VolumeType::Subdirectory, named).unwrap_err();
+            let err = super::directory("42/7/pvc-1", Kind::Directory, named).unwrap_err();
             assert!(
                 matches!(err, Error::InvalidArgument(_)),
                 "{named:?}: {err:?}"
@@ -115,32 +101,32 @@ mod tests {
         }
         // A whole filesystem's id is the admin's to write.
         assert_eq!(
-            super::directory("my-pv", VolumeType::Filesystem, Named::default()).unwrap(),
+            super::directory("my-pv", Kind::Filesystem, Named::default()).unwrap(),
             None
         );
     }
 
     #[test]
     fn the_directory_comes_from_the_id_and_is_revalidated() {
-        for kind in [VolumeType::Filesystem, VolumeType::Subdirectory] {
+        for kind in [Kind::Filesystem, Kind::Directory] {
             assert_eq!(
                 directory("42/7/pvc-1", kind).unwrap().unwrap().as_str(),
                 "pvc-1"
             );
         }
         for whole in ["1/2", "my-static-pv", "a/b/c", "ns/pv/../x"] {
-            assert_eq!(directory(whole, VolumeType::Filesystem).unwrap(), None);
+            assert_eq!(directory(whole, Kind::Filesystem).unwrap(), None);
         }
         for bad in [
             "1/2/..", "1/2/.", "1/2/", "1/2/a/b", "1/2/../x", "1/2/A", "1/2/3", "1/2/a\0",
         ] {
-            for kind in [VolumeType::Filesystem, VolumeType::Subdirectory] {
+            for kind in [Kind::Filesystem, Kind::Directory] {
                 let err = directory(bad, kind).unwrap_err();
                 assert!(matches!(err, Error::InvalidArgument(_)), "{bad:?}: {err:?}");
             }
         }
         for not_a_directory in ["1/2", "my-static-pv", "a/b/c"] {
-            let err = directory(not_a_directory, VolumeType::Subdirectory).unwrap_err();
+            let err = directory(not_a_directory, Kind::Directory).unwrap_err();
             assert!(
                 err.message()
                     .contains("the directory comes from the volume id"),
@@ -151,16 +137,10 @@ mod tests {
 
     #[test]
     fn volume_types() {
-        assert_eq!(VolumeType::parse("").unwrap(), VolumeType::Filesystem);
-        assert_eq!(
-            VolumeType::parse("filesystem").unwrap(),
-            VolumeType::Filesystem
-        );
-        assert_eq!(
-            VolumeType::parse("subdirectory").unwrap(),
-            VolumeType::Subdirectory
-        );
-        let err = VolumeType::parse("../etc").unwrap_err();
+        assert_eq!(volume_type("").unwrap(), Kind::Filesystem);
+        assert_eq!(volume_type("filesystem").unwrap(), Kind::Filesystem);
+        assert_eq!(volume_type("subdirectory").unwrap(), Kind::Directory);
+        let err = volume_type("../etc").unwrap_err();
         assert!(
             err.message().starts_with("volume attribute volume-type"),
             "{err}"

@@ -11,7 +11,7 @@
 //! name, so a repeated create never changes an existing one.
 
 use super::kept;
-use super::params::OnDelete;
+use crate::controller::params::OnDelete;
 use crate::fs_tree::{self, Dir};
 use crate::handles::{DirName, SUBDIRECTORY_BASE};
 use crate::Error;

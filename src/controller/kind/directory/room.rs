@@ -117,8 +117,8 @@ impl Drop for Claim {
 
 #[cfg(test)]
 mod tests {
+    use super::super::quotas::tests::fs;
     use super::*;
-    use crate::controller::quotas::tests::fs;
 
     fn quota(name: &str, max: i64) -> Quota {
         quotas::tests::quota(&format!("/csi-volumes/{name}"), max, false)

@@ -205,7 +205,7 @@ pub(super) mod tests {
     use super::*;
 
     /// Filesystem 7/9 of 100 bytes, the unit tests' parent.
-    pub(in crate::controller) fn fs() -> Filesystem {
+    pub(in crate::controller::kind::directory) fn fs() -> Filesystem {
         serde_json::from_value(serde_json::json!({
             "id": 9, "space_id": 7, "label": "team", "region": "us-ord", "status": "active",
             "max_capacity_bytes": 100,
@@ -214,7 +214,7 @@ pub(super) mod tests {
         .unwrap()
     }
 
-    pub(in crate::controller) fn quota(path: &str, max: i64, root: bool) -> Quota {
+    pub(in crate::controller::kind::directory) fn quota(path: &str, max: i64, root: bool) -> Quota {
         serde_json::from_value(serde_json::json!({
             "id": 1, "filesystem_id": 9, "path": path, "is_root": root,
             "max_capacity_bytes": max, "status": "active",

@@ -8,7 +8,7 @@
 //! Unavailable, to be retried, and is never mounted again on top of the
 //! hung mount; while that `statvfs` has not returned, later checks of the
 //! parent answer Unavailable at once rather than pile up threads.
-//! What happens inside a share is `directories`'; nothing here reads or
+//! What happens inside a share is `files`'; nothing here reads or
 //! writes a volume's files.
 
 use super::classes::ClassParents;

@@ -1,20 +1,19 @@
-//! Volume lifecycle on the backend: create (or adopt what an earlier attempt
-//! made), restore from a snapshot by cloning, delete, and the read-only
-//! RPCs. Idempotency rests on the deterministic label plus the per-label
-//! lock; nothing here is HTTP-aware beyond `dyn Cloud`. The `Cloud` errors
+//! CreateVolume of a whole filesystem: create (or adopt what an earlier
+//! attempt made), restore from a snapshot by cloning, clone a volume
+//! through a copy snapshot (`clone`), then apply the squash policy.
+//! Idempotency rests on the deterministic label plus the per-label lock;
+//! nothing here is HTTP-aware beyond `dyn Cloud`. The `Cloud` errors
 //! already name the call and the object, so they are passed on as they are.
 
-use super::inspect::volume_of;
-use super::params::{Mutable, Params};
-use super::publish::no_filesystem_policy;
-use super::volume_capability::check_capabilities;
-use super::{clone, snapshots, subdirs, tags, Controller};
+use super::{clone, snapshots};
+use crate::controller::acl::{self, policy::no_filesystem_policy};
+use crate::controller::lock_keys::{Doubt, Lock};
+use crate::controller::request::{CreateRequest, Source};
+use crate::controller::volume::{require_mount_target, volume_of};
+use crate::controller::{tags, Controller};
 use crate::flow::{done, Flow, Step, Then};
-use crate::handles::{label_for, SnapshotId, VolumeHandle, VolumeId};
-use crate::limits;
-use crate::linode::{
-    CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, SquashPolicy, Status, WriteError,
-};
+use crate::handles::{SnapshotId, VolumeId};
+use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, Status, WriteError};
 use crate::proto::csi;
 use crate::Error;
 use std::collections::BTreeSet;
@@ -23,166 +22,32 @@ use std::sync::Arc;
 /// The clone API sizes filesystems in whole GiB.
 const GIB: u64 = 1 << 30;
 
-/// What a new volume is made from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Source {
-    Snapshot(SnapshotId),
-    /// PVC from PVC: copied through a snapshot of the volume (see `clone`).
-    Volume(VolumeId),
+/// Everything a new filesystem is tagged with: the user's tags, the
+/// driver's mark, and what it was made from.
+fn tags_to_create(want: &CreateRequest) -> Vec<String> {
+    let mut all = want.tags.clone();
+    all.push(tags::MANAGED.to_string());
+    match want.source {
+        Some((Source::Snapshot(snap), _)) => all.push(tags::source_snapshot(&snap)),
+        Some((Source::Volume(vol), _)) => all.push(tags::source_volume(&vol)),
+        None => {}
+    }
+    all
 }
 
-/// What CreateVolume asked for, parsed.
-pub(crate) struct CreateRequest {
-    /// The CSI name, as given.
-    pub name: String,
-    pub label: String,
-    pub required: i64,
-    pub limit: i64,
-    /// What a new filesystem is asked to hold.
-    pub capacity: i64,
-    pub params: Params,
-    /// The user's tags: the VolumeAttributesClass's, else the StorageClass's.
-    pub tags: Vec<String>,
-    /// Likewise for the squash policy.
-    pub squash: Option<SquashPolicy>,
-    /// With the handle as the caller wrote it, to echo back.
-    pub source: Option<(Source, String)>,
-    /// A `subdirectory` volume's file-count limit from the
-    /// VolumeAttributesClass (the StorageClass's is in `params`).
-    pub max_files: Option<i64>,
-}
-
-/// Why a `subdirectory` volume is never copied: the backend snapshots
-/// whole filesystems only.
-pub(super) const NO_SUBDIRECTORY_COPIES: &str = "a Linode snapshot covers the whole shared filesystem, so restoring or cloning it would hand every tenant's data to one requester";
-
-impl CreateRequest {
-    /// Everything a new filesystem is tagged with: the user's tags, the
-    /// driver's mark, and what it was made from.
-    fn tags_to_create(&self) -> Vec<String> {
-        let mut all = self.tags.clone();
-        all.push(tags::MANAGED.to_string());
-        match self.source {
-            Some((Source::Snapshot(snap), _)) => all.push(tags::source_snapshot(&snap)),
-            Some((Source::Volume(vol), _)) => all.push(tags::source_volume(&vol)),
-            None => {}
-        }
-        all
-    }
-}
-
-fn parse_source(src: &csi::VolumeContentSource) -> Result<(Source, String), Error> {
-    if src.has_snapshot() {
-        let id = &src.snapshot().snapshot_id;
-        if id.is_empty() {
-            return Err(Error::InvalidArgument("snapshot id is required".into()));
-        }
-        // A handle we cannot parse cannot name a snapshot we made.
-        let parsed = SnapshotId::parse(id)
-            .map_err(|_| Error::NotFound(format!("snapshot id \"{id}\" was not found")))?;
-        return Ok((Source::Snapshot(parsed), id.clone()));
-    }
-    if src.has_volume() {
-        let id = &src.volume().volume_id;
-        if id.is_empty() {
-            return Err(Error::InvalidArgument(
-                "source volume id is required".into(),
-            ));
-        }
-        let parsed = match VolumeHandle::parse(id) {
-            Ok(VolumeHandle::Filesystem(vol)) => vol,
-            Ok(VolumeHandle::Subdirectory(_)) => {
-                return Err(Error::FailedPrecondition(format!(
-                    "source volume {id} is a subdirectory volume and cannot be cloned: {NO_SUBDIRECTORY_COPIES}"
-                )))
-            }
-            Err(_) => {
-                return Err(Error::NotFound(format!(
-                    "source volume \"{id}\" was not found"
-                )))
-            }
-        };
-        return Ok((Source::Volume(parsed), id.clone()));
-    }
-    Err(Error::InvalidArgument(
-        "unsupported volume content source".into(),
-    ))
-}
-
-pub(crate) fn parse_create(
-    req: &csi::CreateVolumeRequest,
-    default_capacity: i64,
-) -> Result<CreateRequest, Error> {
-    if req.name.is_empty() {
-        return Err(Error::InvalidArgument("volume name is required".into()));
-    }
-    limits::string("volume name", &req.name)?;
-    limits::map("parameters", &req.parameters)?;
-    limits::map("mutable parameters", &req.mutable_parameters)?;
-    limits::map("secrets", &req.secrets)?;
-    check_capabilities(&req.volume_capabilities)?;
-    let (required, limit) = match req.capacity_range.as_ref() {
-        Some(r) => (r.required_bytes, r.limit_bytes),
-        None => (0, 0),
-    };
-    if required < 0 || limit < 0 {
-        return Err(Error::InvalidArgument(
-            "capacity_range bytes must not be negative".into(),
-        ));
-    }
-    if limit > 0 && required > limit {
-        return Err(Error::InvalidArgument(format!(
-            "required_bytes {required} exceeds limit_bytes {limit}"
-        )));
-    }
-    // A source that cannot exist is NotFound whatever the class is.
-    let source = req
-        .volume_content_source
-        .as_ref()
-        .map(parse_source)
-        .transpose()?;
-    let params = Params::parse(&req.parameters)?;
-    let mutable = Mutable::parse(&req.mutable_parameters)?;
-    if params.subdirectory.is_some() {
-        mutable.check_subdirectory()?;
-        if source.is_some() {
-            return Err(Error::FailedPrecondition(format!(
-                "a subdirectory volume cannot be made from a snapshot or volume: {NO_SUBDIRECTORY_COPIES}"
-            )));
-        }
-    } else {
-        mutable.check_filesystem()?;
-    }
-    Ok(CreateRequest {
-        name: req.name.clone(),
-        max_files: mutable.max_files,
-        label: label_for(&req.name),
-        required,
-        limit,
-        capacity: capacity_to_request(default_capacity, required, limit),
-        tags: mutable.tags.unwrap_or_else(|| params.tags.clone()),
-        squash: mutable.squash.or_else(|| params.squash.clone()),
-        params,
-        source,
-    })
-}
-
-/// CreateVolume. InvalidArgument for bad input, AlreadyExists for a name held by an incompatible
-/// filesystem, NotFound for a source that does not exist, OutOfRange for a restore or clone its
-/// source cannot size; repeats return the same volume. The label lookup, the wait for activation
-/// and the one for the squash policy park on the poller (the lookup shares its Space's refresh
-/// with every other); the create lock goes with the flow until it is answered.
-pub fn create_volume(
-    c: &Arc<Controller>,
-    req: csi::CreateVolumeRequest,
-) -> Step<csi::CreateVolumeResponse> {
-    let want = Arc::new(parse_create(&req, c.default_capacity_bytes)?);
-    if want.params.subdirectory.is_some() {
-        return subdirs::create(c, want);
-    }
+/// CreateVolume of a filesystem class. AlreadyExists for a name held by
+/// an incompatible filesystem, NotFound for a source that does not exist,
+/// OutOfRange for a restore or clone its source cannot size; repeats return
+/// the same volume. The label lookup, the wait for activation and the one
+/// for the squash policy park on the poller (the lookup shares its Space's
+/// refresh with every other); the create lock goes with the flow until it
+/// is answered.
+pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::CreateVolumeResponse> {
     // The label is what the backend knows: two names that map to one label
     // (they differ in case, say) are one filesystem and must not both POST.
-    let guard = c.locks.try_lock(&format!("create/{}", want.label))?;
+    let guard = c.lock(Lock::Create {
+        label: want.label.clone(),
+    })?;
     let region = c.cluster.region()?;
     let space = c.spaces.resolve(&want.params.space)?;
     let mtls = c.spaces.mtls_mode(space.id)?;
@@ -244,9 +109,7 @@ fn create_or_adopt(
             space: fs.space_id,
             filesystem: fs.id,
         };
-        c.acl
-            .set_squash(&c, vol, squash, adopting)
-            .then(move |()| done(fs))
+        acl::set_squash(&c, vol, squash, adopting).then(move |()| done(fs))
     })
 }
 
@@ -286,26 +149,17 @@ fn created(
     resp
 }
 
-/// `max_capacity_bytes` of a new filesystem: required, else limit, else the
-/// configured default (behaviour.md).
-fn capacity_to_request(default: i64, required: i64, limit: i64) -> i64 {
-    if required > 0 {
-        required
-    } else if limit > 0 {
-        limit
-    } else {
-        default
-    }
-}
-
 /// What a create's outcome is tracked under (see `in_doubt`).
-fn filesystem_key(space_id: u64, label: &str) -> String {
-    format!("filesystem {space_id}/{label}")
+fn filesystem_key(space_id: u64, label: &str) -> Doubt {
+    Doubt::Filesystem {
+        space: space_id,
+        label: label.to_string(),
+    }
 }
 
 /// The one live filesystem carrying `label` in `region` (see `pick`), read
 /// at once: after a create whose outcome is unknown.
-pub(super) fn find_by_label(
+fn find_by_label(
     c: &Controller,
     space_id: u64,
     label: &str,
@@ -354,7 +208,7 @@ fn pick(
 
 /// Deletes a filesystem of ours made a second time for the volume `kept`
 /// (by a create whose reply was lost); no caller ever had its id.
-fn delete_duplicate(c: &Controller, kept: &Filesystem, duplicate: &Filesystem) {
+pub(super) fn delete_duplicate(c: &Controller, kept: &Filesystem, duplicate: &Filesystem) {
     log::warn!(
         "deleting NFS filesystem {}: a duplicate of {} (\"{}\") left by a create whose outcome was unknown",
         duplicate.id,
@@ -451,7 +305,7 @@ fn provision(
                     label: want.label.clone(),
                     region: region.clone(),
                     max_capacity_bytes: want.capacity,
-                    tags: want.tags_to_create(),
+                    tags: tags_to_create(want),
                 },
             );
             wait_made(c, want, space_id, &region, posted)
@@ -537,7 +391,7 @@ fn post_clone(
             region: region.to_string(),
             space_id: Some(space_id),
             size_gib,
-            tags: want.tags_to_create(),
+            tags: tags_to_create(want),
         },
     )
 }
@@ -636,71 +490,4 @@ fn size_gib_for(
         ));
     }
     Ok(Some(gib))
-}
-
-pub(super) fn require_mount_target(fs: &Filesystem) -> Result<(), Error> {
-    let has_fqdn = fs
-        .mount_target_fqdn
-        .as_deref()
-        .is_some_and(|s| !s.is_empty());
-    if has_fqdn || !fs.mount_target_ips.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::FailedPrecondition(format!(
-            "NFS filesystem {} does not have a mount target",
-            fs.id
-        )))
-    }
-}
-
-/// DeleteVolume. Unknown, malformed or already-deleted volumes are OK (CSI
-/// requires it); a filesystem the backend refuses to delete, or one that
-/// is not a volume of this driver (a shared parent, an admin's own), is
-/// FailedPrecondition.
-/// A clone's kept copy snapshot is deleted after the clone.
-pub fn delete_volume(
-    c: &Arc<Controller>,
-    req: csi::DeleteVolumeRequest,
-) -> Result<csi::DeleteVolumeResponse, Error> {
-    if req.volume_id.is_empty() {
-        return Err(Error::InvalidArgument("volume ID is not set".into()));
-    }
-    let id = match VolumeHandle::parse(&req.volume_id) {
-        Ok(VolumeHandle::Filesystem(id)) => id,
-        Ok(VolumeHandle::Subdirectory(id)) => {
-            subdirs::delete(c, id)?;
-            return Ok(csi::DeleteVolumeResponse::new());
-        }
-        Err(_) => {
-            log::info!(
-                "DeleteVolume: {:?} is not one of our handles; nothing to delete",
-                req.volume_id
-            );
-            return Ok(csi::DeleteVolumeResponse::new());
-        }
-    };
-    // The filesystem's tags say whether it is a volume at all, and whether
-    // a clone's copy snapshot goes with it.
-    let fs = match c.cloud.get_filesystem(id.space, id.filesystem) {
-        Ok(fs) => fs,
-        Err(Error::NotFound(_)) => return Ok(csi::DeleteVolumeResponse::new()),
-        Err(e) => return Err(e),
-    };
-    tags::require_volume(&fs, "deleted")?;
-    match c.cloud.delete_filesystem(id.space, id.filesystem) {
-        Ok(()) | Err(Error::NotFound(_)) => {}
-        Err(e) => return Err(e),
-    }
-    clone::delete_kept_copy(c, &fs)?;
-    // A create of this volume whose reply was lost before a restart may
-    // have made a second filesystem: it goes with the volume.
-    let twins = c.cloud.find_filesystems(id.space, &fs.label, &fs.region)?;
-    for twin in twins
-        .iter()
-        .filter(|t| t.id != fs.id && t.status != Status::Deleting)
-        .filter(|t| tags::is_volume(t))
-    {
-        delete_duplicate(c, &fs, twin);
-    }
-    Ok(csi::DeleteVolumeResponse::new())
 }

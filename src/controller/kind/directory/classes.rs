@@ -15,8 +15,8 @@
 //! fail (volumes of parents never mounted since the restart are then
 //! missing from it). Nothing here mounts, writes or decides codes.
 
-use super::params::{Params, ParentRef, SpaceRef};
-use super::{tags, Controller};
+use crate::controller::params::{KindParams, Params, ParentRef, SpaceRef};
+use crate::controller::{tags, Controller};
 use crate::handles::VolumeId;
 use crate::identity::DRIVER_NAME;
 use crate::kube::KubeClient;
@@ -43,7 +43,7 @@ impl ClassParents {
 
 /// The parents the StorageClasses of this driver name, as far as they
 /// resolve. Only a failing Linode lookup fails it (to be retried).
-pub(super) fn named_parents(c: &Controller) -> Result<BTreeSet<VolumeId>, Error> {
+pub fn named_parents(c: &Controller) -> Result<BTreeSet<VolumeId>, Error> {
     let Some(classes) = c.shares.classes() else {
         return Ok(BTreeSet::new());
     };
@@ -65,7 +65,7 @@ pub(super) fn named_parents(c: &Controller) -> Result<BTreeSet<VolumeId>, Error>
                 continue;
             }
         };
-        let Some(sub) = params.subdirectory else {
+        let KindParams::Directory(sub) = params.kind else {
             continue;
         };
         let key = (params.space, sub.parent);

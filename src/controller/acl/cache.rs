@@ -8,8 +8,8 @@
 //! spends the token's budget that publishes need; one not refreshed yet is
 //! reported from its last read. A filesystem never read is always read:
 //! nothing is reported that was not seen. This module only keeps state and
-//! decides what to read; the reads and writes are `inspect`'s and
-//! `publish`'s, and it lives in this process only.
+//! decides what to read; the reads are `policy`'s and the writes the
+//! queue's (`acl`), and it lives in this process only.
 
 use crate::handles::VolumeId;
 use crate::linode::FilesystemAccessPolicy;

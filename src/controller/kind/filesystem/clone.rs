@@ -6,7 +6,8 @@
 //! exists keeps it, and the clone's tags say so, so that deleting the
 //! clone's volume deletes the copy too. Nothing here decides codes.
 
-use super::{tags, Controller};
+use crate::controller::lock_keys::Doubt;
+use crate::controller::{tags, Controller};
 use crate::flow::{done, Step};
 use crate::handles::{label_for, SnapshotId, VolumeId};
 use crate::linode::{Filesystem, Snapshot, Status, WriteError};
@@ -65,7 +66,10 @@ pub(super) fn copy_of(c: &Arc<Controller>, fs: &Filesystem, clone_label: &str) -
         }
         Ok(snaps.into_iter().find(|s| is_copy(s, &label)))
     };
-    let doubt = format!("snapshot {source}/{label}");
+    let doubt = Doubt::Snapshot {
+        source,
+        label: label.clone(),
+    };
     let copy = match find()? {
         Some(copy) => {
             c.in_doubt.clear(&doubt);

@@ -1,0 +1,261 @@
+//! CreateVolume of a `subdirectory` class: a directory of an existing
+//! shared filesystem (the parent, which the driver never makes or
+//! deletes) with its ownership marker and, unless the class says
+//! otherwise, a backend quota that caps it. Retries and restarts are
+//! idempotent: the directory name is deterministic, the marker says whose
+//! it is, the quota is found by path. The parent is mounted through
+//! `shares`, its files changed through `files`, its quotas found through
+//! `quotas`, its room claimed through `room`; waits park on the poller.
+
+use super::files::{self, Marker, Ownership};
+use super::parent::parent_of;
+use super::room::Listed;
+use super::{kept, quotas};
+use crate::controller::lock_keys::{Doubt, Lock};
+use crate::controller::params::{KindParams, QuotaMode, SubdirParams};
+use crate::controller::request::CreateRequest;
+use crate::controller::volume::directory_volume;
+use crate::controller::Controller;
+use crate::flow::{done, Step, Then};
+use crate::handles::{DirName, SubdirId};
+use crate::linode::{Filesystem, MtlsMode, Quota, WriteError};
+use crate::proto::csi;
+use crate::Error;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The quotas of `parent` a create sees: `Err` with the reason when the
+/// backend has no quota API.
+fn quotas_of(c: &Controller, id: &SubdirId) -> Result<Result<Vec<Quota>, String>, Error> {
+    match c.cloud.list_quotas(id.space, id.filesystem) {
+        Ok(quotas) => Ok(Ok(quotas)),
+        Err(Error::Unimplemented(why)) => Ok(Err(why)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Everything a create needs once the parent is known.
+struct Making {
+    c: Arc<Controller>,
+    id: SubdirId,
+    parent: Filesystem,
+    mtls: Option<MtlsMode>,
+    root: PathBuf,
+    sub: SubdirParams,
+    capacity: i64,
+    max_files: Option<i64>,
+}
+
+impl Making {
+    fn answer(&self, capped: bool) -> csi::CreateVolumeResponse {
+        let mut resp = csi::CreateVolumeResponse::new();
+        resp.volume = Some(directory_volume(
+            &self.parent,
+            self.mtls.as_ref(),
+            &self.id,
+            self.capacity,
+            capped,
+        ))
+        .into();
+        resp
+    }
+
+    /// No quota to be had: `required` undoes the directory and fails,
+    /// `best-effort` hands the volume out saying it is uncapped.
+    fn without_quota(self, why: String) -> Step<csi::CreateVolumeResponse> {
+        match self.sub.quota {
+            QuotaMode::Required => {
+                files::roll_back(&self.root, &self.id.name, &self.id.to_string())?;
+                Err(Error::FailedPrecondition(format!(
+                    "quota: required, but no quota could be made for {}: {why}",
+                    self.id
+                )))
+            }
+            QuotaMode::BestEffort | QuotaMode::Off => {
+                log::warn!("volume {} has no quota: {why}", self.id);
+                done(self.answer(false))
+            }
+        }
+    }
+
+    /// Waits for `quota` to be active; one that ends in `error` is removed
+    /// with the directory.
+    fn wait(self, quota: Quota) -> Step<csi::CreateVolumeResponse> {
+        let (c, quota_id) = (self.c.clone(), quota.id);
+        c.poller
+            .quota(self.id.space, quota, |_| done(()))
+            .then_result(move |waited| match waited {
+                Ok(()) => done(self.answer(true)),
+                Err(Error::FailedPrecondition(why)) => {
+                    match self
+                        .c
+                        .cloud
+                        .delete_quota(self.id.space, self.id.filesystem, quota_id)
+                    {
+                        Ok(()) | Err(Error::NotFound(_)) => {}
+                        Err(e) => return Err(e.context("remove the failed quota")),
+                    }
+                    files::roll_back(&self.root, &self.id.name, &self.id.to_string())?;
+                    Err(Error::FailedPrecondition(format!(
+                        "the quota of volume {} failed and was removed with its directory: {why}",
+                        self.id
+                    )))
+                }
+                Err(e) => Err(e),
+            })
+    }
+}
+
+/// CreateVolume of a `subdirectory` class.
+pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::CreateVolumeResponse> {
+    let KindParams::Directory(sub) = want.params.kind.clone() else {
+        return Err(Error::Internal("not a subdirectory class".into()));
+    };
+    let region = c.cluster.region()?;
+    let space = c.spaces.resolve(&want.params.space)?;
+    let parent = parent_of(c, space.id, &sub.parent, &region)?;
+    let mtls = c.spaces.mtls_mode(space.id)?;
+    let id = SubdirId {
+        space: space.id,
+        filesystem: parent.id,
+        name: DirName::for_name(&want.name),
+    };
+    let guard = c.lock(Lock::Directory(id.clone()))?;
+    let root = c.shares.root(&parent, mtls.as_ref())?;
+    let marker = Marker {
+        volume_id: id.to_string(),
+        csi_name: want.name.clone(),
+        on_delete: sub.on_delete,
+        retained: false,
+        archive_to: None,
+    };
+    // Another name's, another setting's or a foreign directory: refused
+    // before anything is claimed or made.
+    let repeat = files::prior(&root, &id.name, &marker)?;
+    let kept = kept::total(&root)?;
+    let read_at = Instant::now();
+    let quotas = match sub.quota {
+        QuotaMode::Off => Err("the class asks for none (quota: off)".to_string()),
+        QuotaMode::Required | QuotaMode::BestEffort => quotas_of(c, &id)?,
+    };
+    if let (QuotaMode::Required, Err(why)) = (sub.quota, &quotas) {
+        return Err(Error::FailedPrecondition(format!(
+            "quota: required, but the backend cannot cap volume {id}: {why}"
+        )));
+    }
+    let existing = quotas
+        .as_ref()
+        .ok()
+        .and_then(|all| quotas::of_volume(all, &parent, &id.name).cloned());
+    let claim = match (&existing, &quotas) {
+        // Only the driver's own attempt, whose marker comes first, can
+        // have made a quota at the volume's path.
+        (Some(q), _) if !repeat => {
+            return Err(Error::FailedPrecondition(format!(
+                "NFS quota {} on path {} of shared NFS filesystem {} was not made by the driver; it is left alone",
+                q.id,
+                q.path,
+                id.parent()
+            )))
+        }
+        (Some(q), _) if q.max_capacity_bytes != Some(want.capacity) => {
+            return Err(Error::AlreadyExists(format!(
+                "volume {id} already exists with incompatible capacity {}",
+                q.max_capacity_bytes.unwrap_or(0)
+            )))
+        }
+        (None, Ok(all)) => {
+            let listed = Listed {
+                quotas: all,
+                read_at,
+                kept,
+            };
+            Some(
+                c.room
+                    .claim(&listed, &parent, &id.name, want.capacity)
+                    .map_err(|no| no.for_create())?,
+            )
+        }
+        _ => None,
+    };
+    let owner = Ownership {
+        mode: sub.mode,
+        uid: sub.uid,
+        gid: sub.gid,
+    };
+    files::create(&root, &id.name, &marker, owner)?;
+    let making = Making {
+        c: c.clone(),
+        id,
+        parent,
+        mtls,
+        root,
+        max_files: want.max_files.or(sub.max_files),
+        sub,
+        capacity: want.capacity,
+    };
+    let made = match (quotas, existing) {
+        (Err(why), _) => making.without_quota(why),
+        (Ok(_), Some(quota)) => {
+            c.in_doubt.clear(&Doubt::Quota(making.id.clone()));
+            making.wait(quota)
+        }
+        (Ok(_), None) => post_quota(making),
+    };
+    made.then(move |resp| {
+        drop((guard, claim));
+        done(resp)
+    })
+}
+
+/// POSTs the volume's quota and waits for it. A POST whose outcome is
+/// unknown is looked up by path before anything else happens, as a
+/// filesystem create is by label.
+fn post_quota(m: Making) -> Step<csi::CreateVolumeResponse> {
+    let key = Doubt::Quota(m.id.clone());
+    m.c.in_doubt
+        .check(&key, &format!("create the quota of volume {}", m.id))?;
+    let posted = quotas::post(
+        m.c.cloud.as_ref(),
+        &m.parent,
+        &m.id,
+        m.capacity,
+        m.max_files,
+    );
+    match posted {
+        Ok(quota) => m.wait(quota),
+        Err(WriteError {
+            error:
+                e @ (Error::InvalidArgument(_) | Error::PermissionDenied(_) | Error::Unimplemented(_)),
+            ..
+        }) => m.without_quota(e.to_string()),
+        Err(WriteError {
+            error: e @ (Error::Unavailable(_) | Error::Internal(_) | Error::DeadlineExceeded(_)),
+            maybe_applied,
+        }) => {
+            let found =
+                m.c.cloud
+                    .list_quotas(m.id.space, m.id.filesystem)
+                    .ok()
+                    .and_then(|all| quotas::of_volume(&all, &m.parent, &m.id.name).cloned());
+            match found {
+                Some(quota) => {
+                    log::warn!(
+                        "quota create of volume {} reported {e}; adopting quota {}",
+                        m.id,
+                        quota.id
+                    );
+                    m.wait(quota)
+                }
+                None => {
+                    if maybe_applied {
+                        m.c.in_doubt.record(&key);
+                    }
+                    Err(e)
+                }
+            }
+        }
+        Err(WriteError { error, .. }) => Err(error),
+    }
+}

@@ -1,0 +1,77 @@
+//! DeleteVolume of a directory volume: the directory removed, archived or
+//! kept as its marker says (`files`), what it keeps recorded (`kept`), its
+//! quota deleted, the marker last. Only a directory with the driver's
+//! marker is a volume; nothing else on the parent is touched.
+
+use super::files::{self, Removed};
+use super::quotas;
+use crate::controller::lock_keys::{Doubt, Lock};
+use crate::controller::tags::is_volume;
+use crate::controller::Controller;
+use crate::handles::SubdirId;
+use crate::linode::Quota;
+use crate::Error;
+use std::sync::Arc;
+
+/// DeleteVolume of `{s}/{f}/{name}`. A parent that is gone took the
+/// directory with it (OK), and so is one that is a whole-filesystem volume
+/// (it holds no directory volumes: nothing of it is touched); one that
+/// cannot be reached or mounted fails the call, to be retried. The
+/// directory goes first (as its marker says), its quota next, so a delete
+/// stopped halfway leaves the cap in place, and the marker last. Without
+/// the marker there is no volume: a quota at its path is someone else's.
+pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
+    let _guard = c.lock(Lock::Directory(id.clone()))?;
+    let parent = match c.cloud.get_filesystem(id.space, id.filesystem) {
+        Ok(fs) if is_volume(&fs) => {
+            log::info!(
+                "DeleteVolume {id}: NFS filesystem {} is a volume, not a shared filesystem; there is no such directory volume",
+                id.parent()
+            );
+            return Ok(());
+        }
+        Ok(fs) => fs,
+        Err(Error::NotFound(_)) => {
+            log::info!(
+                "DeleteVolume {id}: its shared filesystem is gone, and the directory with it"
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let mtls = c.spaces.mtls_mode(id.space)?;
+    let root = c.shares.root(&parent, mtls.as_ref())?;
+    let quotas = match c.cloud.list_quotas(id.space, id.filesystem) {
+        Ok(all) => all,
+        Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let own: Vec<&Quota> = quotas
+        .iter()
+        .filter(|q| quotas::is_for(q, &parent, &id.name))
+        .collect();
+    // What an archived or retained directory keeps: what its quota saw.
+    let kept_bytes = own
+        .first()
+        .and_then(|q| q.used_capacity_bytes.or(q.max_capacity_bytes))
+        .unwrap_or(0);
+    match files::remove(&root, &id.name, &id.to_string(), kept_bytes)? {
+        Removed::Gone => {
+            c.in_doubt.clear(&Doubt::Quota(id.clone()));
+            return Ok(());
+        }
+        Removed::Archived(to) => log::info!("DeleteVolume {id}: archived to {}", to.display()),
+        Removed::Retained => {
+            log::info!("DeleteVolume {id}: directory retained (on-delete: retain)")
+        }
+        Removed::Deleted => {}
+    }
+    for q in own {
+        match c.cloud.delete_quota(id.space, id.filesystem, q.id) {
+            Ok(()) | Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    c.in_doubt.clear(&Doubt::Quota(id.clone()));
+    files::forget(&root, &id.name)
+}

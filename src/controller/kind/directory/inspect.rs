@@ -1,0 +1,185 @@
+//! The reads of directory volumes: one volume as it is now (its parent's
+//! context, its quota's size and condition), what ValidateVolumeCapabilities
+//! can confirm for it, and every volume of the parents the controller
+//! knows (those the StorageClasses name, see `classes`, and those mounted
+//! here): each parent's ownership markers are its volumes, each with its
+//! quota if it has one (a quota without a marker is an admin's, never a
+//! volume). Reads only.
+
+use super::classes::named_parents;
+use super::parent::{find, Found};
+use super::{files, quotas};
+use crate::controller::params::{KindParams, Mutable, Params, ParentRef};
+use crate::controller::tags::is_volume;
+use crate::controller::volume::{directory_volume, quota_condition, Described};
+use crate::controller::volume_capability::capability_problem;
+use crate::controller::Controller;
+use crate::handles::{self, DirName, SubdirId, VolumeHandle, VolumeId};
+use crate::linode::{Filesystem, Quota, Status};
+use crate::proto::csi;
+use crate::Error;
+use std::collections::BTreeMap;
+
+/// Directory volume `id` as CSI reports it, with its quota (if any).
+fn described(
+    parent: &Filesystem,
+    mtls: Option<&crate::linode::MtlsMode>,
+    id: &SubdirId,
+    quota: Option<&Quota>,
+) -> Described {
+    let capacity = quota.and_then(|q| q.max_capacity_bytes).unwrap_or(0);
+    Described {
+        handle: VolumeHandle::from(id.clone()),
+        acl: id.parent(),
+        volume: directory_volume(parent, mtls, id, capacity, quota.is_some()),
+        condition: quota_condition(id, quota),
+    }
+}
+
+/// Directory volume `id` as it is now; its published nodes are its
+/// parent's (the ACL belongs to the parent).
+pub fn describe(c: &Controller, id: &SubdirId) -> Result<Described, Error> {
+    let Found {
+        parent,
+        mtls,
+        quota,
+        ..
+    } = find(c, id)?;
+    Ok(described(&parent, mtls.as_ref(), id, quota.as_ref()))
+}
+
+/// Why `req` cannot be confirmed for directory volume `id`, or `None`.
+pub fn validate(
+    c: &Controller,
+    id: &SubdirId,
+    req: &csi::ValidateVolumeCapabilitiesRequest,
+) -> Result<Option<String>, Error> {
+    let found = find(c, id)?;
+    let volume = directory_volume(
+        &found.parent,
+        found.mtls.as_ref(),
+        id,
+        0,
+        found.quota.is_some(),
+    );
+    subdirectory_problem(c, req, id, &found.parent, &volume)
+}
+
+/// Why `req` cannot be confirmed for directory volume `id`: a capability
+/// the driver cannot serve, parameters that are not a `subdirectory` class
+/// of its Space (and parent, when named by id), or a context key the
+/// driver derives with another value.
+fn subdirectory_problem(
+    c: &Controller,
+    req: &csi::ValidateVolumeCapabilitiesRequest,
+    id: &SubdirId,
+    parent: &Filesystem,
+    volume: &csi::Volume,
+) -> Result<Option<String>, Error> {
+    if let Some(problem) = req.volume_capabilities.iter().find_map(capability_problem) {
+        return Ok(Some(problem));
+    }
+    if let Err(e) = Mutable::parse(&req.mutable_parameters).and_then(|m| m.check_subdirectory()) {
+        return Ok(Some(e.to_string()));
+    }
+    if !req.parameters.is_empty() {
+        let params = match Params::parse(&req.parameters) {
+            Ok(params) => params,
+            Err(e) => return Ok(Some(e.to_string())),
+        };
+        let KindParams::Directory(sub) = &params.kind else {
+            return Ok(Some(format!(
+                "the parameters describe a whole filesystem, but volume {id} is a subdirectory volume"
+            )));
+        };
+        let space = match c.spaces.resolve(&params.space) {
+            Ok(space) => space.id,
+            Err(Error::NotFound(m) | Error::FailedPrecondition(m)) => return Ok(Some(m)),
+            Err(e) => return Err(e),
+        };
+        let other_parent = match &sub.parent {
+            ParentRef::Id(fs) => *fs != parent.id,
+            ParentRef::Label(label) => *label != parent.label,
+        };
+        if space != id.space || other_parent {
+            return Ok(Some(format!(
+                "the parameters name another shared filesystem than volume {id}'s"
+            )));
+        }
+    }
+    let sorted: BTreeMap<&String, &String> = req.volume_context.iter().collect();
+    Ok(sorted
+        .into_iter()
+        .find_map(|(key, value)| match volume.volume_context.get(key) {
+            Some(want) if want != value => Some(format!(
+                "volume context {key} is {value:?}, but the volume has {want:?}"
+            )),
+            None if key == handles::CTX_QUOTA => Some(format!(
+                "volume context {key} is {value:?}, but the volume has a quota"
+            )),
+            _ => None,
+        }))
+}
+
+/// Every directory volume of the parents the controller knows.
+pub fn list(c: &Controller) -> Result<Vec<Described>, Error> {
+    let mut parents = c.shares.known();
+    parents.extend(named_parents(c)?);
+    let mut all = Vec::new();
+    for parent in parents {
+        all.extend(directories_of(c, parent)?);
+    }
+    Ok(all)
+}
+
+/// The directory volumes of shared parent `vol`: those its markers
+/// record, each with its quota if it has one. A parent that is gone, or
+/// is a whole-filesystem volume, has none; one that cannot be mounted is
+/// left out, with a warning.
+fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Described>, Error> {
+    let parent = match c.cloud.get_filesystem(vol.space, vol.filesystem) {
+        Ok(fs) if fs.status != Status::Deleting && !is_volume(&fs) => fs,
+        Ok(_) | Err(Error::NotFound(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mtls = c.spaces.mtls_mode(vol.space)?;
+    let root = match c.shares.root(&parent, mtls.as_ref()) {
+        Ok(root) => root,
+        Err(e) => {
+            log::warn!("ListVolumes: the directory volumes of {vol} are not listed: {e}");
+            return Ok(Vec::new());
+        }
+    };
+    let marked: Vec<SubdirId> = files::marked(&root)?
+        .into_iter()
+        .map(|(name, marker)| {
+            let id = SubdirId {
+                space: vol.space,
+                filesystem: vol.filesystem,
+                name,
+            };
+            (id, marker)
+        })
+        .filter(|(id, marker)| marker.volume_id == id.to_string())
+        .map(|(id, _)| id)
+        .collect();
+    if marked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let quotas = match c.cloud.list_quotas(vol.space, vol.filesystem) {
+        Ok(quotas) => quotas,
+        Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let mut by_name: BTreeMap<DirName, Quota> = quotas
+        .into_iter()
+        .filter_map(|q| Some((quotas::volume_name(&q, &parent)?, q)))
+        .collect();
+    Ok(marked
+        .into_iter()
+        .map(|id| {
+            let quota = by_name.remove(&id.name);
+            described(&parent, mtls.as_ref(), &id, quota.as_ref())
+        })
+        .collect())
+}

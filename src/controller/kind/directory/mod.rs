@@ -1,0 +1,114 @@
+//! Directory volumes: each volume is a directory `/csi-volumes/<name>` of
+//! a shared filesystem (the parent, which an admin made and the driver
+//! never deletes), carrying the driver's ownership marker and capped by a
+//! quota. The parent is mounted on the controller (`shares`), its files
+//! made and removed through descriptors (`files`), its quotas found by
+//! path (`quotas`), its room counted with what calls under way claim
+//! (`room`) and what deleted volumes keep (`kept`); the parents a cluster
+//! uses are the ones its StorageClasses name (`classes`). A directory
+//! volume is its marker: without it nothing is listed, published, grown
+//! or removed.
+
+mod classes;
+mod create;
+mod delete;
+pub(in crate::controller) mod files;
+mod inspect;
+mod kept;
+mod parent;
+mod quota_changes;
+mod quotas;
+mod room;
+mod shares;
+
+pub use classes::ClassParents;
+pub use create::create;
+pub use delete::delete;
+pub use inspect::{describe, list, validate};
+pub use quota_changes::{expand, modify};
+pub use room::Room;
+pub use shares::Shares;
+
+use super::publishing::{Target, Unpublish};
+use crate::controller::params::{KindParams, Params};
+use crate::controller::request::NO_SUBDIRECTORY_COPIES;
+use crate::controller::tags::is_volume;
+use crate::controller::Controller;
+use crate::handles::SubdirId;
+use crate::Error;
+use parent::{find, parent_of};
+
+/// What the parent a directory class names can still promise: its
+/// capacity less the maxima of its quotas (its root quota aside) and what
+/// deleted volumes keep on it, as the room check of a create counts them.
+pub fn capacity(c: &Controller, params: &Params) -> Result<i64, Error> {
+    let KindParams::Directory(sub) = &params.kind else {
+        return Err(Error::Internal("not a subdirectory class".into()));
+    };
+    let region = c.cluster.region()?;
+    let space = c.spaces.resolve(&params.space)?;
+    let fs = parent_of(c, space.id, &sub.parent, &region)?;
+    let mtls = c.spaces.mtls_mode(space.id)?;
+    let kept = kept::total(&c.shares.root(&fs, mtls.as_ref())?)?;
+    let promised = match c.cloud.list_quotas(space.id, fs.id) {
+        Ok(all) => quotas::promised(&all),
+        Err(Error::Unimplemented(_)) => 0,
+        Err(e) => return Err(e),
+    };
+    Ok((fs.capacity_bytes().unwrap_or(0) - promised - kept).max(0))
+}
+
+/// A snapshot covers the whole parent: refused.
+pub fn snapshot(id: &SubdirId) -> Result<crate::proto::csi::Snapshot, Error> {
+    Err(Error::FailedPrecondition(format!(
+        "volume {id} is a subdirectory volume and cannot be snapshotted: {NO_SUBDIRECTORY_COPIES}"
+    )))
+}
+
+/// A directory has no ACL of its own: its publish admits the node to the
+/// parent's, once its directory and marker are found (NotFound before any
+/// ACL is touched otherwise).
+pub fn publish_target(c: &Controller, id: &SubdirId) -> Result<Target, Error> {
+    find(c, id)?;
+    Ok(Target {
+        acl: id.parent(),
+        admitted_is_done: false,
+    })
+}
+
+/// Unpublishing a directory from a node revokes the node from the parent
+/// only when no other volume of the parent is still attached there, as the
+/// cluster's VolumeAttachments say (`cluster`; read fresh, a failed read
+/// fails the call). A parent that is gone, or is a whole-filesystem volume
+/// (which holds no directory volumes), keeps its ACL as it is.
+pub fn unpublish(c: &Controller, id: &SubdirId, node: u64) -> Result<Unpublish, Error> {
+    match c.cloud.get_filesystem(id.space, id.filesystem) {
+        Ok(fs) if is_volume(&fs) => {
+            return Ok(Unpublish::Keep(format!(
+                "NFS filesystem {} is a volume, not a shared filesystem",
+                id.parent()
+            )))
+        }
+        Ok(_) => {}
+        Err(Error::NotFound(_)) => {
+            return Ok(Unpublish::Keep(format!(
+                "its shared filesystem {} is gone",
+                id.parent()
+            )))
+        }
+        Err(e) => return Err(e),
+    }
+    let siblings = c.cluster.attached_siblings(id, node).map_err(|e| {
+        e.context(format!(
+            "ControllerUnpublishVolume of {id} from node {node}"
+        ))
+    })?;
+    if siblings.is_empty() {
+        return Ok(Unpublish::Revoke(id.parent()));
+    }
+    Ok(Unpublish::Keep(format!(
+        "the node stays in the access policy of filesystem {}, which it still needs for {}",
+        id.parent(),
+        siblings.join(", ")
+    )))
+}

@@ -1,0 +1,134 @@
+//! The shared parent of directory volumes and what stands on it: the
+//! parent a class names (checked to be a shared filesystem, never one of
+//! the driver's whole-filesystem volumes), the parent of an existing
+//! volume, and an existing volume itself, which is its ownership marker
+//! (a quota at its path alone is not a volume: an admin may have made it).
+//! Reads only; the parent is mounted through `shares`.
+
+use super::files;
+use super::quotas;
+use crate::controller::params::ParentRef;
+use crate::controller::tags::is_volume;
+use crate::controller::volume::require_mount_target;
+use crate::controller::Controller;
+use crate::handles::{SubdirId, VolumeId};
+use crate::linode::{Filesystem, MtlsMode, Quota, Status};
+use crate::Error;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// The shared parent a class names, checked: active, not a volume of this
+/// driver, in the cluster's region, with a mount target.
+pub fn parent_of(
+    c: &Controller,
+    space_id: u64,
+    parent: &ParentRef,
+    region: &str,
+) -> Result<Filesystem, Error> {
+    let fs = match parent {
+        ParentRef::Id(id) => match c.cloud.get_filesystem(space_id, *id) {
+            Ok(fs) => fs,
+            Err(Error::NotFound(_)) => {
+                return Err(Error::NotFound(format!(
+                    "shared NFS filesystem {space_id}/{id} was not found"
+                )))
+            }
+            Err(e) => return c.spaces.checked(space_id, Err(e)),
+        },
+        ParentRef::Label(label) => {
+            let mut found: Vec<Filesystem> = c
+                .spaces
+                .checked(space_id, c.cloud.find_filesystems(space_id, label, region))?
+                .into_iter()
+                .filter(|fs| fs.status != Status::Deleting)
+                .collect();
+            match found.len() {
+                0 => {
+                    return Err(Error::NotFound(format!(
+                        "shared NFS filesystem \"{label}\" was not found in space {space_id}, region {region}"
+                    )))
+                }
+                1 => found.remove(0),
+                _ => {
+                    return Err(Error::FailedPrecondition(format!(
+                        "multiple NFS filesystems match label \"{label}\" in space {space_id}"
+                    )))
+                }
+            }
+        }
+    };
+    if is_volume(&fs) {
+        return Err(Error::FailedPrecondition(format!(
+            "NFS filesystem {space_id}/{} is a volume of this driver, not a shared filesystem",
+            fs.id
+        )));
+    }
+    if fs.status != Status::Active {
+        return Err(Error::FailedPrecondition(format!(
+            "shared NFS filesystem {space_id}/{} is {}, not active",
+            fs.id, fs.status
+        )));
+    }
+    if fs.region != region {
+        return Err(Error::FailedPrecondition(format!(
+            "shared NFS filesystem {space_id}/{} is in region \"{}\", the cluster in \"{region}\"",
+            fs.id, fs.region
+        )));
+    }
+    require_mount_target(&fs)?;
+    Ok(fs)
+}
+
+/// The parent of an existing directory volume, NotFound when it is gone or
+/// is no shared filesystem (a whole-filesystem volume of the driver).
+pub fn existing_parent(c: &Controller, parent: VolumeId) -> Result<Filesystem, Error> {
+    match c.cloud.get_filesystem(parent.space, parent.filesystem) {
+        Ok(fs) if fs.status != Status::Deleting && !is_volume(&fs) => Ok(fs),
+        Ok(_) | Err(Error::NotFound(_)) => Err(Error::NotFound(format!(
+            "shared NFS filesystem {parent} was not found"
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// What is known of an existing directory volume.
+pub struct Found {
+    pub parent: Filesystem,
+    pub mtls: Option<MtlsMode>,
+    /// Where the parent is mounted here.
+    pub root: PathBuf,
+    /// Its quota, if it has one...
+    pub quota: Option<Quota>,
+    /// ...among every quota of the parent (none without the quota API)...
+    pub quotas: Vec<Quota>,
+    /// ...listed from this moment on.
+    pub read_at: Instant,
+}
+
+/// The current state of directory volume `id`: NotFound unless the
+/// driver's marker says it exists (a quota at its path alone is not a
+/// volume: an admin may have made it).
+pub fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
+    let parent = existing_parent(c, id.parent())?;
+    let mtls = c.spaces.mtls_mode(id.space)?;
+    let root = c.shares.root(&parent, mtls.as_ref())?;
+    match files::read_marker(&root, &id.name)? {
+        Some(m) if m.volume_id == id.to_string() && !m.retained => {}
+        _ => return Err(Error::NotFound(format!("volume {id} not found"))),
+    }
+    let read_at = Instant::now();
+    let quotas = match c.cloud.list_quotas(id.space, id.filesystem) {
+        Ok(all) => all,
+        Err(Error::Unimplemented(_)) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let quota = quotas::of_volume(&quotas, &parent, &id.name).cloned();
+    Ok(Found {
+        parent,
+        mtls,
+        root,
+        quota,
+        quotas,
+        read_at,
+    })
+}

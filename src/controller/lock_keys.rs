@@ -1,0 +1,45 @@
+//! The keys the controller's operation locks and in-doubt records are kept
+//! under, typed, so each key is spelled in one place and two operations
+//! that must exclude each other cannot spell it differently. Nothing here
+//! holds a lock or a record: that is `locks` and `in_doubt`.
+
+use crate::handles::{SubdirId, VolumeId};
+use std::fmt;
+
+/// What an operation lock is taken on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Lock {
+    /// A new whole filesystem, by the label the backend knows (two CSI
+    /// names that map to one label are one filesystem).
+    Create { label: String },
+    /// A change to a whole-filesystem volume's tags or squash policy.
+    Modify(VolumeId),
+    /// A snapshot of a whole-filesystem volume.
+    Snapshot(VolumeId),
+    /// Anything that changes a directory volume.
+    Directory(SubdirId),
+}
+
+impl fmt::Display for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lock::Create { label } => write!(f, "create/{label}"),
+            Lock::Modify(vol) => write!(f, "modify/{vol}"),
+            Lock::Snapshot(vol) => write!(f, "snapshot/{vol}"),
+            Lock::Directory(id) => write!(f, "subdirectory/{id}"),
+        }
+    }
+}
+
+/// A write whose outcome may be unknown (see `in_doubt`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Doubt {
+    /// The POST of a filesystem labelled `label` in `space`.
+    Filesystem { space: u64, label: String },
+    /// The POST of a snapshot labelled `label` of `source`.
+    Snapshot { source: VolumeId, label: String },
+    /// The POST of a directory volume's quota.
+    Quota(SubdirId),
+    /// The PUT of a filesystem's access policy.
+    Policy(VolumeId),
+}

@@ -1,0 +1,156 @@
+//! The parsed CreateVolume request: its name and the label and capacity it
+//! maps to, the class's typed parameters (which say the kind of volume),
+//! what a VolumeAttributesClass overrides, and the content source. Parsed
+//! once, before any backend call; what the kinds do with it is theirs.
+
+use super::params::{KindParams, Mutable, Params};
+use super::volume_capability::check_capabilities;
+use crate::handles::{label_for, SnapshotId, VolumeHandle, VolumeId};
+use crate::limits;
+use crate::linode::SquashPolicy;
+use crate::proto::csi;
+use crate::Error;
+
+/// What a new volume is made from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Snapshot(SnapshotId),
+    /// PVC from PVC: copied through a snapshot of the volume (see `clone`).
+    Volume(VolumeId),
+}
+
+/// What CreateVolume asked for, parsed.
+pub struct CreateRequest {
+    /// The CSI name, as given.
+    pub name: String,
+    pub label: String,
+    pub required: i64,
+    pub limit: i64,
+    /// What a new filesystem is asked to hold.
+    pub capacity: i64,
+    pub params: Params,
+    /// The user's tags: the VolumeAttributesClass's, else the StorageClass's.
+    pub tags: Vec<String>,
+    /// Likewise for the squash policy.
+    pub squash: Option<SquashPolicy>,
+    /// With the handle as the caller wrote it, to echo back.
+    pub source: Option<(Source, String)>,
+    /// A `subdirectory` volume's file-count limit from the
+    /// VolumeAttributesClass (the StorageClass's is in `params`).
+    pub max_files: Option<i64>,
+}
+
+/// Why a `subdirectory` volume is never copied: the backend snapshots
+/// whole filesystems only.
+pub const NO_SUBDIRECTORY_COPIES: &str = "a Linode snapshot covers the whole shared filesystem, so restoring or cloning it would hand every tenant's data to one requester";
+
+fn parse_source(src: &csi::VolumeContentSource) -> Result<(Source, String), Error> {
+    if src.has_snapshot() {
+        let id = &src.snapshot().snapshot_id;
+        if id.is_empty() {
+            return Err(Error::InvalidArgument("snapshot id is required".into()));
+        }
+        // A handle we cannot parse cannot name a snapshot we made.
+        let parsed = SnapshotId::parse(id)
+            .map_err(|_| Error::NotFound(format!("snapshot id \"{id}\" was not found")))?;
+        return Ok((Source::Snapshot(parsed), id.clone()));
+    }
+    if src.has_volume() {
+        let id = &src.volume().volume_id;
+        if id.is_empty() {
+            return Err(Error::InvalidArgument(
+                "source volume id is required".into(),
+            ));
+        }
+        // A handle we cannot parse cannot name a volume we made.
+        let parsed = VolumeHandle::parse(id)
+            .map_err(|_| Error::NotFound(format!("source volume \"{id}\" was not found")))?;
+        let Some(parsed) = parsed.as_filesystem() else {
+            return Err(Error::FailedPrecondition(format!(
+                "source volume {id} is a subdirectory volume and cannot be cloned: {NO_SUBDIRECTORY_COPIES}"
+            )));
+        };
+        return Ok((Source::Volume(parsed), id.clone()));
+    }
+    Err(Error::InvalidArgument(
+        "unsupported volume content source".into(),
+    ))
+}
+
+pub fn parse_create(
+    req: &csi::CreateVolumeRequest,
+    default_capacity: i64,
+) -> Result<CreateRequest, Error> {
+    if req.name.is_empty() {
+        return Err(Error::InvalidArgument("volume name is required".into()));
+    }
+    limits::string("volume name", &req.name)?;
+    limits::map("parameters", &req.parameters)?;
+    limits::map("mutable parameters", &req.mutable_parameters)?;
+    limits::map("secrets", &req.secrets)?;
+    check_capabilities(&req.volume_capabilities)?;
+    let (required, limit) = match req.capacity_range.as_ref() {
+        Some(r) => (r.required_bytes, r.limit_bytes),
+        None => (0, 0),
+    };
+    if required < 0 || limit < 0 {
+        return Err(Error::InvalidArgument(
+            "capacity_range bytes must not be negative".into(),
+        ));
+    }
+    if limit > 0 && required > limit {
+        return Err(Error::InvalidArgument(format!(
+            "required_bytes {required} exceeds limit_bytes {limit}"
+        )));
+    }
+    // A source that cannot exist is NotFound whatever the class is.
+    let source = req
+        .volume_content_source
+        .as_ref()
+        .map(parse_source)
+        .transpose()?;
+    let params = Params::parse(&req.parameters)?;
+    let mutable = Mutable::parse(&req.mutable_parameters)?;
+    let (tags, squash) = match &params.kind {
+        KindParams::Directory(_) => {
+            mutable.check_subdirectory()?;
+            if source.is_some() {
+                return Err(Error::FailedPrecondition(format!(
+                    "a subdirectory volume cannot be made from a snapshot or volume: {NO_SUBDIRECTORY_COPIES}"
+                )));
+            }
+            (Vec::new(), None)
+        }
+        KindParams::Filesystem(fs) => {
+            mutable.check_filesystem()?;
+            (
+                mutable.tags.unwrap_or_else(|| fs.tags.clone()),
+                mutable.squash.or_else(|| fs.squash.clone()),
+            )
+        }
+    };
+    Ok(CreateRequest {
+        name: req.name.clone(),
+        max_files: mutable.max_files,
+        label: label_for(&req.name),
+        required,
+        limit,
+        capacity: capacity_to_request(default_capacity, required, limit),
+        tags,
+        squash,
+        params,
+        source,
+    })
+}
+
+/// `max_capacity_bytes` of a new filesystem: required, else limit, else the
+/// configured default (behaviour.md).
+fn capacity_to_request(default: i64, required: i64, limit: i64) -> i64 {
+    if required > 0 {
+        required
+    } else if limit > 0 {
+        limit
+    } else {
+        default
+    }
+}

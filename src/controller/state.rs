@@ -1,0 +1,97 @@
+//! What every controller RPC shares: the `Controller` (the backend client,
+//! the poller, the caches, the locks, the access-policy queue, the shared
+//! parents' mounts and room) and what it is built from. State only: the
+//! RPCs are the handler modules', what they do to volumes the kinds'.
+
+use super::acl::cache::AclCache;
+use super::acl::AclQueue;
+use super::cluster::Cluster;
+use super::in_doubt::InDoubt;
+use super::kind::directory::{ClassParents, Room, Shares};
+use super::lock_keys::Lock;
+use super::spaces::Spaces;
+use super::walks::Walks;
+use crate::config::{AccessPolicyMode, VolumeExpansion};
+use crate::kube::KubeClient;
+use crate::linode::{Cloud, Poller, WaitPolicy};
+use crate::locks::{OpGuard, OpLocks};
+use crate::mount::Mounter;
+use crate::rpc::Rpc;
+use crate::Error;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the controller is built from.
+pub struct ControllerDeps {
+    pub cloud: Arc<dyn Cloud>,
+    pub kube: KubeClient,
+    pub mode: AccessPolicyMode,
+    pub wait: WaitPolicy,
+    pub default_capacity_bytes: i64,
+    /// How long a Space and its mTLS mode are reused (`SPACE_CACHE_TTL`).
+    pub space_cache_ttl: Duration,
+    /// `LINODE_REQUEST_TIMEOUT`: how long a create may be in doubt.
+    pub request_timeout: Duration,
+    /// `ACL_CACHE_MAX_AGE`: when a known filesystem ACL is read again.
+    pub acl_cache_max_age: Duration,
+    /// `VOLUME_EXPANSION`.
+    pub expansion: VolumeExpansion,
+    /// Mounts the shared parents of `subdirectory` volumes...
+    pub mounter: Arc<dyn Mounter>,
+    /// ...at `SHARE_MOUNT_DIR/<space>-<fs>`...
+    pub share_mount_dir: PathBuf,
+    /// ...and checks them within `NFS_MOUNT_TIMEOUT`.
+    pub nfs_mount_timeout: Duration,
+}
+
+/// Shared state of every controller RPC.
+pub struct Controller {
+    pub(super) cloud: Arc<dyn Cloud>,
+    pub(super) cluster: Cluster,
+    pub(super) spaces: Spaces,
+    pub(super) locks: OpLocks,
+    pub(super) mode: AccessPolicyMode,
+    pub(super) poller: Poller,
+    pub(super) default_capacity_bytes: i64,
+    pub(super) acl: AclQueue,
+    pub(super) in_doubt: InDoubt,
+    /// Runs access-policy batches, which answer no single call.
+    pub(super) rpc: Rpc,
+    pub(super) acl_cache: AclCache,
+    pub(super) walks: Walks,
+    pub(super) expansion: VolumeExpansion,
+    pub(super) shares: Shares,
+    /// What creates and expansions under way claim of shared parents.
+    pub(super) room: Room,
+}
+
+impl Controller {
+    pub fn new(deps: ControllerDeps, rpc: Rpc) -> Controller {
+        let classes = ClassParents::new(deps.kube.duplicate());
+        Controller {
+            poller: Poller::new(deps.cloud.clone(), deps.wait),
+            spaces: Spaces::new(deps.cloud.clone(), deps.space_cache_ttl),
+            cloud: deps.cloud,
+            cluster: Cluster::new(deps.kube),
+            locks: OpLocks::new(),
+            mode: deps.mode,
+            default_capacity_bytes: deps.default_capacity_bytes,
+            acl: AclQueue::default(),
+            in_doubt: InDoubt::new(deps.request_timeout),
+            rpc,
+            acl_cache: AclCache::new(deps.acl_cache_max_age),
+            walks: Walks::default(),
+            expansion: deps.expansion,
+            shares: Shares::new(deps.mounter, deps.share_mount_dir)
+                .bounded_by(deps.nfs_mount_timeout)
+                .naming(classes),
+            room: Room::default(),
+        }
+    }
+
+    /// Takes the operation lock `key` (Aborted while another call holds it).
+    pub fn lock(&self, key: Lock) -> Result<OpGuard, Error> {
+        self.locks.try_lock(&key.to_string())
+    }
+}
