@@ -3,6 +3,7 @@
 //! (`kind::expand`: a directory's quota grows, a whole filesystem cannot);
 //! the node has nothing to do.
 
+use super::checks::required;
 use super::{kind, Controller};
 use crate::flow::{done, Step, Then};
 use crate::handles::VolumeHandle;
@@ -28,9 +29,7 @@ pub fn expand(
     c: &Arc<Controller>,
     req: csi::ControllerExpandVolumeRequest,
 ) -> Step<csi::ControllerExpandVolumeResponse> {
-    if req.volume_id.is_empty() {
-        return Err(Error::InvalidArgument("volume ID is not set".into()));
-    }
+    required(&req.volume_id, "volume ID is not set")?;
     limits::map("secrets", &req.secrets)?;
     let Some(range) = req.capacity_range.as_ref() else {
         return Err(Error::InvalidArgument("capacity range is required".into()));

@@ -4,6 +4,7 @@
 //! ACL cache (`acl::policy`). Nothing here writes to the backend.
 
 use super::acl::policy::published_nodes;
+use super::checks::required;
 use super::{kind, Controller};
 use crate::config::AccessPolicyMode;
 use crate::handles::VolumeHandle;
@@ -21,9 +22,7 @@ pub fn validate_capabilities(
     c: &Arc<Controller>,
     req: csi::ValidateVolumeCapabilitiesRequest,
 ) -> Result<csi::ValidateVolumeCapabilitiesResponse, Error> {
-    if req.volume_id.is_empty() {
-        return Err(Error::InvalidArgument("volume ID is not set".into()));
-    }
+    required(&req.volume_id, "volume ID is not set")?;
     if req.volume_capabilities.is_empty() {
         return Err(Error::InvalidArgument(
             "volume capabilities are required".into(),
@@ -55,9 +54,7 @@ pub fn get_volume(
     c: &Arc<Controller>,
     req: csi::ControllerGetVolumeRequest,
 ) -> Result<csi::ControllerGetVolumeResponse, Error> {
-    if req.volume_id.is_empty() {
-        return Err(Error::InvalidArgument("volume ID is not set".into()));
-    }
+    required(&req.volume_id, "volume ID is not set")?;
     let handle = VolumeHandle::parse(&req.volume_id)
         .map_err(|_| Error::NotFound("volume not found".into()))?;
     let found = kind::describe(c, &handle)?;

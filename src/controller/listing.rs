@@ -7,6 +7,7 @@
 //! cache (`acl::cache`), not a policy GET per volume.
 
 use super::acl::policy::published_nodes;
+use super::checks::{page_end, page_size};
 use super::params::Params;
 use super::volume_capability::capability_problem;
 use super::{kind, Controller};
@@ -24,12 +25,7 @@ pub fn list_volumes(
     c: &Arc<Controller>,
     req: csi::ListVolumesRequest,
 ) -> Result<csi::ListVolumesResponse, Error> {
-    if req.max_entries < 0 {
-        return Err(Error::InvalidArgument(format!(
-            "max entries must not be negative: {}",
-            req.max_entries
-        )));
-    }
+    let size = page_size(req.max_entries)?;
     let start = if req.starting_token.is_empty() {
         None
     } else {
@@ -50,10 +46,7 @@ pub fn list_volumes(
     let from = start
         .as_ref()
         .map_or(0, |s| all.partition_point(|v| v.handle < *s));
-    let end = match req.max_entries {
-        0 => all.len(),
-        n => all.len().min(from + n as usize),
-    };
+    let end = page_end(all.len(), from, size);
     let page = &all[from..end];
     let published = if c.mode == AccessPolicyMode::Node {
         published_nodes(c, &page.iter().map(|v| v.acl).collect::<Vec<VolumeId>>())?

@@ -9,6 +9,7 @@
 //! holding a worker. Nothing here talks to Linode directly.
 
 mod acl;
+mod checks;
 mod cluster;
 mod expand;
 mod in_doubt;

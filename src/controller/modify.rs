@@ -3,6 +3,7 @@
 //! `max-files`). The mutable parameters are parsed here; the change is the
 //! volume kind's (`kind::modify`).
 
+use super::checks::required;
 use super::params::Mutable;
 use super::{kind, Controller};
 use crate::flow::{done, Step, Then};
@@ -18,9 +19,7 @@ pub fn modify(
     c: &Arc<Controller>,
     req: csi::ControllerModifyVolumeRequest,
 ) -> Step<csi::ControllerModifyVolumeResponse> {
-    if req.volume_id.is_empty() {
-        return Err(Error::InvalidArgument("volume ID is not set".into()));
-    }
+    required(&req.volume_id, "volume ID is not set")?;
     limits::map("mutable parameters", &req.mutable_parameters)?;
     limits::map("secrets", &req.secrets)?;
     let mutable = Mutable::parse(&req.mutable_parameters)?;

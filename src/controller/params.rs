@@ -177,18 +177,11 @@ impl Params {
                 )))
             }
         };
-        let space = match (get(SPACE_ID), get(SPACE_LABEL)) {
-            (Some(_), Some(_)) => {
-                return Err(Error::InvalidArgument(format!(
-                    "StorageClass parameters {SPACE_ID} and {SPACE_LABEL} are mutually exclusive"
-                )))
-            }
-            (None, None) => {
-                return Err(Error::InvalidArgument(format!(
-                    "StorageClass must set either {SPACE_ID} or {SPACE_LABEL} for a pre-created NFS Storage Space"
-                )))
-            }
-            (Some(id), None) => match id.parse::<u64>() {
+        let neither = format!(
+            "StorageClass must set either {SPACE_ID} or {SPACE_LABEL} for a pre-created NFS Storage Space"
+        );
+        let space = match id_or_label(&get, SPACE_ID, SPACE_LABEL, neither)? {
+            Named::Id(id) => match id.parse::<u64>() {
                 Ok(n) if n > 0 => SpaceRef::Id(n),
                 _ => {
                     return Err(Error::InvalidArgument(format!(
@@ -196,26 +189,43 @@ impl Params {
                     )))
                 }
             },
-            (None, Some(label)) => SpaceRef::Label(label.to_string()),
+            Named::Label(label) => SpaceRef::Label(label.to_string()),
         };
         Ok(Params { space, kind })
     }
 }
 
+/// An object a class names by one of two keys.
+enum Named<'a> {
+    Id(&'a str),
+    Label(&'a str),
+}
+
+/// Exactly one of the keys `by_id` and `by_label`: both is
+/// InvalidArgument, neither is InvalidArgument saying `neither`.
+fn id_or_label<'a>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+    by_id: &str,
+    by_label: &str,
+    neither: String,
+) -> Result<Named<'a>, Error> {
+    match (get(by_id), get(by_label)) {
+        (Some(_), Some(_)) => Err(Error::InvalidArgument(format!(
+            "StorageClass parameters {by_id} and {by_label} are mutually exclusive"
+        ))),
+        (None, None) => Err(Error::InvalidArgument(neither)),
+        (Some(id), None) => Ok(Named::Id(id)),
+        (None, Some(label)) => Ok(Named::Label(label)),
+    }
+}
+
 fn parse_subdirectory<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<SubdirParams, Error> {
-    let parent = match (get(SHARED_FS_ID), get(SHARED_FS_LABEL)) {
-        (Some(_), Some(_)) => {
-            return Err(Error::InvalidArgument(format!(
-                "StorageClass parameters {SHARED_FS_ID} and {SHARED_FS_LABEL} are mutually exclusive"
-            )))
-        }
-        (None, None) => {
-            return Err(Error::InvalidArgument(format!(
-                "{VOLUME_TYPE} subdirectory needs {SHARED_FS_ID} or {SHARED_FS_LABEL}: the existing NFS filesystem its directories live in"
-            )))
-        }
-        (Some(id), None) => ParentRef::Id(positive(SHARED_FS_ID, id)? as u64),
-        (None, Some(label)) => ParentRef::Label(label.to_string()),
+    let neither = format!(
+        "{VOLUME_TYPE} subdirectory needs {SHARED_FS_ID} or {SHARED_FS_LABEL}: the existing NFS filesystem its directories live in"
+    );
+    let parent = match id_or_label(get, SHARED_FS_ID, SHARED_FS_LABEL, neither)? {
+        Named::Id(id) => ParentRef::Id(positive(SHARED_FS_ID, id)? as u64),
+        Named::Label(label) => ParentRef::Label(label.to_string()),
     };
     let quota = match get(QUOTA).unwrap_or("required") {
         "required" => QuotaMode::Required,

@@ -6,6 +6,7 @@
 //! arrival and serialises every change to one filesystem.
 
 use super::acl::policy::{no_filesystem_policy, read_policy};
+use super::checks::required;
 use super::kind::{self, Unpublish};
 use super::volume_capability::check_capabilities;
 use super::{acl, Controller};
@@ -34,12 +35,8 @@ pub fn publish(
     c: &Arc<Controller>,
     req: csi::ControllerPublishVolumeRequest,
 ) -> Step<csi::ControllerPublishVolumeResponse> {
-    if req.volume_id.is_empty() {
-        return Err(Error::InvalidArgument("volume ID is not set".into()));
-    }
-    if req.node_id.is_empty() {
-        return Err(Error::InvalidArgument("node id is required".into()));
-    }
+    required(&req.volume_id, "volume ID is not set")?;
+    required(&req.node_id, "node id is required")?;
     let Some(cap) = req.volume_capability.as_ref() else {
         return Err(Error::InvalidArgument(
             "volume capability is required".into(),
@@ -82,9 +79,7 @@ pub fn unpublish(
     c: &Arc<Controller>,
     req: csi::ControllerUnpublishVolumeRequest,
 ) -> Step<csi::ControllerUnpublishVolumeResponse> {
-    if req.volume_id.is_empty() {
-        return Err(Error::InvalidArgument("volume ID is not set".into()));
-    }
+    required(&req.volume_id, "volume ID is not set")?;
     let answer = csi::ControllerUnpublishVolumeResponse::new;
     if req.node_id.is_empty() {
         return done(answer());

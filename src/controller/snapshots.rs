@@ -4,6 +4,7 @@
 //! not wait for `active`: the snapshotter calls again until
 //! `ready_to_use`, so no worker is held.
 
+use super::checks::{page_end, page_size, required};
 use super::{kind, Controller};
 use crate::handles::{SnapshotId, VolumeHandle};
 use crate::limits;
@@ -17,12 +18,8 @@ pub fn create(
     c: &Arc<Controller>,
     req: csi::CreateSnapshotRequest,
 ) -> Result<csi::CreateSnapshotResponse, Error> {
-    if req.name.is_empty() {
-        return Err(Error::InvalidArgument("snapshot name is required".into()));
-    }
-    if req.source_volume_id.is_empty() {
-        return Err(Error::InvalidArgument("source volume ID is not set".into()));
-    }
+    required(&req.name, "snapshot name is required")?;
+    required(&req.source_volume_id, "source volume ID is not set")?;
     limits::string("snapshot name", &req.name)?;
     limits::map("parameters", &req.parameters)?;
     limits::map("secrets", &req.secrets)?;
@@ -44,9 +41,7 @@ pub fn get(
     c: &Arc<Controller>,
     req: csi::GetSnapshotRequest,
 ) -> Result<csi::GetSnapshotResponse, Error> {
-    if req.snapshot_id.is_empty() {
-        return Err(Error::InvalidArgument("snapshot id is required".into()));
-    }
+    required(&req.snapshot_id, "snapshot id is required")?;
     let id = SnapshotId::parse(&req.snapshot_id)
         .map_err(|_| Error::NotFound(format!("snapshot {:?} not found", req.snapshot_id)))?;
     let mut resp = csi::GetSnapshotResponse::new();
@@ -60,9 +55,7 @@ pub fn delete(
     c: &Arc<Controller>,
     req: csi::DeleteSnapshotRequest,
 ) -> Result<csi::DeleteSnapshotResponse, Error> {
-    if req.snapshot_id.is_empty() {
-        return Err(Error::InvalidArgument("snapshot id is required".into()));
-    }
+    required(&req.snapshot_id, "snapshot id is required")?;
     if let Ok(id) = SnapshotId::parse(&req.snapshot_id) {
         kind::delete_snapshot(c, id)?;
     }
@@ -75,12 +68,7 @@ pub fn list(
     c: &Arc<Controller>,
     req: csi::ListSnapshotsRequest,
 ) -> Result<csi::ListSnapshotsResponse, Error> {
-    if req.max_entries < 0 {
-        return Err(Error::InvalidArgument(format!(
-            "max entries must not be negative: {}",
-            req.max_entries
-        )));
-    }
+    let size = page_size(req.max_entries)?;
     let start = if req.starting_token.is_empty() {
         0
     } else {
@@ -95,10 +83,7 @@ pub fn list(
             req.starting_token
         )));
     }
-    let end = match req.max_entries {
-        0 => found.len(),
-        n => found.len().min(start + n as usize),
-    };
+    let end = page_end(found.len(), start, size);
     let mut resp = csi::ListSnapshotsResponse::new();
     for s in &found[start..end] {
         let mut entry = csi::list_snapshots_response::Entry::new();

@@ -6,6 +6,7 @@
 //! under its Space answers 404. Failures are never cached. The cache is
 //! never locked across a request: concurrent misses each ask the API.
 
+use super::checks::exactly_one;
 use super::params::SpaceRef;
 use crate::linode::{Cloud, MtlsMode, Space};
 use crate::mutex::lock;
@@ -63,22 +64,15 @@ impl Spaces {
         }
         let found = match space {
             SpaceRef::Id(id) => self.cloud.get_space(*id)?,
-            SpaceRef::Label(label) => {
-                let mut found = self.cloud.find_spaces_by_label(label)?;
-                match found.len() {
-                    0 => {
-                        return Err(Error::NotFound(format!(
-                            "NFS space with label \"{label}\" was not found"
-                        )))
-                    }
-                    1 => found.remove(0),
-                    _ => {
-                        return Err(Error::FailedPrecondition(format!(
-                            "multiple NFS spaces match label \"{label}\""
-                        )))
-                    }
-                }
-            }
+            SpaceRef::Label(label) => exactly_one(
+                self.cloud.find_spaces_by_label(label)?,
+                || Error::NotFound(format!("NFS space with label \"{label}\" was not found")),
+                || {
+                    Error::FailedPrecondition(format!(
+                        "multiple NFS spaces match label \"{label}\""
+                    ))
+                },
+            )?,
         };
         let now = Instant::now();
         let mut cache = lock(&self.cache);

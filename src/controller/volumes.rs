@@ -1,6 +1,7 @@
 //! CreateVolume and DeleteVolume: each parses its request and hands it to
 //! the volume kinds' seam (`kind`), which says what the volume is.
 
+use super::checks::required;
 use super::request::parse_create;
 use super::{kind, Controller};
 use crate::flow::Step;
@@ -25,9 +26,7 @@ pub fn delete_volume(
     c: &Arc<Controller>,
     req: csi::DeleteVolumeRequest,
 ) -> Result<csi::DeleteVolumeResponse, Error> {
-    if req.volume_id.is_empty() {
-        return Err(Error::InvalidArgument("volume ID is not set".into()));
-    }
+    required(&req.volume_id, "volume ID is not set")?;
     match VolumeHandle::parse(&req.volume_id) {
         Ok(handle) => kind::delete(c, handle)?,
         Err(_) => log::info!(

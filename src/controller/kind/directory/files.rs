@@ -10,15 +10,15 @@
 //! files. A new directory gets its owner and mode before it takes its
 //! name, so a repeated create never changes an existing one.
 
-use super::kept;
+use super::{kept, own_files};
 use crate::controller::params::OnDelete;
 use crate::fs_tree::{self, Dir};
 use crate::handles::{DirName, SUBDIRECTORY_BASE};
 use crate::Error;
 use std::ffi::CString;
-use std::fs::{DirBuilder, OpenOptions};
-use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::DirBuilder;
+use std::io::ErrorKind;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -137,20 +137,9 @@ fn ensure_dir(path: &Path, mode: u32) -> Result<(), Error> {
 /// The marker of `name`, if there is one.
 pub fn read_marker(root: &Path, name: &DirName) -> Result<Option<Marker>, Error> {
     let path = marker_path(root, name);
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-    {
-        Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io("read ownership marker", &path, e)),
+    let Some(text) = own_files::read(&path, MAX_MARKER_BYTES, "ownership marker")? else {
+        return Ok(None);
     };
-    let mut text = String::new();
-    use std::io::Read;
-    file.take(MAX_MARKER_BYTES)
-        .read_to_string(&mut text)
-        .map_err(|e| io("read ownership marker", &path, e))?;
     Marker::parse(&text).map(Some).ok_or_else(|| {
         Error::FailedPrecondition(format!(
             "{} is not an ownership marker the driver wrote",
@@ -159,23 +148,15 @@ pub fn read_marker(root: &Path, name: &DirName) -> Result<Option<Marker>, Error>
     })
 }
 
-/// Replaces the marker whole (a new file renamed over it), so it is never
-/// seen half written.
+/// Replaces the marker whole, so it is never seen half written.
 fn write_marker(root: &Path, name: &DirName, marker: &Marker) -> Result<(), Error> {
-    let path = marker_path(root, name);
     let tmp = base(root).join(OWNERS).join(format!(".{name}.new"));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .map_err(|e| io("write ownership marker", &tmp, e))?;
-    file.write_all(marker.render().as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io("write ownership marker", &tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| io("write ownership marker", &path, e))
+    own_files::write(
+        &marker_path(root, name),
+        &tmp,
+        &marker.render(),
+        "ownership marker",
+    )
 }
 
 /// Whether a create of the volume `want` describes may go on, given the

@@ -11,11 +11,10 @@
 //! its maximum: the backend's own measure, with no walk of the tree. File
 //! operations only: no mounts, no Linode calls.
 
+use super::own_files;
 use crate::handles::SUBDIRECTORY_BASE;
 use crate::mutex::lock;
 use crate::Error;
-use std::io::{ErrorKind, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -31,27 +30,12 @@ fn ledger(root: &Path) -> PathBuf {
     root.join(SUBDIRECTORY_BASE).join(LEDGER)
 }
 
-fn io(what: &str, path: &Path, e: std::io::Error) -> Error {
-    Error::Internal(format!("{what} {}: {e}", path.display()))
-}
-
 /// The entries as written, whether or not their directories still exist.
 fn written(root: &Path) -> Result<Vec<(i64, String)>, Error> {
-    let path = ledger(root);
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-    {
-        Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io("read the kept-data ledger", &path, e)),
+    let Some(text) = own_files::read(&ledger(root), MAX_LEDGER_BYTES, "the kept-data ledger")?
+    else {
+        return Ok(Vec::new());
     };
-    let mut text = String::new();
-    use std::io::Read;
-    file.take(MAX_LEDGER_BYTES)
-        .read_to_string(&mut text)
-        .map_err(|e| io("read the kept-data ledger", &path, e))?;
     Ok(text
         .lines()
         .filter_map(|line| {
@@ -95,24 +79,12 @@ pub fn keep(root: &Path, entry: &str, bytes: i64) -> Result<(), Error> {
         return Ok(());
     }
     entries.push((bytes.max(0), entry.to_string()));
-    let path = ledger(root);
-    let tmp = root.join(SUBDIRECTORY_BASE).join(".kept.new");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .map_err(|e| io("write the kept-data ledger", &tmp, e))?;
     let text: String = entries
         .iter()
         .map(|(bytes, entry)| format!("{bytes} {entry}\n"))
         .collect();
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io("write the kept-data ledger", &tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| io("write the kept-data ledger", &path, e))
+    let tmp = root.join(SUBDIRECTORY_BASE).join(".kept.new");
+    own_files::write(&ledger(root), &tmp, &text, "the kept-data ledger")
 }
 
 #[cfg(test)]

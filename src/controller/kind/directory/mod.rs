@@ -15,6 +15,7 @@ mod delete;
 pub(in crate::controller) mod files;
 mod inspect;
 mod kept;
+mod own_files;
 mod parent;
 mod quota_changes;
 mod quotas;

@@ -7,6 +7,7 @@
 
 use super::files;
 use super::quotas;
+use crate::controller::checks::exactly_one;
 use crate::controller::params::ParentRef;
 use crate::controller::tags::is_volume;
 use crate::controller::volume::require_mount_target;
@@ -36,25 +37,25 @@ pub fn parent_of(
             Err(e) => return c.spaces.checked(space_id, Err(e)),
         },
         ParentRef::Label(label) => {
-            let mut found: Vec<Filesystem> = c
+            let found: Vec<Filesystem> = c
                 .spaces
                 .checked(space_id, c.cloud.find_filesystems(space_id, label, region))?
                 .into_iter()
                 .filter(|fs| fs.status != Status::Deleting)
                 .collect();
-            match found.len() {
-                0 => {
-                    return Err(Error::NotFound(format!(
+            exactly_one(
+                found,
+                || {
+                    Error::NotFound(format!(
                         "shared NFS filesystem \"{label}\" was not found in space {space_id}, region {region}"
-                    )))
-                }
-                1 => found.remove(0),
-                _ => {
-                    return Err(Error::FailedPrecondition(format!(
+                    ))
+                },
+                || {
+                    Error::FailedPrecondition(format!(
                         "multiple NFS filesystems match label \"{label}\" in space {space_id}"
-                    )))
-                }
-            }
+                    ))
+                },
+            )?
         }
     };
     if is_volume(&fs) {

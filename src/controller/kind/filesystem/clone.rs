@@ -6,11 +6,12 @@
 //! exists keeps it, and the clone's tags say so, so that deleting the
 //! clone's volume deletes the copy too. Nothing here decides codes.
 
+use super::snapshots;
 use crate::controller::lock_keys::Doubt;
 use crate::controller::{tags, Controller};
 use crate::flow::{done, Step};
 use crate::handles::{label_for, SnapshotId, VolumeId};
-use crate::linode::{Filesystem, Snapshot, Status, WriteError};
+use crate::linode::{Filesystem, Snapshot, Status};
 use crate::Error;
 use std::sync::Arc;
 
@@ -75,34 +76,7 @@ pub(super) fn copy_of(c: &Arc<Controller>, fs: &Filesystem, clone_label: &str) -
             c.in_doubt.clear(&doubt);
             copy
         }
-        None => {
-            c.in_doubt
-                .check(&doubt, &format!("create NFS snapshot \"{label}\""))?;
-            match c.cloud.create_snapshot(
-                fs.space_id,
-                fs.id,
-                &label,
-                &[tags::CLONE_SNAPSHOT.to_string()],
-            ) {
-                Ok(copy) => copy,
-                // A duplicate label (409) or a create whose reply was lost:
-                // look again before giving up.
-                Err(WriteError {
-                    error:
-                        e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
-                    maybe_applied,
-                }) => match find()? {
-                    Some(copy) => copy,
-                    None => {
-                        if maybe_applied {
-                            c.in_doubt.record(&doubt);
-                        }
-                        return Err(e);
-                    }
-                },
-                Err(e) => return Err(e.error),
-            }
-        }
+        None => snapshots::post(c, source, &label, &[tags::CLONE_SNAPSHOT.to_string()], find)?,
     };
     c.poller.snapshot(copy, |copy| done(snapshot_id(&copy)))
 }

@@ -83,6 +83,44 @@ pub fn owned(c: &Controller, id: SnapshotId) -> Result<Snapshot, Error> {
     }
 }
 
+/// POSTs snapshot `label` of `source` with `tags`, unless an earlier POST
+/// of it may still land (Unavailable, see `in_doubt`). A POST refused as a
+/// duplicate (409) or whose reply was lost is looked up again with `find`
+/// before it fails; one that may have been applied puts the label in doubt.
+pub(super) fn post(
+    c: &Controller,
+    source: VolumeId,
+    label: &str,
+    tags: &[String],
+    find: impl Fn() -> Result<Option<Snapshot>, Error>,
+) -> Result<Snapshot, Error> {
+    let doubt = Doubt::Snapshot {
+        source,
+        label: label.to_string(),
+    };
+    c.in_doubt
+        .check(&doubt, &format!("create NFS snapshot \"{label}\""))?;
+    match c
+        .cloud
+        .create_snapshot(source.space, source.filesystem, label, tags)
+    {
+        Ok(s) => Ok(s),
+        Err(WriteError {
+            error: e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
+            maybe_applied,
+        }) => match find()? {
+            Some(s) => Ok(s),
+            None => {
+                if maybe_applied {
+                    c.in_doubt.record(&doubt);
+                }
+                Err(e)
+            }
+        },
+        Err(e) => Err(e.error),
+    }
+}
+
 /// NotFound or FailedPrecondition unless `source` is one of the driver's
 /// volumes (and not on its way out).
 fn require_volume(c: &Controller, source: VolumeId) -> Result<(), Error> {
@@ -170,39 +208,12 @@ pub fn create(
                     "NFS snapshot \"{label}\" already exists with a different source volume"
                 )));
             }
-            c.in_doubt
-                .check(&doubt, &format!("create NFS snapshot \"{label}\""))?;
-            match c.cloud.create_snapshot(
-                source.space,
-                source.filesystem,
-                &label,
-                &[tags::MANAGED.to_string()],
-            ) {
-                Ok(s) => s,
-                // A duplicate label (409) or a create whose reply was lost:
-                // look again before giving up.
-                Err(WriteError {
-                    error:
-                        e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
-                    maybe_applied,
-                }) => {
-                    let found = c
-                        .cloud
-                        .list_snapshots(source.space, source.filesystem)?
-                        .into_iter()
-                        .find(mine);
-                    match found {
-                        Some(s) => s,
-                        None => {
-                            if maybe_applied {
-                                c.in_doubt.record(&doubt);
-                            }
-                            return Err(e);
-                        }
-                    }
-                }
-                Err(e) => return Err(e.error),
-            }
+            post(c, source, &label, &[tags::MANAGED.to_string()], || {
+                Ok(c.cloud
+                    .list_snapshots(source.space, source.filesystem)?
+                    .into_iter()
+                    .find(mine))
+            })?
         }
     };
     if matches!(snapshot.status, Status::Error | Status::Failed) {

@@ -1,0 +1,44 @@
+//! Small checks the controller makes of what it is given or finds: a
+//! field CSI requires is there, a page size is not negative, a lookup by
+//! label found exactly one object. The caller names the errors; nothing
+//! here knows a volume.
+
+use crate::Error;
+
+/// InvalidArgument saying `missing` when `value` is empty.
+pub fn required(value: &str, missing: &str) -> Result<(), Error> {
+    if value.is_empty() {
+        return Err(Error::InvalidArgument(missing.to_string()));
+    }
+    Ok(())
+}
+
+/// How many entries a page holds: `None` (all of them) for 0; a negative
+/// `max_entries` is InvalidArgument.
+pub fn page_size(max_entries: i32) -> Result<Option<usize>, Error> {
+    match max_entries {
+        n if n < 0 => Err(Error::InvalidArgument(format!(
+            "max entries must not be negative: {n}"
+        ))),
+        0 => Ok(None),
+        n => Ok(Some(n as usize)),
+    }
+}
+
+/// Where a page that starts at `from` of `len` entries ends.
+pub fn page_end(len: usize, from: usize, size: Option<usize>) -> usize {
+    size.map_or(len, |n| len.min(from + n))
+}
+
+/// The one object of `found`; none is `none()`, several `several()`.
+pub fn exactly_one<T>(
+    mut found: Vec<T>,
+    none: impl FnOnce() -> Error,
+    several: impl FnOnce() -> Error,
+) -> Result<T, Error> {
+    match found.len() {
+        0 => Err(none()),
+        1 => Ok(found.remove(0)),
+        _ => Err(several()),
+    }
+}
