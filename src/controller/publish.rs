@@ -219,6 +219,9 @@ mod tests {
         fn unmount(&self, _: &std::path::Path) -> crate::Result<()> {
             Err(Error::Internal("no unmounts here".into()))
         }
+        fn detach(&self, _: &std::path::Path) -> crate::Result<()> {
+            Err(Error::Internal("no detaches here".into()))
+        }
         fn mount_table(&self) -> crate::Result<crate::mount::MountTable> {
             Err(Error::Internal("no mount table here".into()))
         }

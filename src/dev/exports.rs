@@ -327,11 +327,32 @@ impl Mounter for DevMounter {
         self.real.unmount(target)
     }
 
+    fn detach(&self, target: &Path) -> Result<()> {
+        self.real.detach(target)
+    }
+
     fn mount_table(&self) -> Result<MountTable> {
         self.real.mount_table()
     }
 
+    /// A bind of an export directory that was removed (and perhaps made
+    /// again) still answers `statvfs`; the kernel shows its root as
+    /// `…//deleted`. That is what a restored or failed-over NFS export is
+    /// to a real mount, ESTALE, and what dev mode reports.
     fn statvfs(&self, path: &Path) -> Result<FsStats, StatvfsError> {
+        let table = self
+            .real
+            .mount_table()
+            .map_err(|e| StatvfsError::Other(e.to_string()))?;
+        if let Some(entry) = table.find(path) {
+            if entry.root.to_string_lossy().ends_with("//deleted") {
+                return Err(StatvfsError::Stale(format!(
+                    "statvfs {}: the emulated export {} was removed (ESTALE)",
+                    path.display(),
+                    entry.root.display()
+                )));
+            }
+        }
         self.real.statvfs(path)
     }
 }

@@ -124,6 +124,11 @@ static UNMOUNTS_DETACHED: Counter = Counter::new(
     "Unmounts that were detached lazily: the mount was busy, or umount did not return within its bound.",
     &["reason"],
 );
+static STAGING_REMOUNTS: Counter = Counter::new(
+    "csi_node_staging_remounts_total",
+    "Staging mounts replaced by NodeStageVolume or NodePublishVolume, by reason: stale (ESTALE), disconnected (EIO, ENOTCONN), missing (gone while kubelet still had it staged).",
+    &["reason"],
+);
 static STATVFS_STUCK: Sampled = Sampled::new(
     "csi_node_statvfs_stuck",
     "statvfs calls of NodeGetVolumeStats still running past their bound (each holds one thread; a dead NFS server).",
@@ -166,7 +171,7 @@ static CPU_SECONDS: Computed = Computed::counter(
 );
 
 /// Every family, in scrape order.
-static FAMILIES: [&dyn Family; 24] = [
+static FAMILIES: [&dyn Family; 25] = [
     &BUILD_INFO,
     &RPC_DURATION,
     &RPC_IN_FLIGHT,
@@ -185,6 +190,7 @@ static FAMILIES: [&dyn Family; 24] = [
     &METADATA_ERRORS,
     &MOUNT_DURATION,
     &UNMOUNTS_DETACHED,
+    &STAGING_REMOUNTS,
     &STATVFS_STUCK,
     &START_TIME,
     &RESIDENT_MEMORY,
@@ -225,6 +231,9 @@ pub fn init(role: Role) {
         }
         for reason in ["busy", "timeout"] {
             UNMOUNTS_DETACHED.touch(&[reason]);
+        }
+        for reason in REMOUNT_REASONS {
+            STAGING_REMOUNTS.touch(&[reason]);
         }
     }
 }
@@ -427,6 +436,26 @@ pub fn unmount_detached(why: Detached) {
         Detached::Busy => "busy",
         Detached::Timeout => "timeout",
     }]);
+}
+
+/// Why a staging mount was replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remount {
+    Stale,
+    Disconnected,
+    Missing,
+}
+
+const REMOUNT_REASONS: [&str; 3] = ["stale", "disconnected", "missing"];
+
+impl Remount {
+    pub fn label(self) -> &'static str {
+        REMOUNT_REASONS[self as usize]
+    }
+}
+
+pub fn staging_remounted(why: Remount) {
+    STAGING_REMOUNTS.inc(&[why.label()]);
 }
 
 /// Stuck statvfs calls, asked at each scrape until `read` answers `None`.

@@ -197,6 +197,16 @@ impl Mounter for LinuxMounter {
         }
     }
 
+    fn detach(&self, target: &Path) -> Result<()> {
+        match sys_umount(target, libc::MNT_DETACH) {
+            Err(e) if !not_mounted(&e) => Err(Error::Internal(format!(
+                "lazy unmount {}: {e}",
+                target.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     fn mount_table(&self) -> Result<MountTable> {
         let text = std::fs::read(MOUNTINFO)
             .map_err(|e| Error::Internal(format!("read {MOUNTINFO}: {e}")))?;
@@ -221,7 +231,7 @@ fn statvfs_error(path: &Path, e: &io::Error) -> StatvfsError {
     match e.raw_os_error() {
         Some(libc::ENOENT | libc::ENOTDIR) => StatvfsError::Missing(message),
         Some(libc::ESTALE) => StatvfsError::Stale(message),
-        Some(libc::EIO) => StatvfsError::Io(message),
+        Some(libc::EIO | libc::ENOTCONN) => StatvfsError::Io(message),
         _ => StatvfsError::Other(message),
     }
 }
@@ -573,6 +583,7 @@ mod tests {
             matches!(of(libc::ESTALE), StatvfsError::Stale(m) if m.starts_with("statvfs /mnt/x: "))
         );
         assert!(matches!(of(libc::EIO), StatvfsError::Io(_)));
+        assert!(matches!(of(libc::ENOTCONN), StatvfsError::Io(_)));
         assert!(matches!(of(libc::EACCES), StatvfsError::Other(_)));
     }
 

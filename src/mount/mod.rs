@@ -41,6 +41,12 @@ pub trait Mounter: Send + Sync {
     /// the last resort for a stale NFS mount that can never be released.
     fn unmount(&self, target: &Path) -> Result<()>;
 
+    /// Detaches the mount at `target` lazily (`MNT_DETACH`): it leaves the
+    /// mount table at once, without waiting on a server that may never
+    /// answer, and goes when nothing uses it any more; what was bound from
+    /// it keeps working as it did. Not mounted or missing → `Ok`.
+    fn detach(&self, target: &Path) -> Result<()>;
+
     /// The mount table of this process's namespace, read once.
     fn mount_table(&self) -> Result<MountTable>;
 
@@ -78,7 +84,8 @@ pub enum StatvfsError {
     /// `ESTALE`: the NFS server no longer knows the mount's file handle
     /// (the export was recreated, or the server lost its handles).
     Stale(String),
-    /// `EIO`: the server, or the way to it, fails the request.
+    /// `EIO` or `ENOTCONN`: the server, or the way to it, fails the
+    /// request (disconnected).
     Io(String),
     Other(String),
 }

@@ -4,6 +4,7 @@
 //! this module tree calls the kernel or spawns a process directly.
 
 mod context;
+mod health;
 mod identity;
 mod input;
 mod publish;
@@ -79,8 +80,12 @@ pub fn service(deps: NodeDeps, rpc: Rpc) -> grpcio::Service {
 /// The node's state behind the handlers.
 struct NodePlugin {
     mounter: Arc<dyn Mounter>,
-    /// Stage/unstage, keyed by volume id.
+    /// Stage, unstage and a remount of the staging mount, keyed by volume id.
     volumes: OpLocks,
+    /// Keyed by volume id: publishes share it between their look at the
+    /// staging mount and their bind; a remount of it holds it alone, so
+    /// none binds from a staging mount being replaced.
+    staging_in_use: OpLocks,
     /// Publish/unpublish, keyed by target path, so pods sharing one volume
     /// never wait on each other.
     targets: OpLocks,
@@ -106,6 +111,7 @@ impl NodePlugin {
         NodePlugin {
             mounter: deps.mounter,
             volumes: OpLocks::new(),
+            staging_in_use: OpLocks::new(),
             targets: OpLocks::new(),
             identity: NodeIdentity::new(deps.node_name, deps.metadata, deps.kube),
             stats_pending,
@@ -170,10 +176,26 @@ const MAX_STACKED_MOUNTS: usize = 8;
 /// Unmounts `path` and removes the directory. Missing or never mounted is
 /// success, because kubelet retries unmounts forever otherwise. A directory
 /// that still has content after the unmount is an error, never removed
-/// recursively: it would be data, not a mount point.
-fn cleanup_mount_point(mounter: &dyn Mounter, path: &Path) -> Result<()> {
+/// recursively: it would be data, not a mount point; only the driver's own
+/// file `mark` goes, once nothing is mounted there any more.
+fn cleanup_mount_point(mounter: &dyn Mounter, path: &Path, mark: Option<&str>) -> Result<()> {
     for _ in 0..MAX_STACKED_MOUNTS {
         mounter.unmount(path)?;
+        if let Some(mark) = mark {
+            if mounter.is_mount_point(path)? {
+                continue;
+            }
+            match std::fs::remove_file(path.join(mark)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(Error::Internal(format!(
+                        "remove {}: {e}",
+                        path.join(mark).display()
+                    )))
+                }
+            }
+        }
         match std::fs::remove_dir(path) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),

@@ -1,5 +1,8 @@
 //! NodePublishVolume and NodeUnpublishVolume: binding the staged NFS mount
 //! into a pod's target path, read-only when asked, and taking it away again.
+//! A staging mount that went stale, disconnected or missing is mended first
+//! (`stage::heal_staging`), so a new pod never binds a dead mount; the
+//! check and the bind share the volume's lock, which a remount takes alone.
 //! This path runs once per pod start, so it spawns no helper and reads the
 //! mount table once (more for read-only, to keep flags and verify the
 //! result). A repeat is answered from the mount table, checking that the
@@ -62,6 +65,14 @@ impl NodePlugin {
     ) -> Result<csi::NodePublishVolumeResponse> {
         let r = PublishRequest::parse(req)?;
         let _guard = self.targets.try_lock(&r.target.to_string_lossy())?;
+        // Shared with the volume's other publishes, never with a remount of
+        // its staging mount: the mount checked is the mount bound.
+        let mut _staged = self.staging_in_use.try_share(&req.volume_id)?;
+        if self.staging_fault(&req.volume_id, &r.staging)?.is_some() {
+            drop(_staged);
+            self.heal_staging(req)?;
+            _staged = self.staging_in_use.try_share(&req.volume_id)?;
+        }
         let table = self.mounter.mount_table()?;
         // Binding an unstaged directory would hand the pod node-local disk
         // that silently looks like the volume.
@@ -144,7 +155,7 @@ impl NodePlugin {
     /// Cleans up the TARGET only (never the staging mount other pods share)
     /// and words the error.
     fn failed_publish(&self, r: &PublishRequest, e: Error) -> Error {
-        if let Err(cleanup) = cleanup_mount_point(self.mounter.as_ref(), &r.target) {
+        if let Err(cleanup) = cleanup_mount_point(self.mounter.as_ref(), &r.target, None) {
             log::error!(
                 "cleaning up {} after a failed publish: {cleanup}",
                 r.target.display()
@@ -164,7 +175,7 @@ impl NodePlugin {
     ) -> Result<csi::NodeUnpublishVolumeResponse> {
         let target = parse_unpublish(req)?;
         let _guard = self.targets.try_lock(&target.to_string_lossy())?;
-        cleanup_mount_point(self.mounter.as_ref(), &target).map_err(|e| {
+        cleanup_mount_point(self.mounter.as_ref(), &target, None).map_err(|e| {
             Error::Internal(format!(
                 "NodeUnpublishVolume could not unmount {}: {}",
                 target.display(),

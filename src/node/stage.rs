@@ -8,13 +8,15 @@
 //! missing one fails the mount.
 
 use super::context::{MountSources, MtlsMode, StageContext};
+use super::health::Health;
 use super::input::{absolute_path, volume_id};
 use super::volume::{directory, Named};
 use super::{cleanup_mount_point, create_dir, mount_capability, mount_flags, NodePlugin};
+use crate::metrics::{self, Remount};
 use crate::mount::NfsMountError;
 use crate::proto::csi;
 use crate::{Error, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A validated NodeStageVolume request.
 #[derive(Debug)]
@@ -78,11 +80,18 @@ impl NodePlugin {
                 r.staging.display()
             ))
         };
-        // Already staged: kubelet retries after lost replies, and a second
-        // NFS mount on top would stack. The existing mount is kept as it is;
-        // a source that is none of this volume's is worth a warning for
-        // whoever debugs it.
-        let table = self.mounter.mount_table().map_err(failed)?;
+        self.stage_locked(&r).map_err(failed)?;
+        Ok(csi::NodeStageVolumeResponse::new())
+    }
+
+    /// Stages `r` with its volume's lock held. Already staged and working:
+    /// kubelet retries after lost replies, and a second NFS mount on top
+    /// would stack, so the existing mount is kept as it is (a source that is
+    /// none of this volume's is worth a warning for whoever debugs it).
+    /// Staged but stale or disconnected: mounted again. Hung: Unavailable,
+    /// never mounted over.
+    fn stage_locked(&self, r: &StageRequest) -> Result<()> {
+        let table = self.mounter.mount_table()?;
         if let Some(existing) = table.find(&r.staging) {
             if !r.sources.all().any(|s| s == existing.source) {
                 log::warn!(
@@ -94,17 +103,91 @@ impl NodePlugin {
                     r.sources.primary
                 );
             }
-            return Ok(csi::NodeStageVolumeResponse::new());
+            drop(table);
+            return match self.probe(&r.staging)? {
+                Health::Healthy(_) => Ok(()),
+                Health::Unhealthy(sick) => match sick.remount() {
+                    Some(why) => self.remount(r, why),
+                    None => Err(Error::Unavailable(sick.message())),
+                },
+            };
         }
         drop(table);
         create_dir(&r.staging)?;
-        let source = self.mount_some_source(&r).map_err(failed)?;
-        log::info!(
-            "staged volume {} from {source} at {}",
+        // Under the mount, where only a staging path that lost its mount
+        // shows it (see `recorded`).
+        let mark = r.staging.join(STAGED_MARK);
+        std::fs::write(&mark, &r.volume_id)
+            .map_err(|e| Error::Internal(format!("write {}: {e}", mark.display())))?;
+        match self.mount_some_source(r) {
+            Ok(source) => {
+                log::info!(
+                    "staged volume {} from {source} at {}",
+                    r.volume_id,
+                    r.staging.display()
+                );
+                Ok(())
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&mark);
+                Err(e)
+            }
+        }
+    }
+
+    /// Mends the staging mount a publish binds from, which `staging_fault`
+    /// found stale, disconnected, or gone while kubelet still has the
+    /// volume staged (`recorded`): mounted again through the same path as a
+    /// fresh stage, from the publish request (which carries all a stage
+    /// does), once, with the volume held alone: a publish meanwhile is
+    /// Aborted and, retried, finds the mount mended.
+    pub(super) fn heal_staging(&self, req: &csi::NodePublishVolumeRequest) -> Result<()> {
+        let mut stage = csi::NodeStageVolumeRequest::new();
+        stage.volume_id = req.volume_id.clone();
+        stage.staging_target_path = req.staging_target_path.clone();
+        stage.volume_capability = req.volume_capability.clone();
+        stage.volume_context = req.volume_context.clone();
+        stage.publish_context = req.publish_context.clone();
+        let r = StageRequest::parse(&stage)?;
+        let _volume = self.volumes.try_lock(&r.volume_id)?;
+        // Mended by another call since the first look?
+        match self.staging_fault(&r.volume_id, &r.staging)? {
+            None => Ok(()),
+            Some(why) => self.remount(&r, why),
+        }
+    }
+
+    /// What is wrong with the staging mount at `staging`: `None` when it
+    /// works, or when nothing was ever staged there (for the publish to
+    /// refuse). A hung one is Unavailable: it is never mounted over.
+    pub(super) fn staging_fault(&self, volume_id: &str, staging: &Path) -> Result<Option<Remount>> {
+        if !self.mounter.is_mount_point(staging)? {
+            return Ok(recorded(staging, volume_id).then_some(Remount::Missing));
+        }
+        match self.probe(staging)? {
+            Health::Healthy(_) => Ok(None),
+            Health::Unhealthy(sick) => match sick.remount() {
+                Some(why) => Ok(Some(why)),
+                None => Err(Error::Unavailable(sick.message())),
+            },
+        }
+    }
+
+    /// Replaces the broken staging mount of `r`: detached lazily (pods on
+    /// it keep it, and keep reporting it abnormal, until they restart),
+    /// then mounted again as a fresh stage mounts it.
+    pub(super) fn remount(&self, r: &StageRequest, why: Remount) -> Result<()> {
+        let _alone = self.staging_in_use.try_lock(&r.volume_id)?;
+        self.mounter.detach(&r.staging)?;
+        let source = self.mount_some_source(r)?;
+        metrics::staging_remounted(why);
+        log::warn!(
+            "volume {}: the staging mount at {} was {}; mounted it again from {source}",
             r.volume_id,
-            r.staging.display()
+            r.staging.display(),
+            why.label()
         );
-        Ok(csi::NodeStageVolumeResponse::new())
+        Ok(())
     }
 
     /// Mounts the primary source; when the node cannot resolve its host name
@@ -177,7 +260,7 @@ impl NodePlugin {
     ) -> Result<csi::NodeUnstageVolumeResponse> {
         let (volume_id, staging) = parse_unstage(req)?;
         let _guard = self.volumes.try_lock(&volume_id)?;
-        cleanup_mount_point(self.mounter.as_ref(), &staging).map_err(|e| {
+        cleanup_mount_point(self.mounter.as_ref(), &staging, Some(STAGED_MARK)).map_err(|e| {
             e.context(format!(
                 "NodeUnstageVolume failed to unmount at path {}",
                 staging.display()
@@ -185,6 +268,20 @@ impl NodePlugin {
         })?;
         Ok(csi::NodeUnstageVolumeResponse::new())
     }
+}
+
+/// What a stage leaves in the staging directory, under its mount: the
+/// volume id. kubelet stages a volume once and then only publishes it, so a
+/// staging path whose mount is gone (the plugin's mount namespace died with
+/// it) but that holds this for the volume is one kubelet still has staged,
+/// and a publish stages it again rather than fail every new pod. A path
+/// without it was never staged here, and is not.
+const STAGED_MARK: &str = ".linodenfs-csi-staged";
+
+/// Whether `staging`, nothing mounted on it, holds the mark of a stage of
+/// `volume_id`.
+pub(super) fn recorded(staging: &Path, volume_id: &str) -> bool {
+    std::fs::read_to_string(staging.join(STAGED_MARK)).is_ok_and(|v| v == volume_id)
 }
 
 /// A validated NodeUnstageVolume request: the volume id and staging path.

@@ -1,30 +1,19 @@
 //! NodeGetVolumeStats: the `statvfs` figures of the volume mounted at the
 //! path kubelet names, as CSI usage, and the volume's condition
 //! (VOLUME_CONDITION). Polled every minute per volume, so it takes no lock
-//! and does nothing beyond one mount-table read and one `statvfs`. On a hard
-//! NFS mount whose server is gone `statvfs` never returns, so it runs on a
-//! thread of its own with a bound, and a path whose last `statvfs` is still
-//! stuck is not asked again: a dead server costs one thread, never the
-//! worker pool (the stuck ones are the `csi_node_statvfs_stuck` gauge). A mount that is stale, failing or hung is an abnormal
+//! and does nothing beyond one mount-table read and one bounded `statvfs`
+//! (`health`). A mount that is stale, failing or hung is an abnormal
 //! condition, not an error: kubelet turns the condition into a pod event,
 //! while an error only reaches its log.
 
+use super::health::Health;
 use super::input::{absolute_path, required, shown, volume_id, well_formed_path};
 use super::NodePlugin;
-use crate::bounded;
-use crate::mount::{FsStats, Mounter, StatvfsError};
-use crate::mutex::lock;
+use crate::mount::FsStats;
 use crate::proto::csi;
 use crate::proto::csi::volume_usage::Unit;
 use crate::{Error, Result};
-use std::path::{Path, PathBuf};
-
-/// What a bounded `statvfs` of a mounted volume found.
-enum Probe {
-    Healthy(FsStats),
-    /// The mount is there and does not work; the message names the cause.
-    Abnormal(String),
-}
+use std::path::PathBuf;
 
 impl NodePlugin {
     pub(super) fn stats(
@@ -48,12 +37,13 @@ impl NodePlugin {
         }
         let mut resp = csi::NodeGetVolumeStatsResponse::new();
         let mut condition = csi::VolumeCondition::new();
-        match self.bounded_statvfs(&path)? {
-            Probe::Healthy(stats) => {
+        match self.probe(&path)? {
+            Health::Healthy(stats) => {
                 resp.usage = usage(&stats);
                 condition.message = "mounted and responding".into();
             }
-            Probe::Abnormal(message) => {
+            Health::Unhealthy(sick) => {
+                let message = sick.message();
                 log::warn!(
                     "volume {} at {}: abnormal: {message}",
                     req.volume_id,
@@ -90,65 +80,6 @@ pub(crate) fn parse_stats(req: &csi::NodeGetVolumeStatsRequest) -> Result<PathBu
         absolute_path(&req.staging_target_path, "staging target path")?;
     }
     Ok(path)
-}
-
-impl NodePlugin {
-    fn bounded_statvfs(&self, path: &Path) -> Result<Probe> {
-        let not_answering = "the NFS server is not answering";
-        {
-            let mut pending = lock(&self.stats_pending);
-            if pending.contains_key(path) {
-                return Ok(Probe::Abnormal(format!(
-                    "an earlier statvfs of {} has not returned: {not_answering}",
-                    path.display()
-                )));
-            }
-            pending.insert(path.to_path_buf(), false);
-        }
-        let (mounter, pending, owned) = (
-            self.mounter.clone(),
-            self.stats_pending.clone(),
-            path.to_path_buf(),
-        );
-        let answered = bounded::within("statvfs", self.stats_timeout, move || {
-            let result = Mounter::statvfs(mounter.as_ref(), &owned);
-            lock(&pending).remove(&owned);
-            result
-        })
-        .map_err(|e| {
-            // Nothing will ever clear the mark: clear it here, or the
-            // path could never be asked about again.
-            lock(&self.stats_pending).remove(path);
-            Error::Internal(format!("failed to get stats: spawn statvfs thread: {e}"))
-        })?;
-        let Some(result) = answered else {
-            // Still running (unless it ended just now, which removed it).
-            if let Some(stuck) = lock(&self.stats_pending).get_mut(path) {
-                *stuck = true;
-            }
-            return Ok(Probe::Abnormal(format!(
-                "statvfs of {} did not return within {:?}: {not_answering}",
-                path.display(),
-                self.stats_timeout
-            )));
-        };
-        match result {
-            Ok(stats) => Ok(Probe::Healthy(stats)),
-            Err(StatvfsError::Stale(m)) => Ok(Probe::Abnormal(format!(
-                "stale NFS file handle: the server no longer recognises this mount (was the filesystem recreated or restored?); it must be unmounted and mounted again: {m}"
-            ))),
-            Err(StatvfsError::Io(m)) => Ok(Probe::Abnormal(format!(
-                "I/O error: the NFS server or the network to it is failing: {m}"
-            ))),
-            // Unmounted and removed since the mount table was read.
-            Err(StatvfsError::Missing(m)) => {
-                Err(Error::NotFound(format!("volume path not found: {m}")))
-            }
-            Err(StatvfsError::Other(m)) => {
-                Err(Error::Internal(format!("failed to get stats: {m}")))
-            }
-        }
-    }
 }
 
 /// Bytes (available to unprivileged users, total, used) and inodes.

@@ -110,6 +110,15 @@ impl Mounter for FakeMounter {
         Ok(())
     }
 
+    fn detach(&self, target: &Path) -> Result<()> {
+        let mut s = self.state();
+        s.calls.push(format!("detach {}", target.display()));
+        if let Some(i) = s.mounted.iter().rposition(|(p, _)| p == target) {
+            s.mounted.remove(i);
+        }
+        Ok(())
+    }
+
     fn mount_table(&self) -> Result<MountTable> {
         let text: String = self
             .state()
@@ -733,4 +742,133 @@ fn a_held_target_or_volume_is_aborted() {
     let mut other = f.publish_request();
     other.target_path = f.path("target-2");
     f.plugin.publish(&other).unwrap();
+}
+
+/// The calls the mounter saw since `from`, kinds only (`nfs`, `detach`, …).
+fn kinds_since(f: &Fixture, from: usize) -> Vec<String> {
+    f.mounter.calls()[from..]
+        .iter()
+        .map(|c| c.split(' ').next().unwrap().to_string())
+        .collect()
+}
+
+/// `csi_node_staging_remounts_total{reason}` as the process counts it.
+fn remounts(reason: &str) -> f64 {
+    let series = format!("csi_node_staging_remounts_total{{reason=\"{reason}\"}} ");
+    crate::metrics::render()
+        .lines()
+        .find_map(|l| l.strip_prefix(&series)?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn healing_publish(f: &Fixture) -> csi::NodePublishVolumeRequest {
+    let mut req = f.publish_request();
+    req.volume_context = [("mount-target".to_string(), "fs:/e".to_string())].into();
+    req
+}
+
+#[test]
+fn a_stale_or_disconnected_staging_mount_is_mounted_again_before_the_bind() {
+    for (sick, reason) in [
+        (StatvfsError::Stale("ESTALE".into()), "stale"),
+        (StatvfsError::Io("ENOTCONN".into()), "disconnected"),
+        (StatvfsError::Io("EIO".into()), "disconnected"),
+    ] {
+        let f = Fixture::new(&format!("heal-{reason}"));
+        f.staged();
+        let from = f.mounter.calls().len();
+        *f.mounter.stats_result.lock().unwrap() = Some(Err(sick.clone()));
+        let before = remounts(reason);
+        let mut req = healing_publish(&f);
+        // After the remount, statvfs works again.
+        let mounter = f.mounter.clone();
+        let healed = std::thread::spawn(move || {
+            while !mounter.calls().iter().any(|c| c.starts_with("detach")) {
+                std::thread::yield_now();
+            }
+            *mounter.stats_result.lock().unwrap() = None;
+        });
+        f.plugin.publish(&req).unwrap();
+        healed.join().unwrap();
+        assert_eq!(
+            kinds_since(&f, from),
+            ["detach", "nfs", "bind"],
+            "{sick:?}: detached, mounted again, then bound"
+        );
+        assert!(remounts(reason) > before, "a remount is counted");
+        // A healthy staging mount is never mounted again.
+        req.target_path = f.path("target-2");
+        let from = f.mounter.calls().len();
+        f.plugin.publish(&req).unwrap();
+        assert_eq!(kinds_since(&f, from), ["bind"], "{reason}");
+    }
+}
+
+#[test]
+fn a_hung_staging_mount_is_unavailable_within_its_bound_and_never_mounted_over() {
+    let mut f = Fixture::new("heal-hung");
+    f.staged();
+    f.plugin.stats_timeout = Duration::from_millis(50);
+    *f.mounter.stats_hang.lock().unwrap() = true;
+    let from = f.mounter.calls().len();
+    let started = std::time::Instant::now();
+    let err = f.plugin.publish(&healing_publish(&f)).unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The stuck statvfs is not asked again, nor waited for.
+    let err = f
+        .plugin
+        .stage(&f.stage_request(&[("mount-target", "fs:/e")]));
+    assert!(matches!(err, Err(Error::Unavailable(_))), "{err:?}");
+    assert!(kinds_since(&f, from).is_empty(), "nothing mounted over it");
+    *f.mounter.stats_hang.lock().unwrap() = false;
+    f.mounter.stats_released.notify_all();
+}
+
+#[test]
+fn a_staging_mount_gone_while_staged_is_mounted_again_and_one_never_staged_is_refused() {
+    let f = Fixture::new("heal-missing");
+    let from = f.mounter.calls().len();
+    let err = f.plugin.publish(&healing_publish(&f)).unwrap_err();
+    assert!(matches!(err, Error::FailedPrecondition(_)), "{err:?}");
+    assert!(
+        kinds_since(&f, from).is_empty(),
+        "never staged here: no mount"
+    );
+
+    f.staged();
+    // The plugin's mount namespace died with the mount; kubelet still has
+    // the volume staged and only publishes.
+    f.mounter.state().mounted.clear();
+    let from = f.mounter.calls().len();
+    let before = remounts("missing");
+    f.plugin.publish(&healing_publish(&f)).unwrap();
+    assert!(remounts("missing") > before);
+    assert_eq!(kinds_since(&f, from), ["detach", "nfs", "bind"]);
+    // Unstaged, the mark goes with the mount: nothing is staged again.
+    let mut unstage = csi::NodeUnstageVolumeRequest::new();
+    unstage.volume_id = "1/2".into();
+    unstage.staging_target_path = f.path("staging");
+    let mut unpublish = csi::NodeUnpublishVolumeRequest::new();
+    unpublish.volume_id = "1/2".into();
+    unpublish.target_path = f.path("target");
+    f.plugin.unpublish(&unpublish).unwrap();
+    f.plugin.unstage(&unstage).unwrap();
+    assert!(!f.dir.join("staging").exists());
+    let err = f.plugin.publish(&healing_publish(&f)).unwrap_err();
+    assert!(matches!(err, Error::FailedPrecondition(_)), "{err:?}");
+}
+
+#[test]
+fn a_stage_of_a_stale_staging_mount_mounts_it_again() {
+    let f = Fixture::new("stage-stale");
+    f.staged();
+    *f.mounter.stats_result.lock().unwrap() = Some(Err(StatvfsError::Stale("ESTALE".into())));
+    let from = f.mounter.calls().len();
+    f.staged();
+    assert_eq!(kinds_since(&f, from), ["detach", "nfs"]);
+    *f.mounter.stats_result.lock().unwrap() = None;
+    let from = f.mounter.calls().len();
+    f.staged();
+    assert!(kinds_since(&f, from).is_empty(), "a working stage is kept");
 }

@@ -247,6 +247,9 @@ mod tests {
                 "a hung parent must not be unmounted".into(),
             ))
         }
+        fn detach(&self, _: &Path) -> crate::Result<()> {
+            Err(Error::Internal("a hung parent must not be detached".into()))
+        }
         fn mount_table(&self) -> crate::Result<MountTable> {
             Err(Error::Internal("no mount table here".into()))
         }

@@ -1,0 +1,120 @@
+//! Stale staging mounts healed for new pods, through `linode-nfs-csi dev`
+//! with real mounts in its own namespace. Dev mode's NFS is a bind of an
+//! export directory; an export removed and made again (as a restore or a
+//! server failover makes it, to a real NFS mount) leaves every bind of the
+//! old one on a deleted directory, which the driver reports as ESTALE.
+
+mod common;
+mod e2e_support;
+
+use common::code_of;
+use e2e_support::*;
+use linode_nfs_csi::proto::csi;
+use std::path::{Path, PathBuf};
+
+const GIB: i64 = 1 << 30;
+
+/// The export directory behind `volume` in dev mode.
+fn export_of(state: &StateDir, volume: &csi::Volume) -> PathBuf {
+    let target = &volume.volume_context["mount-target"];
+    let (_, export) = target.rsplit_once(":/").expect("host:/export");
+    state.path().join("exports").join(export)
+}
+
+/// Makes the export of `volume` anew, holding only `new.txt`.
+fn recreate_export(state: &StateDir, volume: &csi::Volume) {
+    let export = export_of(state, volume);
+    std::fs::remove_dir_all(&export).unwrap();
+    std::fs::create_dir(&export).unwrap();
+    std::fs::write(export.join("new.txt"), "after").unwrap();
+}
+
+fn condition(dev: &Dev, volume_id: &str, path: &Path) -> csi::VolumeCondition {
+    dev.node
+        .node_get_volume_stats_opt(&stats_req(volume_id, path), call())
+        .unwrap()
+        .volume_condition
+        .unwrap()
+}
+
+fn remounts(dev: &Dev) -> usize {
+    dev.driver
+        .logs()
+        .lines()
+        .filter(|l| l.contains("mounted it again"))
+        .count()
+}
+
+#[test]
+fn a_stale_staging_mount_is_healed_for_the_next_pod_while_the_first_still_reports_it() {
+    let state = StateDir::new("stale-heal");
+    let dev = Dev::start(&state, &[]);
+    let v = create_volume(&dev, "pvc-stale", GIB);
+    let staging = state.staging("v");
+    let (pod_a, pod_b) = (state.target("a", "v"), state.target("b", "v"));
+    mount(&dev, &v, &staging, &[&pod_a]);
+    dev.write(&pod_a.join("old.txt"), "before").unwrap();
+    assert!(!condition(&dev, &v.volume_id, &pod_a).abnormal);
+
+    recreate_export(&state, &v);
+    let sick = condition(&dev, &v.volume_id, &pod_a);
+    assert!(sick.abnormal && sick.message.contains("stale"), "{sick:?}");
+
+    let publish = publish_req(&v, &staging, &pod_b, false);
+    retry(|| dev.node.node_publish_volume_opt(&publish, call())).unwrap();
+    assert_eq!(dev.read(&pod_b.join("new.txt")).unwrap(), "after");
+    assert!(
+        !dev.exists(&pod_b.join("old.txt")),
+        "the new pod sees the export as it is now"
+    );
+    assert!(!condition(&dev, &v.volume_id, &pod_b).abnormal);
+    let still = condition(&dev, &v.volume_id, &pod_a);
+    assert!(
+        still.abnormal,
+        "the first pod keeps reporting its dead mount: {still:?}"
+    );
+    assert_eq!(remounts(&dev), 1);
+    // A healthy staging mount is not mounted again.
+    let pod_c = state.target("c", "v");
+    let publish = publish_req(&v, &staging, &pod_c, false);
+    retry(|| dev.node.node_publish_volume_opt(&publish, call())).unwrap();
+    assert_eq!(remounts(&dev), 1);
+    unmount(&dev, &v.volume_id, &staging, &[&pod_a, &pod_b, &pod_c]);
+    assert!(dev
+        .mounts_under_state()
+        .iter()
+        .all(|m| !m.starts_with(&staging)));
+}
+
+#[test]
+fn twenty_publishes_to_a_stale_staging_mount_remount_it_once() {
+    let state = StateDir::new("stale-twenty");
+    let dev = Dev::start(&state, &[]);
+    let v = create_volume(&dev, "pvc-twenty", GIB);
+    let staging = state.staging("v");
+    mount(&dev, &v, &staging, &[]);
+    recreate_export(&state, &v);
+    let answers: Vec<grpcio::Result<csi::NodePublishVolumeResponse>> = std::thread::scope(|s| {
+        let calls: Vec<_> = (0..20)
+            .map(|i| {
+                let node = dev.another_node();
+                let publish =
+                    publish_req(&v, &staging, &state.target(&format!("p{i}"), "v"), false);
+                // kubelet retries Aborted (another call holds the volume).
+                s.spawn(move || retry(|| node.node_publish_volume_opt(&publish, call())))
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    for (i, answer) in answers.iter().enumerate() {
+        if let Err(e) = answer {
+            panic!("publish {i}: {:?}", code_of(e));
+        }
+        assert_eq!(
+            dev.read(&state.target(&format!("p{i}"), "v").join("new.txt"))
+                .unwrap(),
+            "after"
+        );
+    }
+    assert_eq!(remounts(&dev), 1, "one remount for twenty publishes");
+}
