@@ -10,6 +10,7 @@ pub mod endpoint;
 pub mod error;
 pub mod pacer;
 pub mod poller;
+pub mod token;
 pub mod transport;
 pub mod types;
 

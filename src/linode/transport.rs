@@ -10,6 +10,7 @@
 use super::endpoint::endpoint_template;
 use super::error::Error;
 use super::pacer::{Observed, Pacer, RateLimitState, RequestClass, Work};
+use super::token::Token;
 use super::types::Page;
 use crate::backoff::Backoff;
 use crate::secret::Secret;
@@ -67,6 +68,9 @@ pub struct LinodeSettings {
     pub base_url: String,
     pub api_version: String,
     pub token: Secret,
+    /// Where `token` was read from (`LINODE_TOKEN_FILE`), to read it again
+    /// when it changes; `None` for a token fixed at start.
+    pub token_file: Option<PathBuf>,
     /// Extra root CA (PEM) for a non-public endpoint (`LINODE_CA`).
     pub ca_file: Option<PathBuf>,
     /// Per HTTP request; the connect phase gets at most 5 s of it.
@@ -82,6 +86,7 @@ impl LinodeSettings {
             base_url: "https://api.linode.com".to_string(),
             api_version: "v4beta".to_string(),
             token: Secret::new(token),
+            token_file: None,
             ca_file: None,
             request_timeout: Duration::from_secs(10),
             user_agent: user_agent(),
@@ -298,7 +303,7 @@ pub struct Transport {
     agent: ureq::Agent,
     /// `{base_url}/{api_version}` without a trailing slash.
     api_root: String,
-    token: Secret,
+    token: Arc<Token>,
     user_agent: String,
     retry: RetryPolicy,
     pacer: Arc<Pacer>,
@@ -342,7 +347,7 @@ impl Transport {
         Ok(Transport {
             agent: config.build().new_agent(),
             api_root,
-            token: settings.token,
+            token: Arc::new(Token::new(settings.token, settings.token_file)),
             user_agent: settings.user_agent,
             pacer: Arc::new(Pacer::new(settings.retry.retry_after_cap)),
             retry: settings.retry,
@@ -373,10 +378,12 @@ impl Transport {
         format!("{}/{}", self.api_root, path.trim_start_matches('/'))
     }
 
-    /// Never lets the token escape inside an error (a proxy or a buggy
-    /// backend could echo the Authorization header in its body).
-    fn scrub(&self, e: Error) -> Error {
-        let clean = |s: String| s.replace(self.token.expose(), "***");
+    /// Never lets the token (`sent`, or the one in use now) escape inside
+    /// an error (a proxy or a buggy backend could echo the Authorization
+    /// header in its body).
+    fn scrub(&self, sent: &Secret, e: Error) -> Error {
+        let now = self.token.current();
+        let clean = |s: String| s.replace(sent.expose(), "***").replace(now.expose(), "***");
         match e {
             Error::Status {
                 status,
@@ -398,6 +405,7 @@ impl Transport {
 
     fn once(
         &self,
+        token: &Secret,
         method: Method,
         url: &str,
         filter: Option<&str>,
@@ -406,7 +414,7 @@ impl Transport {
         let mut req = ureq::http::Request::builder()
             .method(method.as_str())
             .uri(url)
-            .header("Authorization", format!("Bearer {}", self.token.expose()))
+            .header("Authorization", format!("Bearer {}", token.expose()))
             .header("Content-Type", "application/json")
             .header("Accept", "application/json")
             .header("User-Agent", &self.user_agent);
@@ -467,10 +475,14 @@ impl Transport {
         // An attempt the backend may have carried out (a 502, a 504)
         // decides what the call reports, even if a later one was refused.
         let mut maybe_applied: Option<Error> = None;
+        let mut token = self.token.current();
+        // A refused token is read again once per call (it may have been
+        // rotated); a second refusal is the answer.
+        let mut reread = false;
         loop {
             self.pacer.wait_turn(class, self.work);
             let started = Instant::now();
-            let sent = self.once(method, &url, filter, body);
+            let sent = self.once(&token, method, &url, filter, body);
             let status = sent.as_ref().ok().map(|r| r.status);
             crate::metrics::linode_request(
                 method.as_str(),
@@ -480,7 +492,7 @@ impl Transport {
             );
             self.pacer
                 .observe(class, sent.as_ref().ok().map(|reply| &reply.budget));
-            let reply = sent.map_err(|e| self.scrub(e))?;
+            let reply = sent.map_err(|e| self.scrub(&token, e))?;
             crate::metrics::linode_budget(
                 class.label(),
                 reply.status == 429,
@@ -496,6 +508,25 @@ impl Transport {
             );
             if reply.is_success() {
                 return Ok(reply.body);
+            }
+            if reply.status == 401 {
+                crate::metrics::linode_unauthorized();
+                // A 401 applied nothing: any method may be sent again.
+                if !reread {
+                    reread = true;
+                    if let Some(rotated) = self.token.after_unauthorized(&token) {
+                        token = rotated;
+                        continue;
+                    }
+                }
+                let mut refused = reply.into_error();
+                if let Error::Status { reasons, .. } = &mut refused {
+                    reasons.push((
+                        None,
+                        format!("the API refused the token ({})", self.token.source()),
+                    ));
+                }
+                return Err(self.scrub(&token, refused));
             }
             if reply.is_retryable()
                 && may_resend(method, reply.status)
@@ -531,12 +562,13 @@ impl Transport {
                 Some(earlier) if !failed.maybe_applied() => earlier,
                 _ => failed,
             };
-            return Err(self.scrub(reported));
+            return Err(self.scrub(&token, reported));
         }
     }
 
     fn decode<T: DeserializeOwned>(&self, path: &str, body: &str) -> Result<T, Error> {
-        serde_json::from_str(body).map_err(|e| self.scrub(Error::Decode(format!("{path}: {e}"))))
+        serde_json::from_str(body)
+            .map_err(|e| self.scrub(&self.token.current(), Error::Decode(format!("{path}: {e}"))))
     }
 
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, Error> {

@@ -60,6 +60,16 @@ static LINODE_RETRIES: Counter = Counter::new(
     "Linode API requests sent again after a transient answer (408, 429, 502, 503, 504, Linode busy, a proxy's HTML 400).",
     &["method", "endpoint"],
 );
+static LINODE_TOKEN_RELOADS: Counter = Counter::new(
+    "csi_linode_token_reloads_total",
+    "Reads of LINODE_TOKEN_FILE after start (it changed, or the API refused the token), by outcome: ok, failed (the last good token is kept).",
+    &["outcome"],
+);
+static LINODE_UNAUTHORIZED: Counter = Counter::new(
+    "csi_linode_unauthorized_total",
+    "Linode API answers 401: the token was refused (revoked, or rotated and not read yet).",
+    &[],
+);
 static LINODE_POLL_FAILURES: Counter = Counter::new(
     "csi_linode_poll_failures_total",
     "Polls of the shared poller that failed transiently (429, 5xx, timeout, no answer), by kind polled; their waits went on.",
@@ -171,13 +181,15 @@ static CPU_SECONDS: Computed = Computed::counter(
 );
 
 /// Every family, in scrape order.
-static FAMILIES: [&dyn Family; 25] = [
+static FAMILIES: [&dyn Family; 27] = [
     &BUILD_INFO,
     &RPC_DURATION,
     &RPC_IN_FLIGHT,
     &RPC_PARKED,
     &LINODE_DURATION,
     &LINODE_RETRIES,
+    &LINODE_TOKEN_RELOADS,
+    &LINODE_UNAUTHORIZED,
     &LINODE_POLL_FAILURES,
     &LINODE_THROTTLED,
     &LINODE_REMAINING,
@@ -224,6 +236,10 @@ pub fn init(role: Role) {
         for class in ["list", "other"] {
             LINODE_THROTTLED.touch(&[class]);
         }
+        for outcome in ["ok", "failed"] {
+            LINODE_TOKEN_RELOADS.touch(&[outcome]);
+        }
+        LINODE_UNAUTHORIZED.touch(&[]);
     }
     if role != Role::Controller {
         for outcome in MOUNT_OUTCOMES {
@@ -333,6 +349,16 @@ pub fn linode_request(method: &str, endpoint: &str, status: Option<u16>, elapsed
         &[method, endpoint, status_class(status)],
         elapsed.as_secs_f64(),
     );
+}
+
+/// A read of the token file after start, and whether it gave a token.
+pub fn linode_token_reload(ok: bool) {
+    LINODE_TOKEN_RELOADS.inc(&[if ok { "ok" } else { "failed" }]);
+}
+
+/// A 401 from the Linode API.
+pub fn linode_unauthorized() {
+    LINODE_UNAUTHORIZED.inc(&[]);
 }
 
 pub fn linode_retry(method: &str, endpoint: &str) {

@@ -73,7 +73,7 @@ impl FakeLinode {
 
     fn launch(seed: &Seed, state: State, state_file: Option<PathBuf>) -> crate::Result<FakeLinode> {
         let shared = Arc::new(Shared {
-            token: seed.token.clone(),
+            token: Mutex::new(seed.token.clone()),
             state: Mutex::new(state),
             state_file,
             rules: Mutex::new(Vec::new()),
@@ -120,7 +120,13 @@ impl FakeLinode {
 
     /// The bearer token the fake accepts.
     pub fn token(&self) -> String {
-        self.shared.token.clone()
+        lock(&self.shared.token).clone()
+    }
+
+    /// From now on only `new` is accepted (the old token is revoked, as
+    /// when an admin rotates it).
+    pub fn rotate_token(&self, new: &str) {
+        *lock(&self.shared.token) = new.to_string();
     }
 
     /// Called (outside the fake's locks, before the triggering answer is

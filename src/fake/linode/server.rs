@@ -47,7 +47,8 @@ impl RequestRecord {
 }
 
 pub(super) struct Shared {
-    pub(super) token: String,
+    /// The one bearer token accepted now.
+    pub(super) token: Mutex<String>,
     pub(super) state: Mutex<State>,
     pub(super) state_file: Option<PathBuf>,
     pub(super) rules: Mutex<Vec<FaultRule>>,
@@ -85,7 +86,8 @@ impl Shared {
             return ApiError::not_found().response();
         };
         let path = path.to_string();
-        let authorized = req.header("Authorization") == Some(&format!("Bearer {}", self.token));
+        let authorized =
+            req.header("Authorization") == Some(&format!("Bearer {}", lock(&self.token)));
         let seq = self.seq.fetch_add(1, Ordering::SeqCst);
         {
             let mut log = lock(&self.log);
