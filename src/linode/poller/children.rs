@@ -1,0 +1,95 @@
+//! The objects that live under one filesystem, its snapshots and its
+//! quotas: watched per filesystem and read alike (a plain GET of a lone
+//! one, else one list of the filesystem's), so one `Target` serves both
+//! and each kind names only its own requests. Nothing here touches the
+//! Space's filesystem list or schedules a poll.
+
+use super::refresh::{absent_is_none, Target};
+use super::waits::{Key, State, Watch};
+use crate::linode::types::{HasStatus, Quota, Snapshot};
+use crate::linode::Cloud;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A kind of object listed under its filesystem.
+pub(super) trait Child: HasStatus + Clone + Send + 'static {
+    /// The kind as the metrics name it.
+    const KIND: &'static str;
+    fn watches(state: &mut State) -> &mut Vec<Watch<Self>>;
+    /// The one at `(space, fs, id)`.
+    fn get(cloud: &dyn Cloud, key: Key) -> crate::Result<Self>;
+    /// All of filesystem `(space, fs, _)`'s.
+    fn list(cloud: &dyn Cloud, group: Key) -> crate::Result<Vec<Self>>;
+    fn id(&self) -> u64;
+}
+
+impl<C: Child> Target for C {
+    const KIND: &'static str = <C as Child>::KIND;
+
+    fn group((space, fs, _): Key) -> Key {
+        (space, fs, 0)
+    }
+
+    fn watches(state: &mut State) -> &mut Vec<Watch<Self>> {
+        <C as Child>::watches(state)
+    }
+
+    /// The watched ones that exist: a plain GET of a lone one, else one
+    /// list of them all. A filesystem that is gone has none.
+    fn fetch(cloud: &dyn Cloud, group: Key, keys: &[Key]) -> crate::Result<BTreeMap<Key, Self>> {
+        let mut found = BTreeMap::new();
+        if let [key] = keys {
+            if let Some(one) = absent_is_none(C::get(cloud, *key))? {
+                found.insert(*key, one);
+            }
+            return Ok(found);
+        }
+        let wanted: BTreeSet<&Key> = keys.iter().collect();
+        for child in absent_is_none(C::list(cloud, group))?.unwrap_or_default() {
+            let key = (group.0, group.1, child.id());
+            if wanted.contains(&key) {
+                found.insert(key, child);
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl Child for Snapshot {
+    const KIND: &'static str = "snapshot";
+
+    fn watches(state: &mut State) -> &mut Vec<Watch<Self>> {
+        &mut state.snapshots
+    }
+
+    fn get(cloud: &dyn Cloud, (space, fs, id): Key) -> crate::Result<Self> {
+        cloud.get_snapshot(space, fs, id)
+    }
+
+    fn list(cloud: &dyn Cloud, (space, fs, _): Key) -> crate::Result<Vec<Self>> {
+        cloud.list_snapshots(space, fs)
+    }
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Child for Quota {
+    const KIND: &'static str = "quota";
+
+    fn watches(state: &mut State) -> &mut Vec<Watch<Self>> {
+        &mut state.quotas
+    }
+
+    fn get(cloud: &dyn Cloud, (space, fs, id): Key) -> crate::Result<Self> {
+        cloud.get_quota(space, fs, id)
+    }
+
+    fn list(cloud: &dyn Cloud, (space, fs, _): Key) -> crate::Result<Vec<Self>> {
+        cloud.list_quotas(space, fs)
+    }
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+}
