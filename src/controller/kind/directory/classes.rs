@@ -13,14 +13,14 @@
 //! server on every complete listing; when it cannot be read, the listing
 //! falls back to the parents mounted here, with a warning, rather than
 //! fail (volumes of parents never mounted since the restart are then
-//! missing from it). Nothing here mounts, writes or decides codes.
+//! missing from it). How a parent resolves (the Space, the label lookup)
+//! is the caller's (`inspect`); nothing here calls Linode, mounts, writes
+//! or decides codes.
 
 use crate::controller::params::{KindParams, Params, ParentRef, SpaceRef};
-use crate::controller::{tags, Controller};
 use crate::handles::VolumeId;
 use crate::identity::DRIVER_NAME;
 use crate::kube::KubeClient;
-use crate::linode::Status;
 use crate::mutex::lock;
 use crate::Error;
 use std::collections::{BTreeSet, HashMap};
@@ -41,39 +41,41 @@ impl ClassParents {
     }
 }
 
-/// The parents the StorageClasses of this driver name, as far as they
-/// resolve. Only a failing Linode lookup fails it (to be retried).
-pub fn named_parents(c: &Controller) -> Result<BTreeSet<VolumeId>, Error> {
-    let Some(classes) = c.shares.classes() else {
-        return Ok(BTreeSet::new());
-    };
-    let listed = match classes.kube.list_storage_classes() {
-        Ok(listed) => listed,
-        Err(e) => {
-            log::warn!(
-                "ListVolumes: the StorageClasses cannot be read ({e}); directory volumes are listed only from the shared filesystems mounted here"
-            );
-            return Ok(BTreeSet::new());
-        }
-    };
-    let mut parents = BTreeSet::new();
-    for class in listed.iter().filter(|s| s.provisioner == DRIVER_NAME) {
-        let params = match Params::parse(&class.parameters) {
-            Ok(p) => p,
+impl ClassParents {
+    /// The parents the StorageClasses of this driver name, as far as they
+    /// resolve: each by `resolve` once, remembered (a miss too). Only a
+    /// failing lookup fails it (to be retried); StorageClasses that cannot
+    /// be read give none, with a warning.
+    pub fn parents(
+        &self,
+        mut resolve: impl FnMut(&SpaceRef, &ParentRef) -> Result<Resolved, Error>,
+    ) -> Result<BTreeSet<VolumeId>, Error> {
+        let listed = match self.kube.list_storage_classes() {
+            Ok(listed) => listed,
             Err(e) => {
-                log::debug!("StorageClass {}: {e}", class.name);
-                continue;
+                log::warn!(
+                    "ListVolumes: the StorageClasses cannot be read ({e}); directory volumes are listed only from the shared filesystems mounted here"
+                );
+                return Ok(BTreeSet::new());
             }
         };
-        let KindParams::Directory(sub) = params.kind else {
-            continue;
-        };
-        let key = (params.space, sub.parent);
-        let known = lock(&classes.resolved).get(&key).cloned();
-        let parent = match known {
-            Some(parent) => parent,
-            None => {
-                match resolve(c, &key.0, &key.1)? {
+        let mut parents = BTreeSet::new();
+        for class in listed.iter().filter(|s| s.provisioner == DRIVER_NAME) {
+            let params = match Params::parse(&class.parameters) {
+                Ok(p) => p,
+                Err(e) => {
+                    log::debug!("StorageClass {}: {e}", class.name);
+                    continue;
+                }
+            };
+            let KindParams::Directory(sub) = params.kind else {
+                continue;
+            };
+            let key = (params.space, sub.parent);
+            let known = lock(&self.resolved).get(&key).cloned();
+            let parent = match known {
+                Some(parent) => parent,
+                None => match resolve(&key.0, &key.1)? {
                     Resolved::Known(parent) => {
                         if parent.is_none() {
                             log::info!(
@@ -81,72 +83,26 @@ pub fn named_parents(c: &Controller) -> Result<BTreeSet<VolumeId>, Error> {
                                 class.name
                             );
                         }
-                        lock(&classes.resolved).insert(key, parent);
+                        lock(&self.resolved).insert(key, parent);
                         parent
                     }
                     Resolved::NotNow(why) => {
                         log::warn!("StorageClass {}: its shared NFS filesystem cannot be looked up now: {why}", class.name);
                         None
                     }
-                }
-            }
-        };
-        parents.extend(parent);
+                },
+            };
+            parents.extend(parent);
+        }
+        Ok(parents)
     }
-    Ok(parents)
 }
 
 /// What a parent resolved to.
-enum Resolved {
+pub enum Resolved {
     /// The filesystem, or `None` when there is none (or no single one) to
     /// list volumes of: remembered.
     Known(Option<VolumeId>),
     /// The cluster's region cannot be read now: asked again next time.
     NotNow(Error),
-}
-
-/// The filesystem `parent` of `space` names.
-fn resolve(c: &Controller, space: &SpaceRef, parent: &ParentRef) -> Result<Resolved, Error> {
-    let gone = |e: &Error| {
-        matches!(
-            e,
-            Error::NotFound(_) | Error::FailedPrecondition(_) | Error::InvalidArgument(_)
-        )
-    };
-    let space = match space {
-        SpaceRef::Id(id) => *id,
-        SpaceRef::Label(_) => match c.spaces.resolve(space) {
-            Ok(s) => s.id,
-            Err(e) if gone(&e) => return Ok(Resolved::Known(None)),
-            Err(e) => return Err(e),
-        },
-    };
-    let label = match parent {
-        ParentRef::Id(id) => {
-            return Ok(Resolved::Known(Some(VolumeId {
-                space,
-                filesystem: *id,
-            })))
-        }
-        ParentRef::Label(label) => label,
-    };
-    let region = match c.cluster.region() {
-        Ok(r) => r,
-        Err(e) => return Ok(Resolved::NotNow(e)),
-    };
-    let found = match c.cloud.find_filesystems(space, label, &region) {
-        Ok(found) => found,
-        Err(e) if gone(&e) => return Ok(Resolved::Known(None)),
-        Err(e) => return Err(e),
-    };
-    let mut shared = found
-        .into_iter()
-        .filter(|fs| fs.status != Status::Deleting && !fs.tags.iter().any(|t| t == tags::MANAGED));
-    Ok(Resolved::Known(match (shared.next(), shared.next()) {
-        (Some(fs), None) => Some(VolumeId {
-            space,
-            filesystem: fs.id,
-        }),
-        _ => None,
-    }))
 }

@@ -6,10 +6,10 @@
 //! quota if it has one (a quota without a marker is an admin's, never a
 //! volume). Reads only.
 
-use super::classes::named_parents;
+use super::classes::Resolved;
 use super::parent::{find, Found};
 use super::{files, quotas};
-use crate::controller::params::{KindParams, Mutable, Params, ParentRef};
+use crate::controller::params::{KindParams, Mutable, Params, ParentRef, SpaceRef};
 use crate::controller::tags::is_volume;
 use crate::controller::volume::{directory_volume, quota_condition, Described};
 use crate::controller::volume_capability::capability_problem;
@@ -124,7 +124,9 @@ fn subdirectory_problem(
 /// Every directory volume of the parents the controller knows.
 pub fn list(c: &Controller) -> Result<Vec<Described>, Error> {
     let mut parents = c.shares.known();
-    parents.extend(named_parents(c)?);
+    if let Some(classes) = c.shares.classes() {
+        parents.extend(classes.parents(|space, parent| resolve(c, space, parent))?);
+    }
     let mut all = Vec::new();
     for parent in parents {
         all.extend(directories_of(c, parent)?);
@@ -182,4 +184,50 @@ fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Described>, Error
             described(&parent, mtls.as_ref(), &id, quota.as_ref())
         })
         .collect())
+}
+
+/// The filesystem `parent` of `space` names.
+fn resolve(c: &Controller, space: &SpaceRef, parent: &ParentRef) -> Result<Resolved, Error> {
+    let gone = |e: &Error| {
+        matches!(
+            e,
+            Error::NotFound(_) | Error::FailedPrecondition(_) | Error::InvalidArgument(_)
+        )
+    };
+    let space = match space {
+        SpaceRef::Id(id) => *id,
+        SpaceRef::Label(_) => match c.spaces.resolve(space) {
+            Ok(s) => s.id,
+            Err(e) if gone(&e) => return Ok(Resolved::Known(None)),
+            Err(e) => return Err(e),
+        },
+    };
+    let label = match parent {
+        ParentRef::Id(id) => {
+            return Ok(Resolved::Known(Some(VolumeId {
+                space,
+                filesystem: *id,
+            })))
+        }
+        ParentRef::Label(label) => label,
+    };
+    let region = match c.cluster.region() {
+        Ok(r) => r,
+        Err(e) => return Ok(Resolved::NotNow(e)),
+    };
+    let found = match c.cloud.find_filesystems(space, label, &region) {
+        Ok(found) => found,
+        Err(e) if gone(&e) => return Ok(Resolved::Known(None)),
+        Err(e) => return Err(e),
+    };
+    let mut shared = found
+        .into_iter()
+        .filter(|fs| fs.status != Status::Deleting && !is_volume(fs));
+    Ok(Resolved::Known(match (shared.next(), shared.next()) {
+        (Some(fs), None) => Some(VolumeId {
+            space,
+            filesystem: fs.id,
+        }),
+        _ => None,
+    }))
 }
