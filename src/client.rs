@@ -9,6 +9,7 @@ use crate::controller::keys::{
 };
 use crate::proto::{csi, csi_grpc};
 use csi::volume_capability::access_mode::Mode;
+use csi::volume_content_source::{SnapshotSource, VolumeSource};
 use grpcio::{ChannelBuilder, Environment};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -114,6 +115,12 @@ fn positional<const N: usize>(args: Vec<String>, names: [&str; N]) -> Result<[St
     Ok(args.try_into().expect("length checked"))
 }
 
+/// What to print for a call whose answer holds nothing to show.
+fn done<T>(r: grpcio::Result<T>, what: &str) -> Result<String, String> {
+    rpc(r)?;
+    Ok(format!("{what}\n"))
+}
+
 fn rpc<T>(r: grpcio::Result<T>) -> Result<T, String> {
     r.map_err(|e| match e {
         grpcio::Error::RpcFailure(s) => format!("{:?}: {}", s.code(), s.message()),
@@ -155,7 +162,7 @@ fn create_request(args: &mut Vec<String>) -> Result<csi::CreateVolumeRequest, St
     let mut req = csi::CreateVolumeRequest::new();
     req.parameters = params;
     req.mutable_parameters = take_mutable(args)?;
-    req.volume_capabilities = vec![mount_capability(Mode::MULTI_NODE_MULTI_WRITER)];
+    req.volume_capabilities = vec![rwx()];
     if let Some(size) = size {
         let mut range = csi::CapacityRange::new();
         range.required_bytes = parse_quantity(&size)?;
@@ -172,14 +179,15 @@ fn expand_request(id: String, size: &str) -> Result<csi::ControllerExpandVolumeR
     let mut req = csi::ControllerExpandVolumeRequest::new();
     req.volume_id = id;
     req.capacity_range = Some(range).into();
-    req.volume_capability = Some(mount_capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
+    req.volume_capability = Some(rwx()).into();
     Ok(req)
 }
 
-/// A mount capability with the most permissive mode, as an RWX PVC would use.
-fn mount_capability(mode: Mode) -> csi::VolumeCapability {
+/// A mount capability with the most permissive mode, as an RWX PVC would
+/// use: every request of the client asks for it.
+fn rwx() -> csi::VolumeCapability {
     let mut access = csi::volume_capability::AccessMode::new();
-    access.mode = mode.into();
+    access.mode = Mode::MULTI_NODE_MULTI_WRITER.into();
     let mut cap = csi::VolumeCapability::new();
     cap.set_mount(csi::volume_capability::MountVolume::new());
     cap.access_mode = Some(access).into();
@@ -278,37 +286,33 @@ impl Clients {
             }
             "create-volume" => {
                 let from = take_flag(&mut args, "--from-snapshot")?;
-                let mut req = create_request(&mut args)?;
+                let req = create_request(&mut args)?;
                 let [name] = positional(args, ["NAME"])?;
-                req.name = name;
-                if let Some(snap) = from {
-                    let mut s = csi::volume_content_source::SnapshotSource::new();
-                    s.snapshot_id = snap;
-                    let mut src = csi::VolumeContentSource::new();
-                    src.set_snapshot(s);
-                    req.volume_content_source = Some(src).into();
-                }
-                let resp = rpc(self.controller.create_volume(&req))?;
-                Ok(describe_volume(&resp.volume))
+                let source = from.map(|snapshot_id| {
+                    let mut source = csi::VolumeContentSource::new();
+                    source.set_snapshot(SnapshotSource {
+                        snapshot_id,
+                        ..Default::default()
+                    });
+                    source
+                });
+                self.create_volume(req, name, source)
             }
             "clone" => {
-                let mut req = create_request(&mut args)?;
-                let [name, source] = positional(args, ["NEW_NAME", "SOURCE_VOLUME_ID"])?;
-                req.name = name;
-                let mut v = csi::volume_content_source::VolumeSource::new();
-                v.volume_id = source;
-                let mut src = csi::VolumeContentSource::new();
-                src.set_volume(v);
-                req.volume_content_source = Some(src).into();
-                let resp = rpc(self.controller.create_volume(&req))?;
-                Ok(describe_volume(&resp.volume))
+                let req = create_request(&mut args)?;
+                let [name, volume_id] = positional(args, ["NEW_NAME", "SOURCE_VOLUME_ID"])?;
+                let mut source = csi::VolumeContentSource::new();
+                source.set_volume(VolumeSource {
+                    volume_id,
+                    ..Default::default()
+                });
+                self.create_volume(req, name, Some(source))
             }
             "delete-volume" => {
                 let [id] = positional(args, ["VOLUME_ID"])?;
                 let mut req = csi::DeleteVolumeRequest::new();
                 req.volume_id = id;
-                rpc(self.controller.delete_volume(&req))?;
-                Ok("deleted\n".into())
+                done(self.controller.delete_volume(&req), "deleted")
             }
             "get-volume" => {
                 let [id] = positional(args, ["VOLUME_ID"])?;
@@ -375,8 +379,7 @@ impl Clients {
                 let mut req = csi::ControllerModifyVolumeRequest::new();
                 req.volume_id = id;
                 req.mutable_parameters = mutable;
-                rpc(self.controller.controller_modify_volume(&req))?;
-                Ok("modified\n".into())
+                done(self.controller.controller_modify_volume(&req), "modified")
             }
             "expand" => {
                 let size = take_flag(&mut args, "--size")?.ok_or("--size is required")?;
@@ -395,16 +398,14 @@ impl Clients {
                     let mut req = csi::ControllerPublishVolumeRequest::new();
                     req.volume_id = id;
                     req.node_id = node;
-                    req.volume_capability =
-                        Some(mount_capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
-                    rpc(self.controller.controller_publish_volume(&req))?;
+                    req.volume_capability = Some(rwx()).into();
+                    done(self.controller.controller_publish_volume(&req), "done")
                 } else {
                     let mut req = csi::ControllerUnpublishVolumeRequest::new();
                     req.volume_id = id;
                     req.node_id = node;
-                    rpc(self.controller.controller_unpublish_volume(&req))?;
+                    done(self.controller.controller_unpublish_volume(&req), "done")
                 }
-                Ok("done\n".into())
             }
             "stage" => {
                 let [id, staging] = positional(args, ["VOLUME_ID", "STAGING_PATH"])?;
@@ -414,19 +415,16 @@ impl Clients {
                 let mut req = csi::NodeStageVolumeRequest::new();
                 req.volume_id = id;
                 req.staging_target_path = staging;
-                req.volume_capability =
-                    Some(mount_capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
+                req.volume_capability = Some(rwx()).into();
                 req.volume_context = volume.volume.volume_context.clone();
-                rpc(self.node.node_stage_volume(&req))?;
-                Ok("staged\n".into())
+                done(self.node.node_stage_volume(&req), "staged")
             }
             "unstage" => {
                 let [id, staging] = positional(args, ["VOLUME_ID", "STAGING_PATH"])?;
                 let mut req = csi::NodeUnstageVolumeRequest::new();
                 req.volume_id = id;
                 req.staging_target_path = staging;
-                rpc(self.node.node_unstage_volume(&req))?;
-                Ok("unstaged\n".into())
+                done(self.node.node_unstage_volume(&req), "unstaged")
             }
             "publish" => {
                 let readonly = take_switch(&mut args, "--readonly");
@@ -437,18 +435,15 @@ impl Clients {
                 req.staging_target_path = staging;
                 req.target_path = target;
                 req.readonly = readonly;
-                req.volume_capability =
-                    Some(mount_capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
-                rpc(self.node.node_publish_volume(&req))?;
-                Ok("published\n".into())
+                req.volume_capability = Some(rwx()).into();
+                done(self.node.node_publish_volume(&req), "published")
             }
             "unpublish" => {
                 let [id, target] = positional(args, ["VOLUME_ID", "TARGET_PATH"])?;
                 let mut req = csi::NodeUnpublishVolumeRequest::new();
                 req.volume_id = id;
                 req.target_path = target;
-                rpc(self.node.node_unpublish_volume(&req))?;
-                Ok("unpublished\n".into())
+                done(self.node.node_unpublish_volume(&req), "unpublished")
             }
             "stats" => {
                 let [id, path] = positional(args, ["VOLUME_ID", "PATH"])?;
@@ -490,8 +485,7 @@ impl Clients {
                 let [id] = positional(args, ["SNAPSHOT_ID"])?;
                 let mut req = csi::DeleteSnapshotRequest::new();
                 req.snapshot_id = id;
-                rpc(self.controller.delete_snapshot(&req))?;
-                Ok("deleted\n".into())
+                done(self.controller.delete_snapshot(&req), "deleted")
             }
             "list-snapshots" => {
                 let mut req = csi::ListSnapshotsRequest::new();
@@ -507,6 +501,19 @@ impl Clients {
             }
             other => Err(format!("unknown command {other:?}\n{USAGE}")),
         }
+    }
+
+    /// CreateVolume of `req` named `name`, with its content from `source`.
+    fn create_volume(
+        &self,
+        mut req: csi::CreateVolumeRequest,
+        name: String,
+        source: Option<csi::VolumeContentSource>,
+    ) -> Result<String, String> {
+        req.name = name;
+        req.volume_content_source = source.into();
+        let resp = rpc(self.controller.create_volume(&req))?;
+        Ok(describe_volume(&resp.volume))
     }
 
     fn get_volume_req(&self, id: &str) -> csi::ControllerGetVolumeRequest {

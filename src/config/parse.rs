@@ -3,7 +3,7 @@
 //! takes the raw text and says what is wrong with it; naming the variable is
 //! the caller's job.
 
-use super::{Endpoint, ListenAddress};
+use super::address::{Endpoint, ListenAddress};
 use std::path::PathBuf;
 use std::time::Duration;
 

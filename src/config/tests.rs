@@ -1,5 +1,8 @@
+use super::quirks::{parse_quirks, QUIRK_NAMES};
 use super::*;
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
 
 fn parse(args: &[&str], env: &[(&str, &str)]) -> Result<Command, ConfigError> {
     let env: HashMap<String, String> = env
@@ -431,7 +434,7 @@ fn the_notify_socket_comes_from_the_environment_only() {
 fn help_and_version() {
     assert!(matches!(parse(&["--help"], &[]), Ok(Command::Help)));
     assert!(matches!(parse(&["--version"], &[]), Ok(Command::Version)));
-    for s in SETTINGS {
+    for s in documented() {
         assert!(help_text().contains(s.var));
     }
 }

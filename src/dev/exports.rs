@@ -504,9 +504,7 @@ mod tests {
 
     #[test]
     fn snapshot_and_restore_copy_content_at_snapshot_time() {
-        let root = std::env::temp_dir().join(format!("exports-test-{}", std::process::id()));
-        let e = Exports::new(&root).unwrap();
-        e.create("/a").unwrap();
+        let (root, e) = exports("restore");
         std::fs::write(e.dir_of("h:/a").unwrap().join("f"), "one").unwrap();
         e.snapshot("/a", 9).unwrap();
         std::fs::write(e.dir_of("h:/a").unwrap().join("f"), "two").unwrap();
@@ -527,9 +525,7 @@ mod tests {
 
     #[test]
     fn deleting_a_snapshot_keeps_the_others() {
-        let root = std::env::temp_dir().join(format!("exports-snap-test-{}", std::process::id()));
-        let e = Exports::new(&root).unwrap();
-        e.create("/a").unwrap();
+        let (root, e) = exports("snapshots");
         e.snapshot("/a", 1).unwrap();
         e.snapshot("/a", 2).unwrap();
         e.remove_snapshot(1);

@@ -188,6 +188,14 @@ impl FakeStorageClass {
     }
 }
 
+/// Every object of a collection as the API shows it, in name order.
+fn all<T>(
+    stored: &Mutex<BTreeMap<String, T>>,
+    json: impl Fn(&str, &T) -> serde_json::Value,
+) -> Vec<serde_json::Value> {
+    lock(stored).iter().map(|(name, o)| json(name, o)).collect()
+}
+
 fn csi_node_json(name: &str, drivers: &BTreeMap<String, String>) -> serde_json::Value {
     let drivers: Vec<_> = drivers
         .iter()
@@ -332,26 +340,20 @@ impl Shared {
         let not_found = |kind: &str, name: &str| {
             status(404, "NotFound", &format!("{kind} \"{name}\" not found"))
         };
-        if req.path == format!("{STORAGE}volumeattachments") {
-            let items: Vec<_> = lock(&self.attachments)
-                .values()
-                .map(|a| a.to_json())
-                .collect();
-            return Some(paged(req, "VolumeAttachmentList", items));
-        }
-        if req.path == format!("{STORAGE}storageclasses") {
-            let items: Vec<_> = lock(&self.storage_classes)
-                .values()
-                .map(|c| c.to_json())
-                .collect();
-            return Some(paged(req, "StorageClassList", items));
-        }
-        if req.path == format!("{STORAGE}csinodes") {
-            let items: Vec<_> = lock(&self.csi_nodes)
-                .iter()
-                .map(|(name, drivers)| csi_node_json(name, drivers))
-                .collect();
-            return Some(paged(req, "CSINodeList", items));
+        let listed = match req.path.strip_prefix(STORAGE) {
+            Some("volumeattachments") => Some((
+                "VolumeAttachmentList",
+                all(&self.attachments, |_, a| a.to_json()),
+            )),
+            Some("storageclasses") => Some((
+                "StorageClassList",
+                all(&self.storage_classes, |_, c| c.to_json()),
+            )),
+            Some("csinodes") => Some(("CSINodeList", all(&self.csi_nodes, csi_node_json))),
+            _ => None,
+        };
+        if let Some((kind, items)) = listed {
+            return Some(paged(req, kind, items));
         }
         if let Some(name) = req.path.strip_prefix(&format!("{STORAGE}csinodes/")) {
             let name = percent_decode(name);

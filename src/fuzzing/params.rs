@@ -4,6 +4,7 @@ use super::{caller_mistake, pairs, reordered, text};
 use crate::controller::{KindParams, Mutable, Params, SpaceRef};
 use crate::linode::SquashPolicy;
 use std::collections::HashMap;
+use std::fmt::Debug;
 
 /// `key=value` lines as StorageClass parameters.
 pub fn storage_class_params(data: &[u8]) {
@@ -23,50 +24,54 @@ pub fn mutable_params(data: &[u8]) {
 /// its tags and squash policy are well formed; or it is InvalidArgument.
 /// The map's order does not matter.
 pub(super) fn params(raw: &HashMap<String, String>) -> Option<Params> {
-    let parsed = Params::parse(raw);
-    assert_eq!(parsed, Params::parse(&reordered(raw)), "order-independent");
-    match parsed {
-        Ok(p) => {
-            match &p.space {
-                SpaceRef::Id(id) => assert!(*id > 0),
-                SpaceRef::Label(label) => {
-                    assert!(!label.is_empty() && label.trim() == label, "{label:?}")
-                }
+    parsed("Params::parse", raw, Params::parse, |p| {
+        match &p.space {
+            SpaceRef::Id(id) => assert!(*id > 0),
+            SpaceRef::Label(label) => {
+                assert!(!label.is_empty() && label.trim() == label, "{label:?}")
             }
-            if let KindParams::Filesystem(fs) = &p.kind {
-                tags(&fs.tags);
-                if let Some(squash) = &fs.squash {
-                    squash_policy(squash);
-                }
+        }
+        if let KindParams::Filesystem(fs) = &p.kind {
+            tags(&fs.tags);
+            if let Some(squash) = &fs.squash {
+                squash_policy(squash);
             }
-            Some(p)
         }
-        Err(e) => {
-            caller_mistake("Params::parse", &e, false);
-            None
-        }
-    }
+    })
 }
 
 /// Only tags and the squash policy, well formed, and nothing asked for when
 /// nothing was given; or InvalidArgument, the same whatever the map's order
 /// (the first offending key in sorted order is the one named).
 pub(super) fn mutable(raw: &HashMap<String, String>) -> Option<Mutable> {
-    let parsed = Mutable::parse(raw);
-    assert_eq!(parsed, Mutable::parse(&reordered(raw)), "order-independent");
+    parsed("Mutable::parse", raw, Mutable::parse, |m| {
+        assert_eq!(m.is_empty(), raw.is_empty(), "{raw:?} → {m:?}");
+        if let Some(t) = &m.tags {
+            tags(t);
+        }
+        if let Some(squash) = &m.squash {
+            squash_policy(squash);
+        }
+    })
+}
+
+/// What `parse` makes of `raw`, the same whatever the map's order: checked
+/// by `check` when it parses, else a caller's mistake.
+fn parsed<T: PartialEq + Debug>(
+    what: &str,
+    raw: &HashMap<String, String>,
+    parse: impl Fn(&HashMap<String, String>) -> crate::Result<T>,
+    check: impl FnOnce(&T),
+) -> Option<T> {
+    let parsed = parse(raw);
+    assert_eq!(parsed, parse(&reordered(raw)), "order-independent");
     match parsed {
-        Ok(m) => {
-            assert_eq!(m.is_empty(), raw.is_empty(), "{raw:?} → {m:?}");
-            if let Some(t) = &m.tags {
-                tags(t);
-            }
-            if let Some(squash) = &m.squash {
-                squash_policy(squash);
-            }
-            Some(m)
+        Ok(value) => {
+            check(&value);
+            Some(value)
         }
         Err(e) => {
-            caller_mistake("Mutable::parse", &e, false);
+            caller_mistake(what, &e, false);
             None
         }
     }

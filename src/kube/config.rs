@@ -181,27 +181,12 @@ pub(crate) fn resolve_kubeconfig_with(
     if user.username.is_some() {
         return Err(unsupported("basic authentication"));
     }
-    let ca_pem = material(
-        cluster.ca_data.as_deref(),
-        cluster.ca_file.as_deref(),
-        dir,
-        "certificate-authority",
-        read,
-    )?;
-    let cert = material(
-        user.cert_data.as_deref(),
-        user.cert_file.as_deref(),
-        dir,
-        "client-certificate",
-        read,
-    )?;
-    let key = material(
-        user.key_data.as_deref(),
-        user.key_file.as_deref(),
-        dir,
-        "client-key",
-        read,
-    )?;
+    let pem = |data: &Option<String>, file: &Option<String>, what| {
+        material(data.as_deref(), file.as_deref(), dir, what, read)
+    };
+    let ca_pem = pem(&cluster.ca_data, &cluster.ca_file, "certificate-authority")?;
+    let cert = pem(&user.cert_data, &user.cert_file, "client-certificate")?;
+    let key = pem(&user.key_data, &user.key_file, "client-key")?;
     let client_cert = match (cert, key) {
         (Some(c), Some(k)) => Some((c, k)),
         (None, None) => None,

@@ -339,6 +339,14 @@ mod tests {
         }
     }
 
+    /// A budget whose window is known to end at `reset`.
+    fn budget_until(limit: u64, remaining: u64, reset: Instant) -> Budget {
+        Budget {
+            reset: Some(reset),
+            ..budget(limit, remaining)
+        }
+    }
+
     const S: Duration = Duration::from_secs(1);
     const CAP: Duration = Duration::from_secs(30);
 
@@ -382,12 +390,10 @@ mod tests {
     #[test]
     fn a_known_reset_spreads_what_is_left_until_then() {
         let now = Instant::now();
-        let mut b = budget(100, 3);
-        b.reset = Some(now + 8 * S);
+        let mut b = budget_until(100, 3, now + 8 * S);
         assert_eq!(b.turn(Work::New, now), Ok(()));
         assert_eq!(b.turn(Work::New, now), Err(now + 2 * S));
-        let mut spent = budget(100, 0);
-        spent.reset = Some(now + 5 * S);
+        let mut spent = budget_until(100, 0, now + 5 * S);
         assert_eq!(
             spent.turn(Work::New, now),
             Err(now + 5 * S),
@@ -400,8 +406,7 @@ mod tests {
     #[test]
     fn waiting_work_goes_before_new_work_once_the_budget_runs_low() {
         let now = Instant::now();
-        let mut b = budget(40, 4);
-        b.reset = Some(now + 2 * S);
+        let mut b = budget_until(40, 4, now + 2 * S);
         assert_eq!(b.turn(Work::New, now), Ok(()));
         let next_new = b.turn(Work::New, now).unwrap_err();
         assert!(next_new > now, "new work is spread");
@@ -415,8 +420,7 @@ mod tests {
             "new work keeps its spacing"
         );
         // Spent: waiting work too waits for the window to turn.
-        let mut spent = budget(40, 0);
-        spent.reset = Some(now + S);
+        let mut spent = budget_until(40, 0, now + S);
         assert_eq!(spent.turn(Work::Waiting, now), Err(now + S));
     }
 
@@ -522,21 +526,31 @@ mod tests {
         assert_eq!(b.turn(Work::Waiting, now + S), Ok(()), "then a new window");
     }
 
-    #[test]
-    fn a_429_holds_every_request_of_the_class_back() {
-        let pacer = Pacer::new(Duration::from_secs(30));
+    /// A pacer whose holds are capped at `cap`, after `class` was answered
+    /// 429 with `Retry-After: seconds`; the time asked, and until when a
+    /// new request of `class` is then held back.
+    fn held_after_429(
+        cap: Duration,
+        class: RequestClass,
+        seconds: u64,
+    ) -> (Pacer, Instant, Instant) {
+        let pacer = Pacer::new(cap);
         pacer.observe(
-            RequestClass::List,
+            class,
             Some(&Observed {
                 status: 429,
-                retry_after: Some(7),
+                retry_after: Some(seconds),
                 ..Observed::default()
             }),
         );
         let now = Instant::now();
-        let at = pacer
-            .reserve(RequestClass::List, Work::New, now)
-            .unwrap_err();
+        let until = pacer.reserve(class, Work::New, now).unwrap_err();
+        (pacer, now, until)
+    }
+
+    #[test]
+    fn a_429_holds_every_request_of_the_class_back() {
+        let (pacer, now, at) = held_after_429(Duration::from_secs(30), RequestClass::List, 7);
         assert!(at >= now + Duration::from_secs(6), "{:?}", at - now);
         assert_eq!(pacer.reserve(RequestClass::Other, Work::New, now), Ok(()));
         assert_eq!(pacer.state(RequestClass::List).throttled, 1);
@@ -544,19 +558,7 @@ mod tests {
 
     #[test]
     fn retry_after_is_capped() {
-        let pacer = Pacer::new(Duration::from_secs(2));
-        pacer.observe(
-            RequestClass::Other,
-            Some(&Observed {
-                status: 429,
-                retry_after: Some(3600),
-                ..Observed::default()
-            }),
-        );
-        let now = Instant::now();
-        let at = pacer
-            .reserve(RequestClass::Other, Work::New, now)
-            .unwrap_err();
+        let (_, now, at) = held_after_429(Duration::from_secs(2), RequestClass::Other, 3600);
         assert!(at <= now + Duration::from_secs(2));
     }
 

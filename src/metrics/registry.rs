@@ -22,102 +22,112 @@ pub trait Family: Sync {
 /// The label values of one series, in the order of the family's names.
 type Key = Vec<String>;
 
-/// The series key for `values`, or `None` (and a debug assertion) when the
-/// caller passed the wrong number of values: a bug, which must not turn a
-/// scrape into an invalid exposition.
-fn key(family: &str, names: &[&str], values: &[&str]) -> Option<Key> {
-    if names.len() != values.len() {
-        debug_assert!(
-            false,
-            "{family}: {} label values for {names:?}",
-            values.len()
-        );
-        return None;
-    }
-    Some(values.iter().map(|v| v.to_string()).collect())
-}
-
-pub struct Counter {
+/// What a family is known by: its name, help text and label names.
+struct Meta {
     name: &'static str,
     help: &'static str,
     labels: &'static [&'static str],
-    series: Mutex<BTreeMap<Key, u64>>,
 }
 
-impl Counter {
-    /// `name` should end in `_total`.
+impl Meta {
+    /// The series key for `values`, or `None` (and a debug assertion) when
+    /// the caller passed the wrong number of values: a bug, which must not
+    /// turn a scrape into an invalid exposition.
+    fn key(&self, values: &[&str]) -> Option<Key> {
+        if self.labels.len() != values.len() {
+            debug_assert!(
+                false,
+                "{}: {} label values for {:?}",
+                self.name,
+                values.len(),
+                self.labels
+            );
+            return None;
+        }
+        Some(values.iter().map(|v| v.to_string()).collect())
+    }
+
+    /// The header and one sample a series, for every family but histograms.
+    fn render<'a>(
+        &self,
+        out: &mut String,
+        kind: &str,
+        series: impl IntoIterator<Item = (&'a Key, f64)>,
+    ) {
+        header(out, self.name, self.help, kind);
+        for (values, v) in series {
+            sample(out, self.name, self.labels, values, None, v);
+        }
+    }
+}
+
+/// A family whose series the code that records them keeps between scrapes:
+/// a [`Counter`], a [`Gauge`], or a [`Histogram`]'s buckets.
+pub struct Recorded<V> {
+    meta: Meta,
+    series: Mutex<BTreeMap<Key, V>>,
+}
+
+/// A count of events; its name should end in `_total`.
+pub type Counter = Recorded<u64>;
+
+/// A gauge set or moved by the code that knows its value.
+pub type Gauge = Recorded<f64>;
+
+impl<V> Recorded<V> {
     pub const fn new(
         name: &'static str,
         help: &'static str,
         labels: &'static [&'static str],
-    ) -> Counter {
-        Counter {
-            name,
-            help,
-            labels,
+    ) -> Recorded<V> {
+        Recorded {
+            meta: Meta { name, help, labels },
             series: Mutex::new(BTreeMap::new()),
         }
     }
 
-    pub fn inc(&self, values: &[&str]) {
-        if let Some(k) = key(self.name, self.labels, values) {
-            *lock(&self.series).entry(k).or_default() += 1;
+    /// Applies `update` to the series of `values`, which `new` makes when
+    /// it is not there yet.
+    fn update(&self, values: &[&str], new: impl FnOnce() -> V, update: impl FnOnce(&mut V)) {
+        if let Some(k) = self.meta.key(values) {
+            update(lock(&self.series).entry(k).or_insert_with(new));
         }
+    }
+
+    fn render_as(&self, out: &mut String, kind: &str, value: impl Fn(&V) -> f64) {
+        let series = lock(&self.series);
+        self.meta
+            .render(out, kind, series.iter().map(|(k, v)| (k, value(v))));
+    }
+}
+
+impl Counter {
+    pub fn inc(&self, values: &[&str]) {
+        self.update(values, || 0, |n| *n += 1);
     }
 
     /// Shows the series at 0 before its first event, so `increase()` over
     /// a window sees that first event.
     pub fn touch(&self, values: &[&str]) {
-        if let Some(k) = key(self.name, self.labels, values) {
-            lock(&self.series).entry(k).or_default();
-        }
+        self.update(values, || 0, |_| {});
     }
 }
 
 impl Family for Counter {
     fn render(&self, out: &mut String) {
-        header(out, self.name, self.help, "counter");
-        for (values, n) in lock(&self.series).iter() {
-            sample(out, self.name, self.labels, values, None, *n as f64);
-        }
+        self.render_as(out, "counter", |n| *n as f64);
     }
-}
-
-/// A gauge set or moved by the code that knows its value.
-pub struct Gauge {
-    name: &'static str,
-    help: &'static str,
-    labels: &'static [&'static str],
-    series: Mutex<BTreeMap<Key, f64>>,
 }
 
 impl Gauge {
-    pub const fn new(
-        name: &'static str,
-        help: &'static str,
-        labels: &'static [&'static str],
-    ) -> Gauge {
-        Gauge {
-            name,
-            help,
-            labels,
-            series: Mutex::new(BTreeMap::new()),
-        }
-    }
-
     pub fn set(&self, values: &[&str], value: f64) {
-        if let Some(k) = key(self.name, self.labels, values) {
-            lock(&self.series).insert(k, value);
-        }
+        self.update(values, || value, |v| *v = value);
     }
 }
 
 impl Family for Gauge {
     fn render(&self, out: &mut String) {
-        header(out, self.name, self.help, "gauge");
-        for (values, v) in lock(&self.series).iter() {
-            sample(out, self.name, self.labels, values, None, *v);
-        }
+        self.render_as(out, "gauge", |v| *v);
     }
 }
 
@@ -131,12 +141,9 @@ struct Buckets {
 }
 
 pub struct Histogram {
-    name: &'static str,
-    help: &'static str,
-    labels: &'static [&'static str],
+    recorded: Recorded<Buckets>,
     /// Upper bounds, ascending; `+Inf` is implied.
     bounds: &'static [f64],
-    series: Mutex<BTreeMap<Key, Buckets>>,
 }
 
 impl Histogram {
@@ -147,11 +154,8 @@ impl Histogram {
         bounds: &'static [f64],
     ) -> Histogram {
         Histogram {
-            name,
-            help,
-            labels,
+            recorded: Recorded::new(name, help, labels),
             bounds,
-            series: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -164,61 +168,47 @@ impl Histogram {
     }
 
     pub fn observe(&self, values: &[&str], v: f64) {
-        let Some(k) = key(self.name, self.labels, values) else {
-            return;
-        };
-        let mut series = lock(&self.series);
-        let b = series.entry(k).or_insert_with(|| self.empty());
-        if let Some(i) = self.bounds.iter().position(|bound| v <= *bound) {
-            b.counts[i] += 1;
-        }
-        b.sum += v;
-        b.count += 1;
+        self.recorded.update(
+            values,
+            || self.empty(),
+            |b| {
+                if let Some(i) = self.bounds.iter().position(|bound| v <= *bound) {
+                    b.counts[i] += 1;
+                }
+                b.sum += v;
+                b.count += 1;
+            },
+        );
     }
 
     /// Shows the series with no observations (see [`Counter::touch`]).
     pub fn touch(&self, values: &[&str]) {
-        if let Some(k) = key(self.name, self.labels, values) {
-            lock(&self.series).entry(k).or_insert_with(|| self.empty());
-        }
+        self.recorded.update(values, || self.empty(), |_| {});
     }
 }
 
 impl Family for Histogram {
     fn render(&self, out: &mut String) {
-        header(out, self.name, self.help, "histogram");
+        let Meta { name, help, labels } = self.recorded.meta;
+        header(out, name, help, "histogram");
         // Copied out, so a scrape holds the lock only as long as a clone.
-        let series: Vec<(Key, Buckets)> = lock(&self.series)
+        let series: Vec<(Key, Buckets)> = lock(&self.recorded.series)
             .iter()
             .map(|(k, b)| (k.clone(), b.clone()))
             .collect();
-        let bucket = format!("{}_bucket", self.name);
+        let bucket = format!("{name}_bucket");
         for (values, b) in &series {
             let mut cumulative = 0;
             for (bound, n) in self.bounds.iter().zip(&b.counts) {
                 cumulative += n;
                 let le = number(*bound);
-                sample(
-                    out,
-                    &bucket,
-                    self.labels,
-                    values,
-                    Some(&le),
-                    cumulative as f64,
-                );
+                sample(out, &bucket, labels, values, Some(&le), cumulative as f64);
             }
-            sample(
-                out,
-                &bucket,
-                self.labels,
-                values,
-                Some("+Inf"),
-                b.count as f64,
-            );
-            let sum = format!("{}_sum", self.name);
-            sample(out, &sum, self.labels, values, None, b.sum);
-            let count = format!("{}_count", self.name);
-            sample(out, &count, self.labels, values, None, b.count as f64);
+            sample(out, &bucket, labels, values, Some("+Inf"), b.count as f64);
+            let sum = format!("{name}_sum");
+            sample(out, &sum, labels, values, None, b.sum);
+            let count = format!("{name}_count");
+            sample(out, &count, labels, values, None, b.count as f64);
         }
     }
 }
@@ -233,9 +223,7 @@ pub type Source = Box<dyn FnMut(&mut Emit<'_>) -> bool + Send>;
 /// A gauge whose value is a snapshot taken at scrape time from the sources
 /// registered at startup; the series of several sources add up.
 pub struct Sampled {
-    name: &'static str,
-    help: &'static str,
-    labels: &'static [&'static str],
+    meta: Meta,
     sources: Mutex<Vec<Source>>,
 }
 
@@ -246,9 +234,7 @@ impl Sampled {
         labels: &'static [&'static str],
     ) -> Sampled {
         Sampled {
-            name,
-            help,
-            labels,
+            meta: Meta { name, help, labels },
             sources: Mutex::new(Vec::new()),
         }
     }
@@ -260,28 +246,24 @@ impl Sampled {
 
 impl Family for Sampled {
     fn render(&self, out: &mut String) {
-        header(out, self.name, self.help, "gauge");
         let mut series: BTreeMap<Key, f64> = BTreeMap::new();
         lock(&self.sources).retain_mut(|source| {
             source(&mut |values: &[&str], v: f64| {
-                if let Some(k) = key(self.name, self.labels, values) {
+                if let Some(k) = self.meta.key(values) {
                     *series.entry(k).or_default() += v;
                 }
             })
         });
-        for (values, v) in &series {
-            sample(out, self.name, self.labels, values, None, *v);
-        }
+        self.meta
+            .render(out, "gauge", series.iter().map(|(k, v)| (k, *v)));
     }
 }
 
 /// A counter or gauge computed by a function at scrape time (process
 /// figures, build information).
 pub struct Computed {
-    name: &'static str,
-    help: &'static str,
+    meta: Meta,
     kind: &'static str,
-    labels: &'static [&'static str],
     compute: fn(&mut Emit<'_>),
 }
 
@@ -293,10 +275,8 @@ impl Computed {
         compute: fn(&mut Emit<'_>),
     ) -> Computed {
         Computed {
-            name,
-            help,
+            meta: Meta { name, help, labels },
             kind: "gauge",
-            labels,
             compute,
         }
     }
@@ -307,10 +287,12 @@ impl Computed {
         compute: fn(&mut Emit<'_>),
     ) -> Computed {
         Computed {
-            name,
-            help,
+            meta: Meta {
+                name,
+                help,
+                labels: &[],
+            },
             kind: "counter",
-            labels: &[],
             compute,
         }
     }
@@ -318,16 +300,14 @@ impl Computed {
 
 impl Family for Computed {
     fn render(&self, out: &mut String) {
-        header(out, self.name, self.help, self.kind);
         let mut series: BTreeMap<Key, f64> = BTreeMap::new();
         (self.compute)(&mut |values: &[&str], v: f64| {
-            if let Some(k) = key(self.name, self.labels, values) {
+            if let Some(k) = self.meta.key(values) {
                 series.insert(k, v);
             }
         });
-        for (values, v) in &series {
-            sample(out, self.name, self.labels, values, None, *v);
-        }
+        self.meta
+            .render(out, self.kind, series.iter().map(|(k, v)| (k, *v)));
     }
 }
 

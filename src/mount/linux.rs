@@ -451,6 +451,12 @@ mod tests {
         fn mounter(&self, timeout: Duration) -> LinuxMounter {
             LinuxMounter::new(self.0.join("helper"), timeout)
         }
+        /// How a mount of `source` that the helper fails is reported.
+        fn failed_mount(&self, source: &str) -> NfsMountError {
+            self.mounter(Duration::from_secs(10))
+                .mount_nfs4(source, Path::new("/nonexistent-target"), &[])
+                .unwrap_err()
+        }
     }
 
     impl Drop for Scratch {
@@ -485,14 +491,11 @@ mod tests {
 
     #[test]
     fn a_failing_helper_reports_its_stderr_as_internal() {
-        let s = Scratch::new(
+        let err = Scratch::new(
             "fail",
             "echo 'mount.nfs4: access denied by server' >&2; exit 32",
-        );
-        let err = s
-            .mounter(Duration::from_secs(10))
-            .mount_nfs4("host:/x", Path::new("/nonexistent-target"), &[])
-            .unwrap_err();
+        )
+        .failed_mount("host:/x");
         assert!(!err.unresolved_host, "{err:?}");
         let err = err.error;
         assert!(matches!(err, Error::Internal(_)), "{err:?}");
@@ -503,14 +506,11 @@ mod tests {
     #[test]
     fn a_name_that_does_not_resolve_is_told_apart() {
         // mount.nfs4's own words (nfs-utils utils/mount/stropts.c).
-        let s = Scratch::new(
+        let err = Scratch::new(
             "dns",
             "echo 'mount.nfs4: Failed to resolve server fs-1.example: Name or service not known' >&2; exit 32",
-        );
-        let err = s
-            .mounter(Duration::from_secs(10))
-            .mount_nfs4("fs-1.example:/x", Path::new("/nonexistent-target"), &[])
-            .unwrap_err();
+        )
+        .failed_mount("fs-1.example:/x");
         assert!(err.unresolved_host, "{err:?}");
         assert!(matches!(err.error, Error::Internal(_)), "{err:?}");
         assert!(err.error.message().contains("Name or service not known"));

@@ -114,19 +114,23 @@ fn clamp(v: u64) -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// A filesystem of 4 KiB fragments, partly used; the node's tests
+    /// answer statvfs with it too.
+    pub(in crate::node) const FIGURES: FsStats = FsStats {
+        fragment_size: 4096,
+        blocks: 100,
+        blocks_free: 40,
+        blocks_available: 30,
+        files: 1000,
+        files_free: 900,
+    };
 
     #[test]
     fn usage_is_computed_in_fragment_units_and_saturates() {
-        let s = FsStats {
-            fragment_size: 4096,
-            blocks: 100,
-            blocks_free: 40,
-            blocks_available: 30,
-            files: 1000,
-            files_free: 900,
-        };
+        let s = FIGURES;
         let u = usage(&s);
         assert_eq!(u[0].unit.enum_value_or_default(), Unit::BYTES);
         assert_eq!(

@@ -4,6 +4,7 @@
 //! what a failed publish may touch. Real mounts are covered by
 //! `tests/node_*.rs`.
 
+use super::stats::tests::FIGURES;
 use super::*;
 use crate::mount::{FsStats, MountTable, NfsMountError, StatvfsError};
 use crate::proto::csi::volume_capability::access_mode::Mode;
@@ -21,15 +22,6 @@ struct FakeMounter {
     /// What `statvfs` of an existing path returns; figures when unset.
     stats_result: Mutex<Option<Result<FsStats, StatvfsError>>>,
 }
-
-const FIGURES: FsStats = FsStats {
-    fragment_size: 4096,
-    blocks: 100,
-    blocks_free: 40,
-    blocks_available: 30,
-    files: 1000,
-    files_free: 900,
-};
 
 #[derive(Default)]
 struct FakeState {

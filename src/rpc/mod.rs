@@ -7,7 +7,7 @@
 //! grpcio runs handlers on completion-queue threads, and every call of one
 //! connection lands on the same queue; kubelet and each sidecar use one
 //! connection, so blocking there would serialise all their calls. Handlers
-//! therefore never block: they hand the request to [`Rpc::spawn`] or
+//! therefore never block: they hand the request to [`Rpc::unary`] or
 //! [`Rpc::streamed`].
 
 mod parked;
@@ -47,6 +47,17 @@ const QUEUE_PER_WORKER: usize = 64;
 /// (external-provisioner alone runs 100 workers by default), since a parked
 /// wait no longer holds a worker and small pools are now the norm.
 const MIN_QUEUE: usize = 256;
+
+/// Where the work of a unary RPC runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unary {
+    /// On the worker pool.
+    Pooled,
+    /// On the calling completion-queue thread: only for RPCs that never
+    /// block (Probe, GetPluginInfo, capabilities). The send completes on
+    /// the call's own queue, which must not be waited on from there.
+    Inline,
+}
 
 /// Handle shared by all services of one server.
 #[derive(Clone)]
@@ -96,10 +107,11 @@ impl Rpc {
         Rpc { pool, parked }
     }
 
-    /// Runs `work` on the worker pool and answers through the reply helper.
-    pub fn spawn<F>(
+    /// Runs `work` where `how` says and answers through the reply helper.
+    pub fn unary<F>(
         &self,
         ctx: &RpcContext,
+        how: Unary,
         method: &'static str,
         req: Msg,
         sink: UnarySink<Msg>,
@@ -108,9 +120,21 @@ impl Rpc {
         F: FnOnce(Msg) -> crate::Result<Msg> + Send + 'static,
     {
         let reply = Responder::new(method, Instant::now(), Sink::Unary(sink));
-        let caller = Caller::unary(ctx.deadline());
-        if let Some(busy) = self.start(reply, caller, req, move |req| work(req).map(Flow::Ready)) {
-            ctx.spawn(busy);
+        match how {
+            Unary::Pooled => {
+                let caller = Caller::unary(ctx.deadline());
+                let work = move |req| work(req).map(Flow::Ready);
+                if let Some(busy) = self.start(reply, caller, req, work) {
+                    ctx.spawn(busy);
+                }
+            }
+            Unary::Inline => {
+                log_request(method, &*req);
+                self.pool.begin();
+                let result = run_guarded(method, move || work(req));
+                ctx.spawn(reply.send(result));
+                self.pool.finish();
+            }
         }
     }
 
@@ -118,8 +142,8 @@ impl Rpc {
     /// client-streaming (the wire format of a unary call is the same), which
     /// is the only way its server API lets a handler see a caller cancel.
     /// Reads the one request message on the completion queue, then runs
-    /// `work` on the pool like [`Rpc::spawn`]; while parked, the call is
-    /// answered early if its caller cancels or its deadline passes.
+    /// `work` on the pool as a pooled [`Rpc::unary`] does; while parked, the
+    /// call is answered early if its caller cancels or its deadline passes.
     pub fn streamed<F>(
         &self,
         ctx: &RpcContext,
@@ -189,27 +213,6 @@ impl Rpc {
             rpc.drive(call, method, step);
         }));
         None
-    }
-
-    /// Answers on the calling completion-queue thread: only for RPCs that
-    /// never block (Probe, GetPluginInfo, capabilities). The send completes
-    /// on the call's own queue, which must not be waited on from here.
-    pub fn inline<F>(
-        &self,
-        ctx: &RpcContext,
-        method: &'static str,
-        req: Msg,
-        sink: UnarySink<Msg>,
-        work: F,
-    ) where
-        F: FnOnce(Msg) -> crate::Result<Msg>,
-    {
-        let reply = Responder::new(method, Instant::now(), Sink::Unary(sink));
-        log_request(method, &*req);
-        self.pool.begin();
-        let result = run_guarded(method, move || work(req));
-        ctx.spawn(reply.send(result));
-        self.pool.finish();
     }
 
     /// Runs a flow that answers nobody (a batch applied on behalf of several

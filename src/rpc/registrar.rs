@@ -7,7 +7,7 @@
 //! small (the request's decoder and the handler's adapter); the rest takes
 //! every message as [`Msg`], so it exists once in the binary.
 
-use super::{Msg, Rpc};
+use super::{Msg, Rpc, Unary};
 use crate::flow::{done, Step, Then};
 use crate::Error;
 use grpcio::{GrpcSlice, Marshaller, MessageReader, Method, MethodType, ServiceBuilder};
@@ -93,11 +93,7 @@ impl<S: Send + Sync + 'static> Registrar<S> {
         name: Name,
         f: fn(&Arc<S>, Req) -> crate::Result<Resp>,
     ) -> Registrar<S> {
-        let state = self.state.clone();
-        let handler: Answers = Arc::new(move |req| f(&state, typed(req)).map(erased));
-        let method = method::<Req, Resp>(MethodType::Unary, name);
-        let builder = pooled(self.builder, &self.rpc, &method, name.1, handler);
-        Registrar { builder, ..self }
+        self.unary(Unary::Pooled, name, f)
     }
 
     /// Runs on the worker pool and may park; a caller who cancels or whose
@@ -108,10 +104,16 @@ impl<S: Send + Sync + 'static> Registrar<S> {
         f: fn(&Arc<S>, Req) -> Step<Resp>,
     ) -> Registrar<S> {
         let state = self.state.clone();
-        let handler: Parks =
+        let parks: Parks =
             Arc::new(move |req| f(&state, typed(req)).then(|resp| done(erased(resp))));
         let method = method::<Req, Resp>(MethodType::ClientStreaming, name);
-        let builder = parking(self.builder, &self.rpc, &method, name.1, handler);
+        let builder = register(
+            self.builder,
+            &self.rpc,
+            &method,
+            name.1,
+            Handler::Parking(parks),
+        );
         Registrar { builder, ..self }
     }
 
@@ -121,11 +123,7 @@ impl<S: Send + Sync + 'static> Registrar<S> {
         name: Name,
         f: impl Fn(&Arc<S>, Req) -> crate::Result<Resp> + Send + Sync + 'static,
     ) -> Registrar<S> {
-        let state = self.state.clone();
-        let handler: Answers = Arc::new(move |req| f(&state, typed(req)).map(erased));
-        let method = method::<Req, Resp>(MethodType::Unary, name);
-        let builder = inline(self.builder, &self.rpc, &method, name.1, handler);
-        Registrar { builder, ..self }
+        self.unary(Unary::Inline, name, f)
     }
 
     /// Answers Unimplemented, inline.
@@ -141,48 +139,48 @@ impl<S: Send + Sync + 'static> Registrar<S> {
     pub fn build(self) -> grpcio::Service {
         self.builder.build()
     }
+
+    fn unary<Req: MessageFull, Resp: MessageFull>(
+        self,
+        how: Unary,
+        name: Name,
+        f: impl Fn(&Arc<S>, Req) -> crate::Result<Resp> + Send + Sync + 'static,
+    ) -> Registrar<S> {
+        let state = self.state.clone();
+        let answers: Answers = Arc::new(move |req| f(&state, typed(req)).map(erased));
+        let method = method::<Req, Resp>(MethodType::Unary, name);
+        let handler = Handler::Unary(how, answers);
+        let builder = register(self.builder, &self.rpc, &method, name.1, handler);
+        Registrar { builder, ..self }
+    }
 }
 
-// The registration of a handler by how it runs, the same code for every
-// RPC and every service.
+/// A handler with its messages erased, by how it runs.
+enum Handler {
+    Unary(Unary, Answers),
+    Parking(Parks),
+}
 
-fn pooled(
+/// The registration of a handler, the same code for every RPC and every
+/// service.
+fn register(
     builder: ServiceBuilder,
     rpc: &Rpc,
     method: &Method<Msg, Msg>,
     log_name: &'static str,
-    handler: Answers,
+    handler: Handler,
 ) -> ServiceBuilder {
     let rpc = rpc.clone();
-    builder.add_unary_handler(method, move |ctx, req, sink| {
-        let handler = handler.clone();
-        rpc.spawn(&ctx, log_name, req, sink, move |req| handler(req))
-    })
-}
-
-fn parking(
-    builder: ServiceBuilder,
-    rpc: &Rpc,
-    method: &Method<Msg, Msg>,
-    log_name: &'static str,
-    handler: Parks,
-) -> ServiceBuilder {
-    let rpc = rpc.clone();
-    builder.add_client_streaming_handler(method, move |ctx, stream, sink| {
-        let handler = handler.clone();
-        rpc.streamed(&ctx, log_name, stream, sink, move |req| handler(req))
-    })
-}
-
-fn inline(
-    builder: ServiceBuilder,
-    rpc: &Rpc,
-    method: &Method<Msg, Msg>,
-    log_name: &'static str,
-    handler: Answers,
-) -> ServiceBuilder {
-    let rpc = rpc.clone();
-    builder.add_unary_handler(method, move |ctx, req, sink| {
-        rpc.inline(&ctx, log_name, req, sink, |req| handler(req))
-    })
+    match handler {
+        Handler::Unary(how, answers) => builder.add_unary_handler(method, move |ctx, req, sink| {
+            let answers = answers.clone();
+            rpc.unary(&ctx, how, log_name, req, sink, move |req| answers(req))
+        }),
+        Handler::Parking(parks) => {
+            builder.add_client_streaming_handler(method, move |ctx, stream, sink| {
+                let parks = parks.clone();
+                rpc.streamed(&ctx, log_name, stream, sink, move |req| parks(req))
+            })
+        }
+    }
 }

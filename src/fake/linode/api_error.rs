@@ -26,6 +26,18 @@ impl ApiError {
         ApiError::new(400, Some(field), reason)
     }
 
+    /// A 400 listing every `(field, reason)` a body's validation found, as
+    /// the API names them all at once; `Ok` when it found none.
+    pub(super) fn if_invalid(errors: Vec<(Option<String>, String)>) -> Result<(), ApiError> {
+        if errors.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError {
+            status: 400,
+            errors,
+        })
+    }
+
     pub(super) fn response(&self) -> HttpResponse {
         error_response(self.status, &self.errors)
     }

@@ -170,12 +170,7 @@ fn insert_from_body(
     validate_region(state, b.get("region"), &mut errors);
     extra(&mut errors);
     let tags = validate_tags(b.get("tags"), &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError {
-            status: 400,
-            errors,
-        });
-    }
+    ApiError::if_invalid(errors)?;
     let label = b["label"].as_str().unwrap_or_default();
     check_unique_label(state, space_id, label)?;
     let region = b["region"].as_str().unwrap_or_default();
@@ -293,12 +288,7 @@ pub(super) fn put_policy(
             None
         }
     };
-    if !errors.is_empty() {
-        return Err(ApiError {
-            status: 400,
-            errors,
-        });
-    }
+    ApiError::if_invalid(errors)?;
     let merge = state.policy_put == PolicyPut::Merge;
     let default_squash = state.default_squash_policy.clone();
     let until = now_ms() + state.activation_delay_ms;
@@ -345,12 +335,7 @@ pub(super) fn create_snapshot(
         None => Vec::new(),
         tags => validate_tags(tags, &mut errors),
     };
-    if !errors.is_empty() {
-        return Err(ApiError {
-            status: 400,
-            errors,
-        });
-    }
+    ApiError::if_invalid(errors)?;
     let label = b["label"].as_str().unwrap_or_default().to_string();
     if state
         .snapshots
@@ -454,12 +439,7 @@ pub(super) fn update_filesystem(
     if b.contains_key("label") {
         validate_label(b.get("label"), &mut errors);
     }
-    if !errors.is_empty() {
-        return Err(ApiError {
-            status: 400,
-            errors,
-        });
-    }
+    ApiError::if_invalid(errors)?;
     let fs = state
         .filesystems
         .get_mut(&fs_id)

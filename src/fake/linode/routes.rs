@@ -19,8 +19,13 @@ pub(super) struct Routed {
     pub(super) mutated: bool,
 }
 
-fn ids<S: AsRef<str>>(segments: &[S]) -> Option<Vec<u64>> {
-    segments.iter().map(|s| s.as_ref().parse().ok()).collect()
+/// The ids a path names; a segment that is no id names nothing there.
+fn ids(segments: &[&str]) -> Result<Vec<u64>, ApiError> {
+    segments
+        .iter()
+        .map(|s| s.parse().ok())
+        .collect::<Option<_>>()
+        .ok_or_else(ApiError::not_found)
 }
 
 pub(super) fn route(
@@ -33,6 +38,10 @@ pub(super) fn route(
     let read = |result| Routed {
         result,
         mutated: false,
+    };
+    let write = |result: ApiResult| Routed {
+        mutated: result.is_ok(),
+        result,
     };
     let method = req.method.as_str();
     // A Go backend decodes `null` into an unset pointer: as if not sent.
@@ -52,6 +61,8 @@ pub(super) fn route(
             )),
         }
     };
+    // A path that names nothing answers 404 before its body is looked at.
+    let with_body = |segments: &[&str]| ids(segments).and_then(|v| Ok((v, body()?)));
     let x_filter = req.header("X-Filter");
     let forced = state.page_size;
     match (method, seg.as_slice()) {
@@ -62,14 +73,11 @@ pub(super) fn route(
                     .and_then(|i| paginate(i, req, forced)),
             )
         }
-        ("GET", ["nfs", "spaces", id]) => read(
-            ids(&[id])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| state.space(v[0]).map(|s| state.space_json(s))),
-        ),
+        ("GET", ["nfs", "spaces", id]) => {
+            read(ids(&[id]).and_then(|v| state.space(v[0]).map(|s| state.space_json(s))))
+        }
         ("GET", ["nfs", "spaces", id, "access-policy"]) => read(
             ids(&[id])
-                .ok_or_else(ApiError::not_found)
                 .and_then(|v| state.space(v[0]).cloned())
                 .and_then(|s| {
                     if s.policy_missing {
@@ -81,7 +89,6 @@ pub(super) fn route(
         ),
         ("GET", ["nfs", "spaces", sid, "filesystems"]) => read(
             ids(&[sid])
-                .ok_or_else(ApiError::not_found)
                 .and_then(|v| state.space(v[0]).map(|s| s.id))
                 .and_then(|sid| {
                     let items = state
@@ -104,66 +111,34 @@ pub(super) fn route(
                 .and_then(|i| paginate(i, req, forced)),
         ),
         ("POST", ["nfs", "spaces", sid, "filesystems"]) => {
-            let result = ids(&[sid])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| body().map(|b| (v[0], b)))
-                .and_then(|(sid, b)| create_filesystem(state, sid, &b));
-            Routed {
-                mutated: result.is_ok(),
-                result,
-            }
+            write(with_body(&[sid]).and_then(|(v, b)| create_filesystem(state, v[0], &b)))
         }
         ("GET", ["nfs", "spaces", sid, "filesystems", fid]) => read(
-            ids(&[sid, fid])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| state.filesystem(v[0], v[1]).map(|f| state.fs_json(f))),
+            ids(&[sid, fid]).and_then(|v| state.filesystem(v[0], v[1]).map(|f| state.fs_json(f))),
         ),
-        ("PUT", ["nfs", "spaces", sid, "filesystems", fid]) => {
-            let result = ids(&[sid, fid])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| body().map(|b| (v, b)))
-                .and_then(|(v, b)| update_filesystem(state, v[0], v[1], &b));
-            Routed {
-                mutated: result.is_ok(),
-                result,
-            }
-        }
+        ("PUT", ["nfs", "spaces", sid, "filesystems", fid]) => write(
+            with_body(&[sid, fid]).and_then(|(v, b)| update_filesystem(state, v[0], v[1], &b)),
+        ),
         ("DELETE", ["nfs", "spaces", sid, "filesystems", fid]) => {
-            let result = ids(&[sid, fid])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| delete_filesystem(state, v[0], v[1], events));
-            Routed {
-                mutated: result.is_ok(),
-                result,
-            }
+            write(ids(&[sid, fid]).and_then(|v| delete_filesystem(state, v[0], v[1], events)))
         }
         ("GET" | "PUT", ["nfs", "spaces", _, "filesystems", _, "access-policy"])
             if state.no_filesystem_policy =>
         {
             read(Err(ApiError::not_found()))
         }
-        ("GET", ["nfs", "spaces", sid, "filesystems", fid, "access-policy"]) => read(
-            ids(&[sid, fid])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| {
-                    state
-                        .filesystem(v[0], v[1])
-                        .map(|f| state.fs_policy_json(f))
-                }),
-        ),
+        ("GET", ["nfs", "spaces", sid, "filesystems", fid, "access-policy"]) => {
+            read(ids(&[sid, fid]).and_then(|v| {
+                state
+                    .filesystem(v[0], v[1])
+                    .map(|f| state.fs_policy_json(f))
+            }))
+        }
         ("PUT", ["nfs", "spaces", sid, "filesystems", fid, "access-policy"]) => {
-            let result = ids(&[sid, fid])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| body().map(|b| (v, b)))
-                .and_then(|(v, b)| put_policy(state, v[0], v[1], &b));
-            Routed {
-                mutated: result.is_ok(),
-                result,
-            }
+            write(with_body(&[sid, fid]).and_then(|(v, b)| put_policy(state, v[0], v[1], &b)))
         }
         ("GET", ["nfs", "spaces", sid, "filesystems", fid, "snapshots"]) => read(
             ids(&[sid, fid])
-                .ok_or_else(ApiError::not_found)
                 .and_then(|v| state.filesystem(v[0], v[1]).map(|f| f.id))
                 .and_then(|fid| {
                     let items = state
@@ -176,43 +151,23 @@ pub(super) fn route(
                 })
                 .and_then(|i| paginate(i, req, forced)),
         ),
-        ("POST", ["nfs", "spaces", sid, "filesystems", fid, "snapshots"]) => {
-            let result = ids(&[sid, fid])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| body().map(|b| (v, b)))
-                .and_then(|(v, b)| create_snapshot(state, v[0], v[1], &b, events));
-            Routed {
-                mutated: result.is_ok(),
-                result,
-            }
-        }
+        ("POST", ["nfs", "spaces", sid, "filesystems", fid, "snapshots"]) => write(
+            with_body(&[sid, fid])
+                .and_then(|(v, b)| create_snapshot(state, v[0], v[1], &b, events)),
+        ),
         ("GET", ["nfs", "spaces", sid, "filesystems", fid, "snapshots", snap]) => read(
             ids(&[sid, fid, snap])
-                .ok_or_else(ApiError::not_found)
                 .and_then(|v| state.snapshot(v[0], v[1], v[2]).map(|s| state.snap_json(s))),
         ),
-        ("DELETE", ["nfs", "spaces", sid, "filesystems", fid, "snapshots", snap]) => {
-            let result = ids(&[sid, fid, snap])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| delete_snapshot(state, v[0], v[1], v[2], events));
-            Routed {
-                mutated: result.is_ok(),
-                result,
-            }
-        }
-        ("POST", ["nfs", "spaces", sid, "filesystems", fid, "snapshots", snap, "clone"]) => {
-            let result = ids(&[sid, fid, snap])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| body().map(|b| (v, b)))
-                .and_then(|(v, b)| clone_snapshot(state, v[0], v[1], v[2], &b, events));
-            Routed {
-                mutated: result.is_ok(),
-                result,
-            }
-        }
+        ("DELETE", ["nfs", "spaces", sid, "filesystems", fid, "snapshots", snap]) => write(
+            ids(&[sid, fid, snap]).and_then(|v| delete_snapshot(state, v[0], v[1], v[2], events)),
+        ),
+        ("POST", ["nfs", "spaces", sid, "filesystems", fid, "snapshots", snap, "clone"]) => write(
+            with_body(&[sid, fid, snap])
+                .and_then(|(v, b)| clone_snapshot(state, v[0], v[1], v[2], &b, events)),
+        ),
         ("GET", ["nfs", "spaces", sid, "filesystems", fid, "quotas"]) => read(
             ids(&[sid, fid])
-                .ok_or_else(ApiError::not_found)
                 .and_then(|v| state.quota_filesystem(v[0], v[1]))
                 .and_then(|fs| {
                     let items = state
@@ -225,64 +180,37 @@ pub(super) fn route(
                 .and_then(|i| paginate(i, req, forced)),
         ),
         ("POST", ["nfs", "spaces", sid, "filesystems", fid, "quotas"]) => {
-            let result = ids(&[sid, fid])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| body().map(|b| (v, b)))
-                .and_then(|(v, b)| create_quota(state, v[0], v[1], &b));
-            Routed {
-                mutated: result.is_ok(),
-                result,
-            }
+            write(with_body(&[sid, fid]).and_then(|(v, b)| create_quota(state, v[0], v[1], &b)))
         }
         ("GET", ["nfs", "spaces", sid, "filesystems", fid, "quotas", qid]) => read(
             ids(&[sid, fid, qid])
-                .ok_or_else(ApiError::not_found)
                 .and_then(|v| state.quota(v[0], v[1], v[2]).map(|q| state.quota_json(&q))),
         ),
-        ("PUT", ["nfs", "spaces", sid, "filesystems", fid, "quotas", qid]) => {
-            let result = ids(&[sid, fid, qid])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| body().map(|b| (v, b)))
-                .and_then(|(v, b)| update_quota(state, v[0], v[1], v[2], &b));
-            Routed {
-                mutated: result.is_ok(),
-                result,
-            }
-        }
-        ("DELETE", ["nfs", "spaces", sid, "filesystems", fid, "quotas", qid]) => {
-            let result = ids(&[sid, fid, qid])
-                .ok_or_else(ApiError::not_found)
-                .and_then(|v| delete_quota(state, v[0], v[1], v[2]));
-            Routed {
-                mutated: result.is_ok(),
-                result,
-            }
-        }
-        ("GET", ["linode", "instances", id]) => read(
-            ids(&[id])
-                .and_then(|v| state.instances.get(&v[0]))
-                .map(|i| state.instance_json(i))
-                .ok_or_else(ApiError::not_found),
+        ("PUT", ["nfs", "spaces", sid, "filesystems", fid, "quotas", qid]) => write(
+            with_body(&[sid, fid, qid])
+                .and_then(|(v, b)| update_quota(state, v[0], v[1], v[2], &b)),
         ),
+        ("DELETE", ["nfs", "spaces", sid, "filesystems", fid, "quotas", qid]) => {
+            write(ids(&[sid, fid, qid]).and_then(|v| delete_quota(state, v[0], v[1], v[2])))
+        }
+        ("GET", ["linode", "instances", id]) => {
+            read(ids(&[id]).and_then(|v| state.instance(v[0]).map(|i| state.instance_json(i))))
+        }
         ("GET", ["linode", "instances", id, "configs"]) => read(
             ids(&[id])
-                .and_then(|v| state.instances.get(&v[0]))
-                .ok_or_else(ApiError::not_found)
+                .and_then(|v| state.instance(v[0]))
                 .and_then(|i| paginate(state.configs_json(i), req, forced)),
         ),
-        ("GET", ["linode", "instances", id, "interfaces"]) => read(
-            ids(&[id])
-                .and_then(|v| state.instances.get(&v[0]))
-                .ok_or_else(ApiError::not_found)
-                .and_then(|i| {
-                    let list = state.interfaces_json(i);
-                    if state.interfaces_paginated {
-                        paginate(list, req, forced)
-                    } else {
-                        Ok(json!({ "interfaces": list }))
-                    }
-                }),
-        ),
+        ("GET", ["linode", "instances", id, "interfaces"]) => {
+            read(ids(&[id]).and_then(|v| state.instance(v[0])).and_then(|i| {
+                let list = state.interfaces_json(i);
+                if state.interfaces_paginated {
+                    paginate(list, req, forced)
+                } else {
+                    Ok(json!({ "interfaces": list }))
+                }
+            }))
+        }
         (_, ["nfs", ..]) | (_, ["linode", ..]) if known_path(&seg) => {
             read(Err(ApiError::new(405, None, "Method Not Allowed")))
         }

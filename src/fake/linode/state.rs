@@ -480,6 +480,10 @@ impl State {
         self.spaces.get(&id).ok_or_else(ApiError::not_found)
     }
 
+    pub(super) fn instance(&self, id: u64) -> Result<&InstanceSeed, ApiError> {
+        self.instances.get(&id).ok_or_else(ApiError::not_found)
+    }
+
     /// A filesystem addressed under the wrong space is 404 too.
     pub(super) fn filesystem(&self, space_id: u64, fs_id: u64) -> Result<&FsRec, ApiError> {
         self.space(space_id)?;

@@ -1,0 +1,138 @@
+//! The documented variables of the production roles (controller and node),
+//! in `--help` order: with `dev.rs`'s, the single source of `--help` and of
+//! which flags exist. Only names, defaults and meanings; how a value is
+//! checked is `settings.rs`'s.
+
+use super::read::Setting;
+
+/// Everything the controller and node roles read, in `--help` order
+/// before the dev role's settings.
+pub(super) const SERVING: &[Setting] = &[
+    Setting {
+        var: "DRIVER_ROLE",
+        default: "",
+        help: "controller, node or dev (required; `dev` as first argument also selects it)",
+    },
+    Setting {
+        var: "CSI_ENDPOINT",
+        default: "unix:///csi/csi.sock",
+        help: "unix:///abs/path or tcp://host:port",
+    },
+    Setting {
+        var: "LINODE_TOKEN",
+        default: "",
+        help: "Linode API token (controller; required there, never read by the node; environment only, no flag)",
+    },
+    Setting {
+        var: "LINODE_URL",
+        default: "https://api.linode.com",
+        help: "Linode API base URL, without the version",
+    },
+    Setting {
+        var: "LINODE_API_VERSION",
+        default: "v4beta",
+        help: "Linode API version appended to LINODE_URL",
+    },
+    Setting {
+        var: "LINODE_CA",
+        default: "",
+        help: "extra root CA PEM file for the Linode API",
+    },
+    Setting {
+        var: "LINODE_REQUEST_TIMEOUT",
+        default: "10s",
+        help: "timeout of one Linode API request",
+    },
+    Setting {
+        var: "LINODE_WAIT_TIMEOUT",
+        default: "5m",
+        help: "bound on every wait for a Linode object to become active",
+    },
+    Setting {
+        var: "SPACE_CACHE_TTL",
+        default: "60s",
+        help: "how long a Storage Space and its mTLS mode are reused before they are read again (0s: always read)",
+    },
+    Setting {
+        var: "ACL_CACHE_MAX_AGE",
+        default: "5m",
+        help: "node mode: age past which a filesystem ACL the controller knows is read again for ListVolumes and ControllerGetVolume, at most one a second (0s: always read)",
+    },
+    Setting {
+        var: "NFS_ACCESS_POLICY_MODE",
+        default: "space",
+        help: "space or node (node: ControllerPublish edits the filesystem ACL)",
+    },
+    Setting {
+        var: "DEFAULT_CAPACITY",
+        default: "10Gi",
+        help: "filesystem size when a request names none (bytes or Ki/Mi/Gi/Ti)",
+    },
+    Setting {
+        var: "VOLUME_EXPANSION",
+        default: "off",
+        help: "off or subdirectory (controller and dev roles): advertise EXPAND_VOLUME, which grows subdirectory volumes by their quota; whole filesystems cannot grow",
+    },
+    Setting {
+        var: "SHARE_MOUNT_DIR",
+        default: "/var/lib/linode-nfs-csi/shares",
+        help: "controller: where the shared filesystems of subdirectory volumes are mounted (dev role: <DEV_STATE_DIR>/shares unless set)",
+    },
+    Setting {
+        var: "NODE_NAME",
+        default: "",
+        help: "Kubernetes node name (node role; required there)",
+    },
+    Setting {
+        var: "KUBECONFIG",
+        default: "",
+        help: "kubeconfig file; unset means the in-cluster service account",
+    },
+    Setting {
+        var: "METADATA_URL",
+        default: "http://169.254.169.254",
+        help: "Linode metadata service base URL (node)",
+    },
+    Setting {
+        var: "KUBELET_REGISTRATION_DIR",
+        default: "",
+        help: "node and dev roles: kubelet's plugin registry (e.g. /var/lib/kubelet/plugins_registry); when set the driver registers itself there, no node-driver-registrar needed",
+    },
+    Setting {
+        var: "KUBELET_PLUGIN_ENDPOINT",
+        default: "",
+        help: "the CSI socket path announced to kubelet when registering (default: the CSI_ENDPOINT path)",
+    },
+    Setting {
+        var: "WORKER_THREADS",
+        default: "8",
+        help: "size of the RPC worker pool (waits for Linode hold no worker)",
+    },
+    Setting {
+        var: "NFS_MOUNT_HELPER",
+        default: "mount",
+        help: "program run as `<helper> -t nfs4 [-o opts] <source> <target>`",
+    },
+    Setting {
+        var: "NFS_MOUNT_TIMEOUT",
+        default: "2m",
+        help: "the NFS mount helper is killed after this long",
+    },
+    Setting {
+        var: "SHUTDOWN_GRACE",
+        default: "30s",
+        help: "on SIGTERM, how long in-flight RPCs may finish",
+    },
+    Setting {
+        var: "METRICS_ADDRESS",
+        default: "",
+        help: "serve Prometheus /metrics and /healthz on ip:port, or :port for every address (empty: off)",
+    },
+];
+
+/// Logging, read by every role; listed last in `--help`.
+pub(super) const LOGGING: &[Setting] = &[Setting {
+    var: "RUST_LOG",
+    default: "info",
+    help: "log filter (env_logger syntax)",
+}];
