@@ -118,43 +118,25 @@ mod tests {
 
     #[test]
     fn every_outcome_maps_to_its_grpc_code() {
-        let table = [
-            (
-                Error::InvalidArgument("x".into()),
-                RpcStatusCode::INVALID_ARGUMENT,
-            ),
-            (Error::NotFound("x".into()), RpcStatusCode::NOT_FOUND),
-            (
-                Error::AlreadyExists("x".into()),
-                RpcStatusCode::ALREADY_EXISTS,
-            ),
-            (
-                Error::FailedPrecondition("x".into()),
-                RpcStatusCode::FAILED_PRECONDITION,
-            ),
-            (Error::Aborted("x".into()), RpcStatusCode::ABORTED),
-            (Error::OutOfRange("x".into()), RpcStatusCode::OUT_OF_RANGE),
-            (
-                Error::PermissionDenied("x".into()),
-                RpcStatusCode::PERMISSION_DENIED,
-            ),
-            (
-                Error::ResourceExhausted("x".into()),
-                RpcStatusCode::RESOURCE_EXHAUSTED,
-            ),
-            (Error::Unavailable("x".into()), RpcStatusCode::UNAVAILABLE),
-            (
-                Error::DeadlineExceeded("x".into()),
-                RpcStatusCode::DEADLINE_EXCEEDED,
-            ),
-            (Error::Canceled("x".into()), RpcStatusCode::CANCELLED),
-            (
-                Error::Unimplemented("x".into()),
-                RpcStatusCode::UNIMPLEMENTED,
-            ),
-            (Error::Internal("x".into()), RpcStatusCode::INTERNAL),
+        use RpcStatusCode as C;
+        type Outcome = fn(String) -> Error;
+        let table: [(Outcome, C); 13] = [
+            (Error::InvalidArgument, C::INVALID_ARGUMENT),
+            (Error::NotFound, C::NOT_FOUND),
+            (Error::AlreadyExists, C::ALREADY_EXISTS),
+            (Error::FailedPrecondition, C::FAILED_PRECONDITION),
+            (Error::Aborted, C::ABORTED),
+            (Error::OutOfRange, C::OUT_OF_RANGE),
+            (Error::PermissionDenied, C::PERMISSION_DENIED),
+            (Error::ResourceExhausted, C::RESOURCE_EXHAUSTED),
+            (Error::Unavailable, C::UNAVAILABLE),
+            (Error::DeadlineExceeded, C::DEADLINE_EXCEEDED),
+            (Error::Canceled, C::CANCELLED),
+            (Error::Unimplemented, C::UNIMPLEMENTED),
+            (Error::Internal, C::INTERNAL),
         ];
-        for (err, code) in table {
+        for (outcome, code) in table {
+            let err = outcome("x".into());
             let status: RpcStatus = err.clone().into();
             assert_eq!(status.code(), code, "{err:?}");
             assert_eq!(status.message(), "x");

@@ -42,6 +42,8 @@ pub mod secret;
 pub mod server;
 pub mod socket_file;
 pub mod systemd_notify;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod wiring;
 
 pub use error::{Error, Result};

@@ -3,6 +3,7 @@
 //! label found exactly one object. The caller names the errors; nothing
 //! here knows a volume.
 
+use crate::handles::{SnapshotId, VolumeHandle};
 use crate::Error;
 
 /// InvalidArgument saying `missing` when `value` is empty.
@@ -11,6 +12,19 @@ pub fn required(value: &str, missing: &str) -> Result<(), Error> {
         return Err(Error::InvalidArgument(missing.to_string()));
     }
     Ok(())
+}
+
+/// The volume an RPC names: InvalidArgument when `raw` is empty, NotFound
+/// when it is no handle the driver could have issued.
+pub fn volume(raw: &str) -> Result<VolumeHandle, Error> {
+    required(raw, "volume ID is not set")?;
+    VolumeHandle::parse(raw).map_err(|_| Error::NotFound(format!("volume {raw:?} not found")))
+}
+
+/// The snapshot an RPC names, likewise.
+pub fn snapshot(raw: &str) -> Result<SnapshotId, Error> {
+    required(raw, "snapshot id is required")?;
+    SnapshotId::parse(raw).map_err(|_| Error::NotFound(format!("snapshot {raw:?} not found")))
 }
 
 /// How many entries a page holds: `None` (all of them) for 0; a negative

@@ -3,10 +3,9 @@
 //! (`kind::expand`: a directory's quota grows, a whole filesystem cannot);
 //! the node has nothing to do.
 
-use super::checks::required;
+use super::checks;
 use super::{kind, Controller};
 use crate::flow::{done, Step, Then};
-use crate::handles::VolumeHandle;
 use crate::limits;
 use crate::proto::csi;
 use crate::Error;
@@ -29,7 +28,7 @@ pub fn expand(
     c: &Arc<Controller>,
     req: csi::ControllerExpandVolumeRequest,
 ) -> Step<csi::ControllerExpandVolumeResponse> {
-    required(&req.volume_id, "volume ID is not set")?;
+    checks::required(&req.volume_id, "volume ID is not set")?;
     limits::map("secrets", &req.secrets)?;
     let Some(range) = req.capacity_range.as_ref() else {
         return Err(Error::InvalidArgument("capacity range is required".into()));
@@ -45,8 +44,7 @@ pub fn expand(
             "required_bytes {required} exceeds limit_bytes {limit}"
         )));
     }
-    let handle = VolumeHandle::parse(&req.volume_id)
-        .map_err(|_| Error::NotFound(format!("volume {:?} not found", req.volume_id)))?;
+    let handle = checks::volume(&req.volume_id)?;
     let want = if required > 0 { required } else { limit };
     kind::expand(c, handle, want).then(|size| done(grown(size)))
 }

@@ -4,10 +4,9 @@
 //! ACL cache (`acl::policy`). Nothing here writes to the backend.
 
 use super::acl::policy::published_nodes;
-use super::checks::required;
+use super::checks;
 use super::{kind, Controller};
 use crate::config::AccessPolicyMode;
-use crate::handles::VolumeHandle;
 use crate::limits;
 use crate::proto::csi;
 use crate::Error;
@@ -22,7 +21,7 @@ pub fn validate_capabilities(
     c: &Arc<Controller>,
     req: csi::ValidateVolumeCapabilitiesRequest,
 ) -> Result<csi::ValidateVolumeCapabilitiesResponse, Error> {
-    required(&req.volume_id, "volume ID is not set")?;
+    let handle = checks::volume(&req.volume_id)?;
     if req.volume_capabilities.is_empty() {
         return Err(Error::InvalidArgument(
             "volume capabilities are required".into(),
@@ -32,8 +31,6 @@ pub fn validate_capabilities(
     limits::map("parameters", &req.parameters)?;
     limits::map("mutable parameters", &req.mutable_parameters)?;
     limits::map("secrets", &req.secrets)?;
-    let handle = VolumeHandle::parse(&req.volume_id)
-        .map_err(|_| Error::NotFound("volume not found".into()))?;
     let mut resp = csi::ValidateVolumeCapabilitiesResponse::new();
     if let Some(problem) = kind::validate(c, &handle, &req)? {
         resp.message = problem;
@@ -54,9 +51,7 @@ pub fn get_volume(
     c: &Arc<Controller>,
     req: csi::ControllerGetVolumeRequest,
 ) -> Result<csi::ControllerGetVolumeResponse, Error> {
-    required(&req.volume_id, "volume ID is not set")?;
-    let handle = VolumeHandle::parse(&req.volume_id)
-        .map_err(|_| Error::NotFound("volume not found".into()))?;
+    let handle = checks::volume(&req.volume_id)?;
     let found = kind::describe(c, &handle)?;
     let mut status = csi::controller_get_volume_response::VolumeStatus::new();
     if c.mode == AccessPolicyMode::Node {

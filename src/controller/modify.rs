@@ -3,11 +3,10 @@
 //! `max-files`). The mutable parameters are parsed here; the change is the
 //! volume kind's (`kind::modify`).
 
-use super::checks::required;
+use super::checks;
 use super::params::Mutable;
 use super::{kind, Controller};
 use crate::flow::{done, Step, Then};
-use crate::handles::VolumeHandle;
 use crate::limits;
 use crate::proto::csi;
 use crate::Error;
@@ -19,7 +18,7 @@ pub fn modify(
     c: &Arc<Controller>,
     req: csi::ControllerModifyVolumeRequest,
 ) -> Step<csi::ControllerModifyVolumeResponse> {
-    required(&req.volume_id, "volume ID is not set")?;
+    checks::required(&req.volume_id, "volume ID is not set")?;
     limits::map("mutable parameters", &req.mutable_parameters)?;
     limits::map("secrets", &req.secrets)?;
     let mutable = Mutable::parse(&req.mutable_parameters)?;
@@ -28,7 +27,6 @@ pub fn modify(
             "mutable parameters are required".into(),
         ));
     }
-    let handle = VolumeHandle::parse(&req.volume_id)
-        .map_err(|_| Error::NotFound(format!("volume {:?} not found", req.volume_id)))?;
+    let handle = checks::volume(&req.volume_id)?;
     kind::modify(c, handle, mutable).then(|()| done(csi::ControllerModifyVolumeResponse::new()))
 }

@@ -369,14 +369,10 @@ fn parse_squash(raw: &str) -> Result<SquashPolicy, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::owned;
 
     fn parse(pairs: &[(&str, &str)]) -> Result<Params, Error> {
-        Params::parse(
-            &pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
+        Params::parse(&owned(pairs))
     }
 
     fn filesystem(pairs: &[(&str, &str)]) -> FilesystemParams {
@@ -532,12 +528,7 @@ mod tests {
     }
 
     fn mutable(pairs: &[(&str, &str)]) -> Result<Mutable, Error> {
-        Mutable::parse(
-            &pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
+        Mutable::parse(&owned(pairs))
     }
 
     #[test]

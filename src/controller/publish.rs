@@ -6,7 +6,7 @@
 //! arrival and serialises every change to one filesystem.
 
 use super::acl::policy::{no_filesystem_policy, read_policy};
-use super::checks::required;
+use super::checks::{self, required};
 use super::kind::{self, Unpublish};
 use super::volume_capability::check_capabilities;
 use super::{acl, Controller};
@@ -45,8 +45,7 @@ pub fn publish(
     check_capabilities(std::slice::from_ref(cap))?;
     limits::map("volume context", &req.volume_context)?;
     limits::map("secrets", &req.secrets)?;
-    let handle = VolumeHandle::parse(&req.volume_id)
-        .map_err(|_| Error::NotFound(format!("volume {:?} not found", req.volume_id)))?;
+    let handle = checks::volume(&req.volume_id)?;
     let node = linode_id(&req.node_id)?;
     let target = kind::publish_target(c, &handle)?;
     let vol = target.acl;
@@ -199,9 +198,7 @@ mod tests {
     impl crate::mount::Mounter for Mounted {
         fn mount_nfs4(
             &self,
-            _: &str,
-            _: &std::path::Path,
-            _: &[String],
+            _: &crate::mount::NfsMount,
         ) -> Result<(), crate::mount::NfsMountError> {
             Ok(())
         }

@@ -4,7 +4,7 @@
 //! not wait for `active`: the snapshotter calls again until
 //! `ready_to_use`, so no worker is held.
 
-use super::checks::{page_end, page_size, required};
+use super::checks::{self, page_end, page_size, required};
 use super::{kind, Controller};
 use crate::handles::{SnapshotId, VolumeHandle};
 use crate::limits;
@@ -41,9 +41,7 @@ pub fn get(
     c: &Arc<Controller>,
     req: csi::GetSnapshotRequest,
 ) -> Result<csi::GetSnapshotResponse, Error> {
-    required(&req.snapshot_id, "snapshot id is required")?;
-    let id = SnapshotId::parse(&req.snapshot_id)
-        .map_err(|_| Error::NotFound(format!("snapshot {:?} not found", req.snapshot_id)))?;
+    let id = checks::snapshot(&req.snapshot_id)?;
     let mut resp = csi::GetSnapshotResponse::new();
     resp.snapshot = Some(kind::get_snapshot(c, id)?).into();
     Ok(resp)

@@ -10,7 +10,9 @@
 
 use super::usage::tree_usage;
 use crate::fake::{DirUsage, ExportContent};
-use crate::mount::{FsStats, LinuxMounter, MountTable, Mounter, NfsMountError, StatvfsError};
+use crate::mount::{
+    FsStats, LinuxMounter, MountTable, Mounter, NfsMount, NfsMountError, StatvfsError,
+};
 use crate::mutex::lock;
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -292,12 +294,8 @@ impl DevMounter {
 }
 
 impl Mounter for DevMounter {
-    fn mount_nfs4(
-        &self,
-        source: &str,
-        target: &Path,
-        options: &[String],
-    ) -> Result<(), NfsMountError> {
+    fn mount_nfs4(&self, mount: &NfsMount) -> Result<(), NfsMountError> {
+        let (source, target, options) = (mount.source, mount.target, mount.options);
         let dir = self.exports.mount_dir(source)?;
         log::debug!(
             "dev: NFS {source} (options {options:?}) emulated by binding {}",
@@ -590,7 +588,11 @@ mod tests {
         std::fs::create_dir_all(&target).unwrap();
 
         mounter
-            .mount_nfs4("h:/a/csi-volumes/v1", &target, &[])
+            .mount_nfs4(&NfsMount {
+                source: "h:/a/csi-volumes/v1",
+                target: &target,
+                options: &[],
+            })
             .unwrap();
         std::fs::write(target.join("written"), "by the pod").unwrap();
         assert_eq!(
@@ -607,7 +609,13 @@ mod tests {
             ("h:/a/csi-volumes/gone", "No such file or directory"),
             ("h:/a/csi-volumes/v1/../v2", "not an NFS export source"),
         ] {
-            let err = mounter.mount_nfs4(source, &target, &[]).unwrap_err();
+            let err = mounter
+                .mount_nfs4(&NfsMount {
+                    source,
+                    target: &target,
+                    options: &[],
+                })
+                .unwrap_err();
             assert!(err.error.message().contains(want), "{source}: {err:?}");
             assert!(
                 !mounter.real.is_mount_point(&target).unwrap(),

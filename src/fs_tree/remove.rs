@@ -237,38 +237,9 @@ fn pass(parent: &Dir, name: &CStr, device: u64) -> Result<(), Stop> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::Scratch;
     use std::os::unix::fs::{symlink, PermissionsExt};
-    use std::path::{Path, PathBuf};
-
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(tag: &str) -> Scratch {
-            let path = std::env::temp_dir().join(format!("lnc-tree-{tag}-{}", std::process::id()));
-            if path.exists() {
-                remove_tree(
-                    &Dir::open(&std::env::temp_dir()).unwrap(),
-                    &c_name(path.file_name().unwrap()),
-                )
-                .unwrap();
-            }
-            std::fs::create_dir_all(&path).unwrap();
-            Scratch(path)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = remove_tree(
-                &Dir::open(self.0.parent().unwrap()).unwrap(),
-                &c_name(self.0.file_name().unwrap()),
-            );
-        }
-    }
-
-    fn c_name(name: &std::ffi::OsStr) -> CString {
-        super::super::c_name(name).unwrap()
-    }
+    use std::path::Path;
 
     /// `depth` directories `d` inside each other under `top`, each with a
     /// file, made through descriptors (a path that deep is past PATH_MAX).
@@ -287,11 +258,11 @@ mod tests {
 
     #[test]
     fn a_deep_tree_goes_in_a_small_stack() {
-        let s = Scratch::new("deep");
-        std::fs::create_dir(s.0.join("vol")).unwrap();
-        chain(&s.0.join("vol"), 5_000);
+        let s = Scratch::new("tree-deep");
+        std::fs::create_dir(s.path().join("vol")).unwrap();
+        chain(&s.path().join("vol"), 5_000);
         // 64 KiB of stack: a recursive walk would need far more.
-        let parent = s.0.clone();
+        let parent = s.path().to_path_buf();
         std::thread::Builder::new()
             .stack_size(64 << 10)
             .spawn(move || removed(&parent, "vol"))
@@ -299,14 +270,14 @@ mod tests {
             .join()
             .unwrap()
             .unwrap();
-        assert!(!s.0.join("vol").exists());
+        assert!(!s.path().join("vol").exists());
     }
 
     #[test]
     fn wide_trees_links_and_locked_directories_go_and_nothing_is_followed() {
-        let s = Scratch::new("wide");
-        let vol = s.0.join("vol");
-        let outside = s.0.join("outside");
+        let s = Scratch::new("tree-wide");
+        let vol = s.path().join("vol");
+        let outside = s.path().join("outside");
         std::fs::create_dir_all(&outside).unwrap();
         std::fs::write(outside.join("keep"), "x").unwrap();
         for i in 0..300 {
@@ -320,19 +291,19 @@ mod tests {
         let locked = vol.join("d3/inner");
         std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
         std::fs::set_permissions(vol.join("d4"), std::fs::Permissions::from_mode(0o500)).unwrap();
-        removed(&s.0, "vol").unwrap();
+        removed(s.path(), "vol").unwrap();
         assert!(!vol.exists());
         assert_eq!(std::fs::read_to_string(outside.join("keep")).unwrap(), "x");
-        removed(&s.0, "vol").unwrap();
-        std::fs::write(s.0.join("file"), "x").unwrap();
-        removed(&s.0, "file").unwrap();
-        assert!(!s.0.join("file").exists());
+        removed(s.path(), "vol").unwrap();
+        std::fs::write(s.path().join("file"), "x").unwrap();
+        removed(s.path(), "file").unwrap();
+        assert!(!s.path().join("file").exists());
     }
 
     #[test]
     fn a_tree_changing_under_the_walk_still_goes() {
-        let s = Scratch::new("racing");
-        let vol = s.0.join("vol");
+        let s = Scratch::new("tree-racing");
+        let vol = s.path().join("vol");
         for i in 0..50 {
             std::fs::create_dir_all(vol.join(format!("a{i}/b/c"))).unwrap();
         }
@@ -357,7 +328,7 @@ mod tests {
                 }
             })
         };
-        let result = removed(&s.0, "vol");
+        let result = removed(s.path(), "vol");
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         tenant.join().unwrap();
         match result {
@@ -366,7 +337,7 @@ mod tests {
             Err(e) => panic!("a tenant's changes are never Internal: {e:?}"),
         }
         // Once the tenant stops, the removal finishes.
-        removed(&s.0, "vol").unwrap();
+        removed(s.path(), "vol").unwrap();
         assert!(!vol.exists());
     }
 }

@@ -157,13 +157,7 @@ impl std::fmt::Debug for Token {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn scratch(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("lnc-token-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::test_support::Scratch;
 
     /// Replaces the file the way kubelet updates a Secret volume: a new
     /// file renamed over the old.
@@ -175,7 +169,7 @@ mod tests {
 
     #[test]
     fn a_file_is_read_again_when_it_changes_or_the_token_is_refused() {
-        let dir = scratch("rotate");
+        let dir = Scratch::new("token-rotate");
         let path = dir.join("token");
         rotate(&path, "old\n");
         let token = Token::new(read_file(&path).unwrap(), Some(path.clone()));
@@ -198,7 +192,6 @@ mod tests {
             "{}",
             token.source()
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -212,7 +205,7 @@ mod tests {
 
     #[test]
     fn an_unreadable_empty_or_blank_file_is_refused_with_the_reason() {
-        let dir = scratch("bad");
+        let dir = Scratch::new("token-bad");
         assert!(read_file(&dir.join("missing"))
             .unwrap_err()
             .contains("cannot read"));
@@ -222,6 +215,5 @@ mod tests {
                 .unwrap_err()
                 .contains("holds no token"));
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

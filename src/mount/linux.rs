@@ -3,7 +3,7 @@
 //! NFS mount helper; it records the helper's runs and the lazy detaches in
 //! the metrics. It knows nothing about CSI requests.
 
-use super::{FsStats, MountTable, Mounter, NfsMountError, StatvfsError};
+use super::{FsStats, MountTable, Mounter, NfsMount, NfsMountError, StatvfsError};
 use crate::bounded;
 use crate::metrics::{self, Detached, MountOutcome};
 use crate::{Error, Result};
@@ -85,12 +85,8 @@ impl LinuxMounter {
 }
 
 impl Mounter for LinuxMounter {
-    fn mount_nfs4(
-        &self,
-        source: &str,
-        target: &Path,
-        options: &[String],
-    ) -> Result<(), NfsMountError> {
+    fn mount_nfs4(&self, mount: &NfsMount) -> Result<(), NfsMountError> {
+        let (source, target, options) = (mount.source, mount.target, mount.options);
         let joined = options.join(",");
         let mut args = vec![OsStr::new("-t"), OsStr::new("nfs4")];
         if !options.is_empty() {
@@ -454,7 +450,11 @@ mod tests {
         /// How a mount of `source` that the helper fails is reported.
         fn failed_mount(&self, source: &str) -> NfsMountError {
             self.mounter(Duration::from_secs(10))
-                .mount_nfs4(source, Path::new("/nonexistent-target"), &[])
+                .mount_nfs4(&NfsMount {
+                    source,
+                    target: Path::new("/nonexistent-target"),
+                    options: &[],
+                })
                 .unwrap_err()
         }
     }
@@ -469,19 +469,23 @@ mod tests {
     fn the_helper_gets_the_documented_command_line() {
         let s = Scratch::new("argv", "printf '%s\\n' \"$@\" > \"$(dirname \"$0\")/argv\"");
         let m = s.mounter(Duration::from_secs(10));
-        m.mount_nfs4(
-            "host:/export",
-            Path::new("/stage dir"),
-            &flags(&["vers=4.2", "xprtsec=mtls"]),
-        )
+        m.mount_nfs4(&NfsMount {
+            source: "host:/export",
+            target: Path::new("/stage dir"),
+            options: &flags(&["vers=4.2", "xprtsec=mtls"]),
+        })
         .unwrap();
         let argv = std::fs::read_to_string(s.0.join("argv")).unwrap();
         assert_eq!(
             argv,
             "-t\nnfs4\n-o\nvers=4.2,xprtsec=mtls\nhost:/export\n/stage dir\n"
         );
-        m.mount_nfs4("[2001:db8::1]:/e", Path::new("/t"), &[])
-            .unwrap();
+        m.mount_nfs4(&NfsMount {
+            source: "[2001:db8::1]:/e",
+            target: Path::new("/t"),
+            options: &[],
+        })
+        .unwrap();
         let argv = std::fs::read_to_string(s.0.join("argv")).unwrap();
         assert_eq!(
             argv, "-t\nnfs4\n[2001:db8::1]:/e\n/t\n",
@@ -519,7 +523,11 @@ mod tests {
     #[test]
     fn a_missing_helper_is_internal() {
         let err = LinuxMounter::new("/nonexistent/mount".into(), Duration::from_secs(1))
-            .mount_nfs4("host:/x", Path::new("/t"), &[])
+            .mount_nfs4(&NfsMount {
+                source: "host:/x",
+                target: Path::new("/t"),
+                options: &[],
+            })
             .unwrap_err();
         assert!(matches!(err.error, Error::Internal(_)), "{err:?}");
     }
@@ -533,7 +541,11 @@ mod tests {
         let started = Instant::now();
         let err = s
             .mounter(Duration::from_millis(500))
-            .mount_nfs4("host:/x", Path::new("/nonexistent-target"), &[])
+            .mount_nfs4(&NfsMount {
+                source: "host:/x",
+                target: Path::new("/nonexistent-target"),
+                options: &[],
+            })
             .unwrap_err()
             .error;
         assert!(

@@ -5,6 +5,7 @@
 
 pub mod linux;
 pub mod mountinfo;
+pub mod probe;
 
 pub use linux::LinuxMounter;
 pub use mountinfo::MountEntry;
@@ -19,12 +20,7 @@ pub trait Mounter: Send + Sync {
     /// `<helper> -t nfs4 [-o <options joined by ,>] <source> <target>`, bounded
     /// by the helper timeout. Past it the helper is killed, any mount it left
     /// behind is undone, and the error is `DeadlineExceeded`.
-    fn mount_nfs4(
-        &self,
-        source: &str,
-        target: &Path,
-        options: &[String],
-    ) -> Result<(), NfsMountError>;
+    fn mount_nfs4(&self, mount: &NfsMount) -> Result<(), NfsMountError>;
 
     /// Bind-mounts `source` on `target`. Of `flags` (CSI mount flags), the
     /// per-mount ones (`ro`, `nosuid`, `nodev`, `noexec`, `noatime`,
@@ -55,6 +51,15 @@ pub trait Mounter: Send + Sync {
     }
 
     fn statvfs(&self, path: &Path) -> Result<FsStats, StatvfsError>;
+}
+
+/// One NFS mount asked for: `<source>` (`host:/export`) on `<target>` with
+/// `options` (`-o`, joined by `,`).
+#[derive(Debug, Clone, Copy)]
+pub struct NfsMount<'a> {
+    pub source: &'a str,
+    pub target: &'a Path,
+    pub options: &'a [String],
 }
 
 /// A failed `mount_nfs4`: its CSI outcome, and whether the helper said the

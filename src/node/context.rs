@@ -268,10 +268,7 @@ mod tests {
     use super::*;
 
     fn context(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        crate::test_support::owned(pairs)
     }
 
     fn sources(pairs: &[(&str, &str)]) -> Result<MountSources> {

@@ -1,16 +1,13 @@
-//! Whether a mount works: one `statvfs` of it, bounded. On a hard NFS mount
-//! whose server is gone `statvfs` never returns, so it runs on a thread of
-//! its own with a bound, and a path whose last `statvfs` is still stuck is
-//! not asked again: a dead server costs one thread, never the worker pool
-//! (the stuck ones are the `csi_node_statvfs_stuck` gauge). NodeGetVolumeStats
+//! Whether a mount works: one bounded `statvfs` of it (`mount::probe`: a
+//! dead server costs one thread per path, never the worker pool; the stuck
+//! ones are the `csi_node_statvfs_stuck` gauge). NodeGetVolumeStats
 //! reports what this finds as a condition; stage and publish heal a staging
 //! mount it finds stale or disconnected. It never mounts or unmounts.
 
 use super::NodePlugin;
-use crate::bounded;
 use crate::metrics::Remount;
-use crate::mount::{FsStats, Mounter, StatvfsError};
-use crate::mutex::lock;
+use crate::mount::probe::Probed;
+use crate::mount::{FsStats, StatvfsError};
 use crate::{Error, Result};
 use std::path::Path;
 
@@ -60,42 +57,22 @@ impl NodePlugin {
     /// any more; Internal for a failure that says nothing of the mount.
     pub(super) fn probe(&self, path: &Path) -> Result<Health> {
         let not_answering = "the NFS server is not answering";
-        {
-            let mut pending = lock(&self.stats_pending);
-            if pending.contains_key(path) {
+        let result = match self.probes.probe(&self.mounter, path) {
+            Ok(Probed::Answered(result)) => result,
+            Ok(Probed::Hung { earlier: true }) => {
                 return Ok(Health::Unhealthy(Sick::Hung(format!(
                     "an earlier statvfs of {} has not returned: {not_answering}",
                     path.display()
-                ))));
+                ))))
             }
-            pending.insert(path.to_path_buf(), false);
-        }
-        let (mounter, pending, owned) = (
-            self.mounter.clone(),
-            self.stats_pending.clone(),
-            path.to_path_buf(),
-        );
-        let answered = bounded::within("statvfs", self.stats_timeout, move || {
-            let result = Mounter::statvfs(mounter.as_ref(), &owned);
-            lock(&pending).remove(&owned);
-            result
-        })
-        .map_err(|e| {
-            // Nothing will ever clear the mark: clear it here, or the
-            // path could never be asked about again.
-            lock(&self.stats_pending).remove(path);
-            Error::Internal(format!("failed to get stats: spawn statvfs thread: {e}"))
-        })?;
-        let Some(result) = answered else {
-            // Still running (unless it ended just now, which removed it).
-            if let Some(stuck) = lock(&self.stats_pending).get_mut(path) {
-                *stuck = true;
+            Ok(Probed::Hung { earlier: false }) => {
+                return Ok(Health::Unhealthy(Sick::Hung(format!(
+                    "statvfs of {} did not return within {:?}: {not_answering}",
+                    path.display(),
+                    self.probes.timeout()
+                ))))
             }
-            return Ok(Health::Unhealthy(Sick::Hung(format!(
-                "statvfs of {} did not return within {:?}: {not_answering}",
-                path.display(),
-                self.stats_timeout
-            ))));
+            Err(e) => return Err(e.context("failed to get stats")),
         };
         match result {
             Ok(stats) => Ok(Health::Healthy(stats)),

@@ -21,17 +21,16 @@ pub(crate) use stats::parse_stats;
 
 use crate::capabilities;
 use crate::locks::OpLocks;
+use crate::mount::probe::Probes;
 use crate::mount::Mounter;
-use crate::mutex::lock;
 use crate::proto::csi;
 use crate::rpc::registrar::{rpc_name, Registrar};
 use crate::rpc::Rpc;
 use crate::{Error, Result};
 use identity::NodeIdentity;
-use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What the node service needs from the process.
@@ -90,10 +89,8 @@ struct NodePlugin {
     /// never wait on each other.
     targets: OpLocks,
     identity: NodeIdentity,
-    /// Paths whose `statvfs` is running (see `stats`), each marked once it
-    /// outlived its bound.
-    stats_pending: Arc<Mutex<HashMap<PathBuf, bool>>>,
-    stats_timeout: Duration,
+    /// The bounded `statvfs` of stats and of staging mounts' health.
+    probes: Arc<Probes>,
 }
 
 /// How long NodeGetVolumeStats waits for `statvfs`.
@@ -101,21 +98,16 @@ const STATS_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl NodePlugin {
     fn new(deps: NodeDeps) -> NodePlugin {
-        let stats_pending: Arc<Mutex<HashMap<PathBuf, bool>>> = Arc::default();
-        let watched = Arc::downgrade(&stats_pending);
-        crate::metrics::watch_stuck_statvfs(move || {
-            let pending = watched.upgrade()?;
-            let stuck = lock(&pending).values().filter(|stuck| **stuck).count();
-            Some(stuck)
-        });
+        let probes = Arc::new(Probes::new(STATS_TIMEOUT));
+        let watched = Arc::downgrade(&probes);
+        crate::metrics::watch_stuck_statvfs(move || Some(watched.upgrade()?.stuck()));
         NodePlugin {
             mounter: deps.mounter,
             volumes: OpLocks::new(),
             staging_in_use: OpLocks::new(),
             targets: OpLocks::new(),
             identity: NodeIdentity::new(deps.node_name, deps.metadata, deps.kube),
-            stats_pending,
-            stats_timeout: STATS_TIMEOUT,
+            probes,
         }
     }
 

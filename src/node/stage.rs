@@ -13,7 +13,7 @@ use super::input::{absolute_path, volume_id};
 use super::volume::{directory, Named};
 use super::{cleanup_mount_point, create_dir, mount_capability, mount_flags, NodePlugin};
 use crate::metrics::{self, Remount};
-use crate::mount::NfsMountError;
+use crate::mount::{NfsMount, NfsMountError};
 use crate::proto::csi;
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -227,7 +227,12 @@ impl NodePlugin {
     fn mount_with_fallback(&self, source: &str, r: &StageRequest) -> Result<(), NfsMountError> {
         let mut first_error: Option<Error> = None;
         for options in &r.attempts {
-            let e = match self.mounter.mount_nfs4(source, &r.staging, options) {
+            let mount = NfsMount {
+                source,
+                target: &r.staging,
+                options,
+            };
+            let e = match self.mounter.mount_nfs4(&mount) {
                 Ok(()) => return Ok(()),
                 Err(e) if e.unresolved_host => return Err(e),
                 Err(e) => e.error,

@@ -6,9 +6,10 @@
 
 use super::stats::tests::FIGURES;
 use super::*;
-use crate::mount::{FsStats, MountTable, NfsMountError, StatvfsError};
+use crate::mount::{FsStats, MountTable, NfsMount, NfsMountError, StatvfsError};
 use crate::proto::csi::volume_capability::access_mode::Mode;
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -48,12 +49,8 @@ impl FakeMounter {
 }
 
 impl Mounter for FakeMounter {
-    fn mount_nfs4(
-        &self,
-        source: &str,
-        target: &Path,
-        options: &[String],
-    ) -> Result<(), NfsMountError> {
+    fn mount_nfs4(&self, mount: &NfsMount) -> Result<(), NfsMountError> {
+        let (source, target, options) = (mount.source, mount.target, mount.options);
         let mut s = self.state();
         s.calls.push(format!(
             "nfs {source} {} [{}]",
@@ -202,6 +199,11 @@ impl Fixture {
         req.target_path = self.path("target");
         req.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
         req
+    }
+
+    /// Probes bounded by `timeout` instead of the 10 s default.
+    fn bound_statvfs(&mut self, timeout: Duration) {
+        self.plugin.probes = Arc::new(crate::mount::probe::Probes::new(timeout));
     }
 
     fn staged(&self) {
@@ -454,20 +456,12 @@ fn stale_and_failing_mounts_are_abnormal_conditions_not_errors() {
 fn a_hung_statvfs_is_bounded_reported_abnormal_and_not_piled_up() {
     let mut f = Fixture::new("stats-hang");
     f.staged();
-    f.plugin.stats_timeout = Duration::from_millis(50);
+    f.bound_statvfs(Duration::from_millis(50));
     *f.mounter.stats_hang.lock().unwrap() = true;
     let r = stats_request(&f.path("staging"));
     let (abnormal, message) = condition(&f.plugin.stats(&r).unwrap());
     assert!(abnormal && message.contains("did not return"), "{message}");
-    let stuck = |f: &Fixture| {
-        f.plugin
-            .stats_pending
-            .lock()
-            .unwrap()
-            .values()
-            .filter(|s| **s)
-            .count()
-    };
+    let stuck = |f: &Fixture| f.plugin.probes.stuck();
     assert_eq!(stuck(&f), 1, "counted as stuck past its bound");
     // The stuck call is not repeated while it is still stuck.
     let (abnormal, message) = condition(&f.plugin.stats(&r).unwrap());
@@ -485,7 +479,7 @@ fn a_hung_statvfs_is_bounded_reported_abnormal_and_not_piled_up() {
     *f.mounter.stats_hang.lock().unwrap() = false;
     f.mounter.stats_released.notify_all();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !f.plugin.stats_pending.lock().unwrap().is_empty() {
+    while !f.plugin.probes.idle() {
         assert!(
             std::time::Instant::now() < deadline,
             "stuck statvfs never finished"
@@ -800,7 +794,7 @@ fn a_stale_or_disconnected_staging_mount_is_mounted_again_before_the_bind() {
 fn a_hung_staging_mount_is_unavailable_within_its_bound_and_never_mounted_over() {
     let mut f = Fixture::new("heal-hung");
     f.staged();
-    f.plugin.stats_timeout = Duration::from_millis(50);
+    f.bound_statvfs(Duration::from_millis(50));
     *f.mounter.stats_hang.lock().unwrap() = true;
     let from = f.mounter.calls().len();
     let started = std::time::Instant::now();

@@ -421,22 +421,22 @@ pub fn marked(root: &Path) -> Result<Vec<(DirName, Marker)>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::Scratch;
     use std::os::unix::fs::{symlink, PermissionsExt};
 
-    struct Root(PathBuf);
+    /// A share's root for one test.
+    struct Root(Scratch);
 
     impl Root {
         fn new(tag: &str) -> Root {
-            let path = std::env::temp_dir().join(format!("lnc-dirs-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&path);
-            std::fs::create_dir_all(&path).unwrap();
-            Root(path)
+            Root(Scratch::new(&format!("dirs-{tag}")))
         }
     }
 
-    impl Drop for Root {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+    impl std::ops::Deref for Root {
+        type Target = Scratch;
+        fn deref(&self) -> &Scratch {
+            &self.0
         }
     }
 
@@ -456,6 +456,17 @@ mod tests {
         gid: 0,
     };
 
+    /// Volume `n` of share `root`, made (its id `7/9/<n>`).
+    fn made(root: &Root, n: &DirName, on_delete: OnDelete) -> PathBuf {
+        create(
+            root.path(),
+            n,
+            &marker(&format!("7/9/{n}"), on_delete),
+            OWNER,
+        )
+        .unwrap()
+    }
+
     fn name(n: &str) -> DirName {
         DirName::parse(n).unwrap()
     }
@@ -473,34 +484,34 @@ mod tests {
     fn create_writes_the_marker_and_is_idempotent_for_its_volume_only() {
         let root = Root::new("create");
         let n = name("pvc-a");
-        let dir = create(&root.0, &n, &marker("7/9/pvc-a", OnDelete::Delete), OWNER).unwrap();
+        let dir = made(&root, &n, OnDelete::Delete);
         assert_eq!(
             std::fs::metadata(&dir).unwrap().permissions().mode() & 0o7777,
             0o2770
         );
         assert_eq!(
-            read_marker(&root.0, &n).unwrap(),
+            read_marker(root.path(), &n).unwrap(),
             Some(marker("7/9/pvc-a", OnDelete::Delete))
         );
         std::fs::write(dir.join("data"), "x").unwrap();
-        create(&root.0, &n, &marker("7/9/pvc-a", OnDelete::Delete), OWNER).unwrap();
+        made(&root, &n, OnDelete::Delete);
         assert!(dir.join("data").exists(), "a retry keeps what is there");
-        assert!(matches!(
-            create(&root.0, &n, &marker("7/10/pvc-a", OnDelete::Delete), OWNER),
-            Err(Error::AlreadyExists(_))
-        ));
+        let elsewhere = marker("7/10/pvc-a", OnDelete::Delete);
+        let taken = create(root.path(), &n, &elsewhere, OWNER);
+        assert!(matches!(taken, Err(Error::AlreadyExists(_))), "{taken:?}");
         let foreign = name("foreign");
-        std::fs::create_dir(volume_dir(&root.0, &foreign)).unwrap();
-        assert!(matches!(
-            create(
-                &root.0,
-                &foreign,
-                &marker("7/9/foreign", OnDelete::Delete),
-                OWNER
-            ),
-            Err(Error::FailedPrecondition(_))
-        ));
-        assert_eq!(read_marker(&root.0, &foreign).unwrap(), None);
+        std::fs::create_dir(volume_dir(root.path(), &foreign)).unwrap();
+        let unmarked = create(
+            root.path(),
+            &foreign,
+            &marker("7/9/foreign", OnDelete::Delete),
+            OWNER,
+        );
+        assert!(
+            matches!(unmarked, Err(Error::FailedPrecondition(_))),
+            "{unmarked:?}"
+        );
+        assert_eq!(read_marker(root.path(), &foreign).unwrap(), None);
     }
 
     #[test]
@@ -509,13 +520,13 @@ mod tests {
         let n = name("pvc-alice");
         let mut alice = marker("7/9/pvc-alice", OnDelete::Delete);
         alice.csi_name = "pvc-alice".into();
-        let dir = create(&root.0, &n, &alice, OWNER).unwrap();
+        let dir = create(root.path(), &n, &alice, OWNER).unwrap();
         // The tenant makes the directory its own.
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         std::os::unix::fs::chown(&dir, Some(1234), Some(5678)).unwrap();
         let mut bob = alice.clone();
         bob.csi_name = "pvc-Alice".into();
-        let err = create(&root.0, &n, &bob, OWNER).unwrap_err();
+        let err = create(root.path(), &n, &bob, OWNER).unwrap_err();
         assert!(
             matches!(&err, Error::AlreadyExists(m) if m.contains("pvc-Alice")),
             "{err:?}"
@@ -523,10 +534,10 @@ mod tests {
         let mut archiving = alice.clone();
         archiving.on_delete = OnDelete::Archive;
         assert!(matches!(
-            create(&root.0, &n, &archiving, OWNER),
+            create(root.path(), &n, &archiving, OWNER),
             Err(Error::AlreadyExists(m)) if m.contains("on-delete")
         ));
-        create(&root.0, &n, &alice, OWNER).unwrap();
+        create(root.path(), &n, &alice, OWNER).unwrap();
         let meta = std::fs::metadata(&dir).unwrap();
         use std::os::unix::fs::MetadataExt;
         assert_eq!(
@@ -534,7 +545,7 @@ mod tests {
             (0o700, 1234, 5678),
             "a repeat leaves the owner and mode as the tenant set them"
         );
-        assert_eq!(read_marker(&root.0, &n).unwrap(), Some(alice));
+        assert_eq!(read_marker(root.path(), &n).unwrap(), Some(alice));
     }
 
     #[test]
@@ -544,12 +555,12 @@ mod tests {
         let m = marker("7/9/pvc-a", OnDelete::Archive);
         let mut entries = Vec::new();
         for round in 0..2 {
-            let dir = create(&root.0, &n, &m, OWNER).unwrap();
+            let dir = create(root.path(), &n, &m, OWNER).unwrap();
             std::fs::write(dir.join("round"), round.to_string()).unwrap();
-            let Removed::Archived(to) = remove(&root.0, &n, "7/9/pvc-a", 10).unwrap() else {
+            let Removed::Archived(to) = remove(root.path(), &n, "7/9/pvc-a", 10).unwrap() else {
                 panic!("not archived")
             };
-            forget(&root.0, &n).unwrap();
+            forget(root.path(), &n).unwrap();
             entries.push(to);
         }
         assert_ne!(entries[0], entries[1]);
@@ -560,7 +571,7 @@ mod tests {
             );
         }
         assert_eq!(
-            kept::total(&root.0).unwrap(),
+            kept::total(root.path()).unwrap(),
             20,
             "both archives are counted"
         );
@@ -570,8 +581,8 @@ mod tests {
     fn delete_needs_the_marker_and_never_follows_symlinks() {
         let root = Root::new("delete");
         let (a, b) = (name("pvc-a"), name("pvc-b"));
-        let dir_a = create(&root.0, &a, &marker("7/9/pvc-a", OnDelete::Delete), OWNER).unwrap();
-        let dir_b = create(&root.0, &b, &marker("7/9/pvc-b", OnDelete::Delete), OWNER).unwrap();
+        let dir_a = made(&root, &a, OnDelete::Delete);
+        let dir_b = made(&root, &b, OnDelete::Delete);
         std::fs::write(dir_b.join("keep"), "b").unwrap();
         symlink(&dir_b, dir_a.join("to-b")).unwrap();
         let ro = dir_a.join("ro");
@@ -581,11 +592,11 @@ mod tests {
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o500)).unwrap();
 
         assert!(matches!(
-            remove(&root.0, &a, "7/9/other", 0),
+            remove(root.path(), &a, "7/9/other", 0),
             Err(Error::FailedPrecondition(_))
         ));
         assert_eq!(
-            remove(&root.0, &a, "7/9/pvc-a", 0).unwrap(),
+            remove(root.path(), &a, "7/9/pvc-a", 0).unwrap(),
             Removed::Deleted
         );
         assert!(!dir_a.exists());
@@ -595,47 +606,58 @@ mod tests {
             0o2770,
             "the sibling's mode is untouched"
         );
-        forget(&root.0, &a).unwrap();
-        assert_eq!(read_marker(&root.0, &a).unwrap(), None);
-        assert_eq!(remove(&root.0, &a, "7/9/pvc-a", 0).unwrap(), Removed::Gone);
+        forget(root.path(), &a).unwrap();
+        assert_eq!(read_marker(root.path(), &a).unwrap(), None);
+        assert_eq!(
+            remove(root.path(), &a, "7/9/pvc-a", 0).unwrap(),
+            Removed::Gone
+        );
 
         let unmarked = name("unmarked");
-        std::fs::create_dir(volume_dir(&root.0, &unmarked)).unwrap();
+        std::fs::create_dir(volume_dir(root.path(), &unmarked)).unwrap();
         assert!(matches!(
-            remove(&root.0, &unmarked, "7/9/unmarked", 0),
+            remove(root.path(), &unmarked, "7/9/unmarked", 0),
             Err(Error::FailedPrecondition(_))
         ));
-        assert!(volume_dir(&root.0, &unmarked).is_dir());
+        assert!(volume_dir(root.path(), &unmarked).is_dir());
     }
 
     #[test]
     fn archive_and_retain() {
         let root = Root::new("archive");
         let (a, r) = (name("arch"), name("kept"));
-        let dir_a = create(&root.0, &a, &marker("7/9/arch", OnDelete::Archive), OWNER).unwrap();
+        let dir_a = made(&root, &a, OnDelete::Archive);
         std::fs::write(dir_a.join("f"), "x").unwrap();
-        let Removed::Archived(to) = remove(&root.0, &a, "7/9/arch", 0).unwrap() else {
+        let Removed::Archived(to) = remove(root.path(), &a, "7/9/arch", 0).unwrap() else {
             panic!("not archived")
         };
-        assert!(to.starts_with(base(&root.0).join(ARCHIVE)));
+        assert!(to.starts_with(base(root.path()).join(ARCHIVE)));
         assert_eq!(std::fs::read_to_string(to.join("f")).unwrap(), "x");
-        forget(&root.0, &a).unwrap();
-        assert_eq!(remove(&root.0, &a, "7/9/arch", 0).unwrap(), Removed::Gone);
-
-        let dir_r = create(&root.0, &r, &marker("7/9/kept", OnDelete::Retain), OWNER).unwrap();
+        forget(root.path(), &a).unwrap();
         assert_eq!(
-            remove(&root.0, &r, "7/9/kept", 0).unwrap(),
+            remove(root.path(), &a, "7/9/arch", 0).unwrap(),
+            Removed::Gone
+        );
+
+        let dir_r = made(&root, &r, OnDelete::Retain);
+        assert_eq!(
+            remove(root.path(), &r, "7/9/kept", 0).unwrap(),
             Removed::Retained
         );
-        forget(&root.0, &r).unwrap();
+        forget(root.path(), &r).unwrap();
         assert!(dir_r.is_dir());
         assert_eq!(
-            remove(&root.0, &r, "7/9/kept", 0).unwrap(),
+            remove(root.path(), &r, "7/9/kept", 0).unwrap(),
             Removed::Retained
         );
-        assert!(marked(&root.0).unwrap().is_empty());
+        assert!(marked(root.path()).unwrap().is_empty());
         assert!(matches!(
-            create(&root.0, &r, &marker("7/9/kept", OnDelete::Retain), OWNER),
+            create(
+                root.path(),
+                &r,
+                &marker("7/9/kept", OnDelete::Retain),
+                OWNER
+            ),
             Err(Error::AlreadyExists(_))
         ));
     }

@@ -93,34 +93,29 @@ mod tests {
 
     #[test]
     fn kept_entries_count_while_their_directories_stand() {
-        let root = std::env::temp_dir().join(format!("lnc-kept-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let scratch = crate::test_support::Scratch::new("kept");
+        let root = scratch.path();
         let base = root.join(SUBDIRECTORY_BASE);
         std::fs::create_dir_all(base.join(".archive/pvc-a-1")).unwrap();
         std::fs::create_dir_all(base.join("pvc-b")).unwrap();
-        assert_eq!(total(&root).unwrap(), 0);
-        keep(&root, ".archive/pvc-a-1", 100).unwrap();
-        keep(&root, "pvc-b", 20).unwrap();
-        keep(&root, "pvc-b", 999).unwrap();
-        assert_eq!(
-            total(&root).unwrap(),
-            120,
-            "a repeat keeps the first figure"
-        );
+        assert_eq!(total(root).unwrap(), 0);
+        keep(root, ".archive/pvc-a-1", 100).unwrap();
+        keep(root, "pvc-b", 20).unwrap();
+        keep(root, "pvc-b", 999).unwrap();
+        assert_eq!(total(root).unwrap(), 120, "a repeat keeps the first figure");
         std::fs::remove_dir(base.join("pvc-b")).unwrap();
         assert_eq!(
-            total(&root).unwrap(),
+            total(root).unwrap(),
             100,
             "a removed directory no longer counts"
         );
-        keep(&root, "../../etc", 5).unwrap();
+        keep(root, "../../etc", 5).unwrap();
         assert_eq!(
-            total(&root).unwrap(),
+            total(root).unwrap(),
             100,
             "an entry out of the base never counts"
         );
-        std::fs::write(ledger(&root), "garbage\n7 .archive/pvc-a-1\n").unwrap();
-        assert_eq!(total(&root).unwrap(), 7);
-        let _ = std::fs::remove_dir_all(&root);
+        std::fs::write(ledger(root), "garbage\n7 .archive/pvc-a-1\n").unwrap();
+        assert_eq!(total(root).unwrap(), 7);
     }
 }

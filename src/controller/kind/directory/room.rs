@@ -136,18 +136,17 @@ mod tests {
         }
     }
 
+    /// A claim of `bytes` for `volume` against an empty list read now.
+    fn fresh(room: &Room, volume: &str, bytes: i64) -> Result<Claim, NoRoom> {
+        room.claim(&listed(&[], Instant::now()), &fs(), &name(volume), bytes)
+    }
+
     #[test]
     fn claims_count_until_dropped_and_listed_ones_only_by_what_they_add() {
         let room = Room::default();
-        let a = room
-            .claim(&listed(&[], Instant::now()), &fs(), &name("pvc-a"), 60)
-            .unwrap();
-        assert!(room
-            .claim(&listed(&[], Instant::now()), &fs(), &name("pvc-b"), 41)
-            .is_err());
-        let b = room
-            .claim(&listed(&[], Instant::now()), &fs(), &name("pvc-b"), 40)
-            .unwrap();
+        let a = fresh(&room, "pvc-a", 60).unwrap();
+        assert!(fresh(&room, "pvc-b", 41).is_err());
+        let b = fresh(&room, "pvc-b", 40).unwrap();
         drop(b);
         // pvc-a's quota is listed now, at 60: it is not counted twice.
         let shown = [quota("pvc-a", 60)];
@@ -182,9 +181,7 @@ mod tests {
     #[test]
     fn a_claim_ended_after_a_list_began_still_counts_for_that_list() {
         let room = Room::default();
-        let a = room
-            .claim(&listed(&[], Instant::now()), &fs(), &name("pvc-a"), 60)
-            .unwrap();
+        let a = fresh(&room, "pvc-a", 60).unwrap();
         // pvc-b's list is read before pvc-a's call ends and shows no quota
         // of pvc-a...
         let read_at = Instant::now();

@@ -12,10 +12,10 @@
 //! writes a volume's files.
 
 use super::classes::ClassParents;
-use crate::bounded;
 use crate::handles::VolumeId;
 use crate::linode::{Filesystem, MtlsMode};
-use crate::mount::{Mounter, StatvfsError};
+use crate::mount::probe::{Probed, Probes};
+use crate::mount::{Mounter, NfsMount, StatvfsError};
 use crate::mutex::lock;
 use crate::Error;
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,10 +34,8 @@ pub struct Shares {
     /// never mount it twice, and a parent whose server hangs holds up no
     /// other.
     mounting: Mutex<BTreeMap<VolumeId, Arc<Mutex<()>>>>,
-    /// How long a parent's `statvfs` may take (`NFS_MOUNT_TIMEOUT`).
-    statvfs_timeout: Duration,
-    /// Mount points whose `statvfs` has not returned yet.
-    probing: Arc<Mutex<BTreeSet<PathBuf>>>,
+    /// Each parent's `statvfs`, bounded by `NFS_MOUNT_TIMEOUT`.
+    probes: Probes,
     /// The parents the StorageClasses name (see `classes`); none without.
     classes: Option<ClassParents>,
 }
@@ -49,8 +47,7 @@ impl Shares {
             mounter,
             dir,
             mounting: Mutex::default(),
-            statvfs_timeout: DEFAULT_STATVFS_TIMEOUT,
-            probing: Arc::default(),
+            probes: Probes::new(DEFAULT_STATVFS_TIMEOUT),
             classes: None,
         }
     }
@@ -70,7 +67,7 @@ impl Shares {
     /// The same, each check bounded by `limit` instead.
     pub fn bounded_by(self, limit: Duration) -> Shares {
         Shares {
-            statvfs_timeout: limit,
+            probes: self.probes.bounded_by(limit),
             ..self
         }
     }
@@ -132,7 +129,12 @@ impl Shares {
         })?;
         let mut last = None;
         for options in attempts(mtls) {
-            match self.mounter.mount_nfs4(&source, &target, &options) {
+            let mount = NfsMount {
+                source: &source,
+                target: &target,
+                options: &options,
+            };
+            match self.mounter.mount_nfs4(&mount) {
                 Ok(()) => {
                     log::info!(
                         "mounted shared NFS filesystem {parent} ({source}) at {}",
@@ -162,29 +164,16 @@ impl Shares {
                 target.display()
             ))
         };
-        if !lock(&self.probing).insert(target.to_path_buf()) {
-            return Err(hung("an earlier statvfs has not returned".into()));
-        }
-        let (mounter, probing, owned) = (
-            self.mounter.clone(),
-            self.probing.clone(),
-            target.to_path_buf(),
-        );
-        let answered = bounded::within("share-statvfs", self.statvfs_timeout, move || {
-            let result = mounter.statvfs(&owned).map(|_| ());
-            lock(&probing).remove(&owned);
-            result
-        })
-        .map_err(|e| {
-            lock(&self.probing).remove(target);
-            Error::Internal(format!("spawn a statvfs thread: {e}"))
-        })?;
-        answered.ok_or_else(|| {
-            hung(format!(
+        match self.probes.probe(&self.mounter, target)? {
+            Probed::Answered(result) => Ok(result.map(|_| ())),
+            Probed::Hung { earlier: true } => {
+                Err(hung("an earlier statvfs has not returned".into()))
+            }
+            Probed::Hung { earlier: false } => Err(hung(format!(
                 "statvfs did not return within {:?}",
-                self.statvfs_timeout
-            ))
-        })
+                self.probes.timeout()
+            ))),
+        }
     }
 }
 
@@ -232,7 +221,7 @@ mod tests {
     }
 
     impl Mounter for HungServer {
-        fn mount_nfs4(&self, _: &str, _: &Path, _: &[String]) -> Result<(), NfsMountError> {
+        fn mount_nfs4(&self, _: &NfsMount) -> Result<(), NfsMountError> {
             *lock(&self.mounts) += 1;
             Ok(())
         }
