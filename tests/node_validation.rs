@@ -15,6 +15,19 @@ use std::path::Path;
 /// Turns a valid request into one with a single defect.
 type Breaker<R> = fn(&mut R);
 
+/// Sends `valid` with each case's defect; each must be InvalidArgument.
+fn each_defect_is_invalid<R: Clone, T: std::fmt::Debug>(
+    valid: &R,
+    cases: Vec<(&str, Breaker<R>)>,
+    send: impl Fn(&R) -> grpcio::Result<T>,
+) {
+    for (what, break_it) in cases {
+        let mut r = valid.clone();
+        break_it(&mut r);
+        assert_code(send(&r), RpcStatusCode::INVALID_ARGUMENT, what);
+    }
+}
+
 /// A valid stage of [`VOLUME`] from `fs:/e` at `staging`.
 fn stage_at(staging: &Path) -> csi::NodeStageVolumeRequest {
     let mut stage = node_stage_req(
@@ -63,15 +76,9 @@ fn malformed_requests_are_invalid_arguments() {
             r.volume_context.insert("mtls-mode".into(), "maybe".into());
         }),
     ];
-    for (what, break_it) in stage_cases {
-        let mut r = stage.clone();
-        break_it(&mut r);
-        assert_code(
-            client.node_stage_volume_opt(&r, call()),
-            RpcStatusCode::INVALID_ARGUMENT,
-            what,
-        );
-    }
+    each_defect_is_invalid(&stage, stage_cases, |r| {
+        client.node_stage_volume_opt(r, call())
+    });
 
     let publish = publish_at(&staging, &target);
     let publish_cases: Vec<(&str, Breaker<csi::NodePublishVolumeRequest>)> = vec![
@@ -91,15 +98,9 @@ fn malformed_requests_are_invalid_arguments() {
             r.target_path = r.staging_target_path.clone()
         }),
     ];
-    for (what, break_it) in publish_cases {
-        let mut r = publish.clone();
-        break_it(&mut r);
-        assert_code(
-            client.node_publish_volume_opt(&r, call()),
-            RpcStatusCode::INVALID_ARGUMENT,
-            what,
-        );
-    }
+    each_defect_is_invalid(&publish, publish_cases, |r| {
+        client.node_publish_volume_opt(r, call())
+    });
 
     // Each of the other RPCs without its volume id, then without its path.
     let unpublish = |id: &str, path: &Path| {

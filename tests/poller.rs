@@ -220,15 +220,26 @@ fn a_filesystem_that_disappears_ends_its_wait_with_not_found() {
     assert!(outcomes[1].is_none(), "the other wait goes on");
 }
 
-#[test]
-fn throttled_polls_keep_the_waits_going() {
-    let (fake, cloud) = setup(Duration::from_millis(300));
-    let fs = create(&cloud, "throttled");
-    // More 429s than the client retries one request.
-    fake.inject(FaultRule::rate_limited("GET", FS_ONE, 0).times(8));
+/// A lone wait for a new filesystem `label` whose polls meet `fault`; it
+/// must end active. The fake and the poller, for their counts.
+fn wait_through(activation: Duration, label: &str, fault: FaultRule) -> (FakeLinode, Poller) {
+    let (fake, cloud) = setup(activation);
+    let fs = create(&cloud, label);
+    fake.inject(fault);
     let poller = Poller::new(cloud.clone(), policy(PATIENCE));
     let active = block_on(poller.filesystem(fs, done)).unwrap();
     assert_eq!(active.status, Status::Active);
+    (fake, poller)
+}
+
+#[test]
+fn throttled_polls_keep_the_waits_going() {
+    // More 429s than the client retries one request.
+    let (fake, _poller) = wait_through(
+        Duration::from_millis(300),
+        "throttled",
+        FaultRule::rate_limited("GET", FS_ONE, 0).times(8),
+    );
     assert_eq!(answered(&fake, 429), 8);
 }
 
@@ -368,14 +379,13 @@ fn setup_two_spaces(activation: Duration) -> (FakeLinode, Arc<LinodeCloud>) {
 
 #[test]
 fn failing_polls_keep_the_waits_going_one_attempt_each() {
-    let (fake, cloud) = setup(Duration::from_millis(200));
-    let fs = create(&cloud, "flaky");
     // Server errors (500 is Internal to a caller) on every poll for a
     // while: each poll is one request, counted, and the wait goes on.
-    fake.inject(FaultRule::status("GET", FS_ONE, 500).times(6));
-    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
-    let active = block_on(poller.filesystem(fs, done)).unwrap();
-    assert_eq!(active.status, Status::Active);
+    let (fake, poller) = wait_through(
+        Duration::from_millis(200),
+        "flaky",
+        FaultRule::status("GET", FS_ONE, 500).times(6),
+    );
     assert_eq!(answered(&fake, 500), 6);
     let counts = poller.counts();
     assert_eq!(counts.failed, 6, "{counts:?}");
