@@ -6,12 +6,19 @@
 mod common;
 mod node_support;
 
+use common::controller::published_by_volume;
+use common::requests::{controller_publish_req, node_publish_req, node_unpublish_req, pairs, rwx};
+use common::rpc::{retry, Retry};
 use common::{wait_for, Driver};
+use grpcio::RpcStatusCode as Code;
+use linode_nfs_csi::backoff::Backoff;
 use linode_nfs_csi::fake::{FakeKube, FakeLinode, FakeNode, InstanceSeed, Seed, SpaceSeed};
 use linode_nfs_csi::proto::csi;
-use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
-use node_support::{capability, pairs, NfsNode};
+use linode_nfs_csi::proto::csi_grpc::ControllerClient;
+use node_support::{NfsNode, VOLUME};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -32,15 +39,25 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-/// Idle RSS of a role with `workers` pool threads.
-fn idle_rss(role: &str, workers: &str) -> u64 {
+/// Median idle RSS of a role over 5 starts with `envs`, after `scrapes`
+/// scrapes of its metrics when `envs` turn them on.
+fn idle_rss(role: &str, envs: &[(&str, &str)], scrapes: usize) -> u64 {
     let mut rss = Vec::new();
     for _ in 0..5 {
-        let mut d = Driver::role(role)
-            .env("RUST_LOG", "info")
-            .env("WORKER_THREADS", workers)
-            .spawn();
+        let mut b = Driver::role(role).env("RUST_LOG", "info");
+        for (k, v) in envs {
+            b = b.env(k, *v);
+        }
+        let mut d = b.spawn();
         d.wait_ready();
+        if envs.iter().any(|(k, _)| *k == "METRICS_ADDRESS") {
+            let addr = announced_metrics(&d);
+            for _ in 0..scrapes {
+                scrape_metrics(addr);
+            }
+        }
+        // Idle: after the startup allocations settle, which nothing
+        // announces.
         std::thread::sleep(Duration::from_millis(300));
         rss.push(rss_kib(d.pid()));
     }
@@ -55,7 +72,7 @@ fn bench_idle_memory_by_role_and_pool_size() {
         for workers in ["4", "8", "16"] {
             println!(
                 "BENCH {role} role idle RSS with WORKER_THREADS={workers}: median {} KiB",
-                idle_rss(role, workers)
+                idle_rss(role, &[("WORKER_THREADS", workers)], 0)
             );
         }
     }
@@ -161,12 +178,82 @@ fn create_request(name: &str) -> csi::CreateVolumeRequest {
         "linodenfs.csi.linode.com/space-id".to_string(),
         "7".to_string(),
     )]);
-    req.volume_capabilities = vec![capability(Mode::MULTI_NODE_MULTI_WRITER, &[])];
+    req.volume_capabilities = vec![rwx()];
     req
 }
 
 fn total(linode: &FakeLinode) -> u64 {
     linode.request_counts().values().sum()
+}
+
+fn print_request_counts(linode: &FakeLinode) {
+    for (call, n) in linode.request_counts() {
+        println!("BENCH   {call}: {n}");
+    }
+}
+
+/// Warms the caches, then times one fresh create; the fake counts afresh
+/// from there.
+fn one_warm_create(client: &ControllerClient, linode: &FakeLinode) -> Duration {
+    client.create_volume(&create_request("pvc-warm")).unwrap();
+    let started = Instant::now();
+    client.create_volume(&create_request("pvc-single")).unwrap();
+    let one = started.elapsed();
+    linode.clear_requests();
+    one
+}
+
+/// `n` creates named `prefix-<i>`, all sent before any is answered.
+fn creates_at_once(
+    client: &ControllerClient,
+    prefix: &str,
+    n: usize,
+) -> Vec<grpcio::ClientUnaryReceiver<csi::CreateVolumeResponse>> {
+    creates_of(client, n, |i| create_request(&format!("{prefix}-{i}")))
+}
+
+/// The creates `req(0..n)`, all sent before any is answered.
+fn creates_of(
+    client: &ControllerClient,
+    n: usize,
+    req: impl Fn(usize) -> csi::CreateVolumeRequest,
+) -> Vec<grpcio::ClientUnaryReceiver<csi::CreateVolumeResponse>> {
+    (0..n)
+        .map(|i| client.create_volume_async(&req(i)).unwrap())
+        .collect()
+}
+
+/// Waits for every call, each of which must succeed.
+fn all_answered<T: Unpin>(calls: Vec<grpcio::ClientUnaryReceiver<T>>) {
+    for call in calls {
+        futures_executor::block_on(call).unwrap();
+    }
+}
+
+/// A load run on a thread of its own, one `step` after another on its
+/// `state`, until [`Meanwhile::stop`] hands the state back.
+struct Meanwhile<S> {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<S>,
+}
+
+impl<S: Send + 'static> Meanwhile<S> {
+    fn run(mut state: S, mut step: impl FnMut(&mut S) + Send + 'static) -> Meanwhile<S> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !stopped.load(Ordering::SeqCst) {
+                step(&mut state);
+            }
+            state
+        });
+        Meanwhile { stop, thread }
+    }
+
+    fn stop(self) -> S {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap()
+    }
 }
 
 #[test]
@@ -187,50 +274,26 @@ fn bench_create_volume_requests_and_concurrency() {
         "BENCH Linode requests per fresh CreateVolume (warm caches): {}",
         total(&linode)
     );
-    for (call, n) in linode.request_counts() {
-        println!("BENCH   {call}: {n}");
-    }
+    print_request_counts(&linode);
 
     for workers in ["4", "16"] {
         let (linode, _kube, driver) =
             controller(Duration::from_secs(2), &[("WORKER_THREADS", workers)]);
         let client = driver.controller();
-        client.create_volume(&create_request("pvc-warm")).unwrap();
-        let one = Instant::now();
-        client.create_volume(&create_request("pvc-single")).unwrap();
-        let one = one.elapsed();
-        linode.clear_requests();
+        let one = one_warm_create(&client, &linode);
 
         // Probe on the same channel as the creates, every 5 ms meanwhile.
         let identity = linode_nfs_csi::proto::csi_grpc::IdentityClient::new(driver.channel());
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let prober = {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut probes = Vec::new();
-                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    let t = Instant::now();
-                    identity.probe(&csi::ProbeRequest::new()).unwrap();
-                    probes.push(t.elapsed());
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                probes
-            })
-        };
+        let prober = Meanwhile::run(Vec::new(), move |probes| {
+            let t = Instant::now();
+            identity.probe(&csi::ProbeRequest::new()).unwrap();
+            probes.push(t.elapsed());
+            std::thread::sleep(Duration::from_millis(5));
+        });
         let started = Instant::now();
-        let calls: Vec<_> = (0..50)
-            .map(|i| {
-                client
-                    .create_volume_async(&create_request(&format!("pvc-many-{i}")))
-                    .unwrap()
-            })
-            .collect();
-        for call in calls {
-            futures_executor::block_on(call).unwrap();
-        }
+        all_answered(creates_at_once(&client, "pvc-many", 50));
         let many = started.elapsed();
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        let mut probes = prober.join().unwrap();
+        let mut probes = prober.stop();
         probes.sort();
         println!(
             "BENCH 50 concurrent fresh CreateVolume, activation 2 s, WORKER_THREADS={workers}: {:.2} s = {:.2}x one create ({:.2} s); {} Linode requests for the 50; Probe p50 {:.2} ms p99 {:.2} ms max {:.2} ms over {} probes",
@@ -243,9 +306,7 @@ fn bench_create_volume_requests_and_concurrency() {
             ms(*probes.last().unwrap()),
             probes.len()
         );
-        for (call, n) in linode.request_counts() {
-            println!("BENCH   {call}: {n}");
-        }
+        print_request_counts(&linode);
     }
 
     // 200 creates waiting at once on two workers.
@@ -254,20 +315,12 @@ fn bench_create_volume_requests_and_concurrency() {
     client.create_volume(&create_request("pvc-warm")).unwrap();
     linode.clear_requests();
     let started = Instant::now();
-    let calls: Vec<_> = (0..200)
-        .map(|i| {
-            client
-                .create_volume_async(&create_request(&format!("pvc-wave-{i}")))
-                .unwrap()
-        })
-        .collect();
+    let calls = creates_at_once(&client, "pvc-wave", 200);
     wait_for("200 filesystems posted", Duration::from_secs(60), || {
         linode.filesystems().len() == 201
     });
     let all_posted = started.elapsed();
-    for call in calls {
-        futures_executor::block_on(call).unwrap();
-    }
+    all_answered(calls);
     println!(
         "BENCH 200 concurrent fresh CreateVolume, activation 3 s, WORKER_THREADS=2: all posted (waiting together) after {:.2} s, all done after {:.2} s; {} Linode requests",
         all_posted.as_secs_f64(),
@@ -290,16 +343,11 @@ fn bench_create_volume_requests_and_concurrency() {
     linode.clear_requests();
     let calls: Vec<_> = (1001..=1010)
         .map(|node: u64| {
-            let mut r = csi::ControllerPublishVolumeRequest::new();
-            r.volume_id = volume.clone();
-            r.node_id = node.to_string();
-            r.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
-            client.controller_publish_volume_async(&r).unwrap()
+            let req = controller_publish_req(&volume, &node.to_string());
+            client.controller_publish_volume_async(&req).unwrap()
         })
         .collect();
-    for call in calls {
-        futures_executor::block_on(call).unwrap();
-    }
+    all_answered(calls);
     println!(
         "BENCH node mode, 10 concurrent ControllerPublish of one volume: {} policy PUTs, {} Linode requests",
         linode.calls("PUT", "nfs/spaces/*/filesystems/*/access-policy"),
@@ -314,19 +362,13 @@ fn bench_publish_unpublish_cycle() {
     let source = "bench.nfs.example:/export";
     node.export(source);
     let staging = node.kubelet_path("staging");
-    node.stage("1/2", &staging, &[("mount-target", source)])
+    node.stage(VOLUME, &staging, &[("mount-target", source)])
         .unwrap();
     let client = node.driver.node();
     let target = node.kubelet_path("pods/p/volumes/v/mount");
-    let mut publish = csi::NodePublishVolumeRequest::new();
-    publish.volume_id = "1/2".into();
-    publish.staging_target_path = staging.display().to_string();
-    publish.target_path = target.display().to_string();
-    publish.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+    let mut publish = node_publish_req(VOLUME, &staging, &target, rwx());
     publish.volume_context = pairs(&[("mount-target", source)]);
-    let mut unpublish = csi::NodeUnpublishVolumeRequest::new();
-    unpublish.volume_id = "1/2".into();
-    unpublish.target_path = target.display().to_string();
+    let unpublish = node_unpublish_req(VOLUME, &target);
 
     let mut cycles = Vec::with_capacity(1000);
     for _ in 0..1000 {
@@ -433,22 +475,13 @@ fn bench_probe_latency_while_metrics_are_scraped() {
             &probe_latencies(&d, run),
             0,
         );
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let scraper = {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut n = 0;
-                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    scrape_metrics(addr);
-                    n += 1;
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                n
-            })
-        };
+        let scraper = Meanwhile::run(0, move |n| {
+            scrape_metrics(addr);
+            *n += 1;
+            std::thread::sleep(Duration::from_secs(1));
+        });
         let lat = probe_latencies(&d, run);
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        let n = scraper.join().unwrap();
+        let n = scraper.stop();
         report(
             &format!("scraped every second (round {})", round + 1),
             &lat,
@@ -456,46 +489,16 @@ fn bench_probe_latency_while_metrics_are_scraped() {
         );
     }
     // The worst case: a scraper in a tight loop.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let scraper = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut n = 0;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                scrape_metrics(addr);
-                n += 1;
-            }
-            n
-        })
-    };
+    let scraper = Meanwhile::run(0, move |n| {
+        scrape_metrics(addr);
+        *n += 1;
+    });
     let lat = probe_latencies(&d, run);
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let n = scraper.join().unwrap();
+    let n = scraper.stop();
     report("scraped back to back", &lat, n);
 }
 
-/// Median idle RSS of a role over 5 starts, `scrapes` scrapes after ready.
-fn idle_rss_with(role: &str, metrics: bool, scrapes: usize) -> u64 {
-    let mut rss = Vec::new();
-    for _ in 0..5 {
-        let mut b = Driver::role(role).env("RUST_LOG", "info");
-        if metrics {
-            b = b.env("METRICS_ADDRESS", "127.0.0.1:0");
-        }
-        let mut d = b.spawn();
-        d.wait_ready();
-        if metrics {
-            let addr = announced_metrics(&d);
-            for _ in 0..scrapes {
-                scrape_metrics(addr);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        rss.push(rss_kib(d.pid()));
-    }
-    rss.sort();
-    rss[rss.len() / 2]
-}
+const METRICS_ON: [(&str, &str); 1] = [("METRICS_ADDRESS", "127.0.0.1:0")];
 
 #[test]
 #[ignore = "benchmark: bash .ci/bench"]
@@ -503,10 +506,10 @@ fn bench_idle_memory_with_metrics_on_and_off() {
     for role in ["controller", "node"] {
         println!(
             "BENCH {role} role idle RSS: metrics off {} KiB, on {} KiB, after 100 scrapes {} KiB, after 2000 scrapes {} KiB (medians of 5)",
-            idle_rss_with(role, false, 0),
-            idle_rss_with(role, true, 0),
-            idle_rss_with(role, true, 100),
-            idle_rss_with(role, true, 2000),
+            idle_rss(role, &[], 0),
+            idle_rss(role, &METRICS_ON, 0),
+            idle_rss(role, &METRICS_ON, 100),
+            idle_rss(role, &METRICS_ON, 2000),
         );
     }
 }
@@ -555,6 +558,14 @@ fn lists_for_creates(linode: &FakeLinode) -> (u64, u64) {
     (creates, rest)
 }
 
+/// csi-provisioner's pace: its retries of a create answered Unavailable or
+/// Aborted back off from 100 ms to 5 s.
+const PROVISIONER: Retry<'static> = Retry {
+    codes: &[Code::UNAVAILABLE, Code::ABORTED],
+    pauses: Backoff::doubling(Duration::from_millis(100), Duration::from_secs(5)),
+    limit: Duration::from_secs(600),
+};
+
 /// What `n` CreateVolume calls cost when `callers` threads send them as
 /// csi-provisioner's workers do: one call per worker at a time, retried
 /// with backoff on Unavailable and Aborted. Returns the wall time, and the
@@ -565,7 +576,7 @@ fn provision_through_callers(
     callers: usize,
     prefix: &str,
 ) -> (Duration, BTreeMap<String, usize>) {
-    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let started = Instant::now();
     let threads: Vec<_> = (0..callers)
         .map(|_| {
@@ -575,30 +586,19 @@ fn provision_through_callers(
             std::thread::spawn(move || {
                 let mut seen: BTreeMap<String, usize> = BTreeMap::new();
                 loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let i = next.fetch_add(1, Ordering::SeqCst);
                     if i >= n {
                         return seen;
                     }
                     let req = create_request(&format!("{prefix}-{i:04}"));
-                    let mut delay = Duration::from_millis(100);
-                    loop {
-                        match client.create_volume(&req) {
-                            Ok(_) => break,
-                            Err(grpcio::Error::RpcFailure(s)) => {
-                                *seen.entry(format!("{:?}", s.code())).or_default() += 1;
-                                let code = s.code();
-                                assert!(
-                                    code == grpcio::RpcStatusCode::UNAVAILABLE
-                                        || code == grpcio::RpcStatusCode::ABORTED,
-                                    "CreateVolume {}: {s:?}",
-                                    req.name
-                                );
-                                std::thread::sleep(delay);
-                                delay = (delay * 2).min(Duration::from_secs(5));
-                            }
-                            Err(e) => panic!("CreateVolume {}: {e:?}", req.name),
+                    retry(&PROVISIONER, || {
+                        let answer = client.create_volume(&req);
+                        if let Err(grpcio::Error::RpcFailure(s)) = &answer {
+                            *seen.entry(format!("{:?}", s.code())).or_default() += 1;
                         }
-                    }
+                        answer
+                    })
+                    .unwrap_or_else(|e| panic!("CreateVolume {}: {e:?}", req.name));
                 }
             })
         })
@@ -618,11 +618,7 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
     // Without limits: 1000 PVCs through csi-provisioner's 100 workers.
     let (linode, _kube, driver) = controller(Duration::from_secs(2), &[("WORKER_THREADS", "4")]);
     let client = driver.controller();
-    client.create_volume(&create_request("pvc-warm")).unwrap();
-    let one = Instant::now();
-    client.create_volume(&create_request("pvc-single")).unwrap();
-    let one = one.elapsed();
-    linode.clear_requests();
+    let one = one_warm_create(&client, &linode);
     let (wall, seen) = provision_through_callers(&driver, 1000, 100, "pvc-thousand");
     let (list, other) = by_class(&linode);
     println!(
@@ -649,33 +645,27 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
     }));
     linode.clear_requests();
     // ListVolumes and GetCapacity keep being asked meanwhile.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reader = {
-        let stop = stop.clone();
-        let client = driver.controller();
-        std::thread::spawn(move || {
-            let (mut lists, mut capacities, mut listed) = (Vec::new(), Vec::new(), 0);
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                let t = Instant::now();
-                listed = client
-                    .list_volumes(&csi::ListVolumesRequest::new())
-                    .unwrap()
-                    .entries
-                    .len();
-                lists.push(t.elapsed());
-                let mut cap = csi::GetCapacityRequest::new();
-                cap.parameters = create_request("x").parameters;
-                let t = Instant::now();
-                client.get_capacity(&cap).unwrap();
-                capacities.push(t.elapsed());
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            (lists, capacities, listed)
-        })
-    };
+    let client = driver.controller();
+    let reader = Meanwhile::run(
+        (Vec::new(), Vec::new(), 0),
+        move |(lists, capacities, listed)| {
+            let t = Instant::now();
+            *listed = client
+                .list_volumes(&csi::ListVolumesRequest::new())
+                .unwrap()
+                .entries
+                .len();
+            lists.push(t.elapsed());
+            let mut cap = csi::GetCapacityRequest::new();
+            cap.parameters = create_request("x").parameters;
+            let t = Instant::now();
+            client.get_capacity(&cap).unwrap();
+            capacities.push(t.elapsed());
+            std::thread::sleep(Duration::from_millis(500));
+        },
+    );
     let (wall, seen) = provision_through_callers(&driver, 500, 100, "pvc-limited");
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let (mut lists, mut capacities, listed) = reader.join().unwrap();
+    let (mut lists, mut capacities, listed) = reader.stop();
     lists.sort();
     capacities.sort();
     let (list, other) = by_class(&linode);
@@ -691,9 +681,7 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
         ms(percentile(&capacities, 0.99)),
         capacities.len(),
     );
-    for (call, n) in linode.request_counts() {
-        println!("BENCH   {call}: {n}");
-    }
+    print_request_counts(&linode);
     assert_eq!(linode.filesystems().len(), 1001, "every filesystem once");
 }
 
@@ -739,20 +727,6 @@ fn listing_walk(
     (entries, total(linode), started.elapsed())
 }
 
-/// Published nodes by volume id, as a listing reported them.
-fn published_by_volume(
-    entries: &[csi::list_volumes_response::Entry],
-) -> BTreeMap<String, Vec<String>> {
-    entries
-        .iter()
-        .map(|e| {
-            let mut nodes = e.status.published_node_ids.clone();
-            nodes.sort();
-            (e.volume.volume_id.clone(), nodes)
-        })
-        .collect()
-}
-
 #[test]
 #[ignore = "benchmark: bash .ci/bench"]
 fn bench_list_volumes_walks_and_published_nodes_at_scale() {
@@ -792,7 +766,7 @@ fn bench_list_volumes_walks_and_published_nodes_at_scale() {
             // shows exactly what the ACLs hold.
             let mut want = published_by_volume(&all);
             let mut cap = csi::ControllerPublishVolumeRequest::new();
-            cap.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+            cap.volume_capability = Some(rwx()).into();
             for round in 0..3usize {
                 for i in 0..20usize {
                     let vol = &all[(round * 37 + i * 41) % all.len()].volume.volume_id;
@@ -928,22 +902,13 @@ fn bench_subdirectory_create_next_to_a_filesystem_create() {
                 took.as_secs_f64(),
                 total(linode)
             );
-            for (call, n) in linode.request_counts() {
-                println!("BENCH   {call}: {n}");
-            }
+            print_request_counts(linode);
         }
         linode.clear_requests();
         let started = Instant::now();
-        let calls: Vec<_> = (0..50)
-            .map(|i| {
-                client
-                    .create_volume_async(&subdirectory_request(&format!("pvc-sub-{i}"), parent))
-                    .unwrap()
-            })
-            .collect();
-        for call in calls {
-            futures_executor::block_on(call).unwrap();
-        }
+        all_answered(creates_of(client, 50, |i| {
+            subdirectory_request(&format!("pvc-sub-{i}"), parent)
+        }));
         println!(
             "BENCH 50 concurrent subdirectory CreateVolume on one parent, activation {:.0} s: {:.2} s, {} Linode requests ({} quota POSTs)",
             activation.as_secs_f64(),

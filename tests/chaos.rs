@@ -21,14 +21,19 @@
 mod common;
 mod e2e_support;
 
+use common::requests::*;
+use common::rpc::*;
+use common::{volume_names, wait_for};
 use e2e_support::*;
 use grpcio::{CallOption, RpcStatusCode as Code};
+use linode_nfs_csi::backoff::Backoff;
 use linode_nfs_csi::proto::csi;
-use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
 use linode_nfs_csi::proto::csi_grpc::{ControllerClient, NodeClient};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const FAULTS: &str = "429:0.04,503:0.03,500:0.01,lost:0.03,slow:0.01,drop:0.01";
 /// Transient faults on the poller's GETs only (`DEV_FAULTS` scopes): one
@@ -104,16 +109,29 @@ impl Rng {
 
 /// Answers a correct caller may get while the backend misbehaves: they
 /// tell it to retry.
-fn transient(code: Code) -> bool {
-    matches!(
-        code,
-        Code::ABORTED
-            | Code::UNAVAILABLE
-            | Code::DEADLINE_EXCEEDED
-            | Code::CANCELLED
-            | Code::INTERNAL
-            | Code::RESOURCE_EXHAUSTED
-    )
+const TRANSIENT: [Code; 6] = [
+    Code::ABORTED,
+    Code::UNAVAILABLE,
+    Code::DEADLINE_EXCEEDED,
+    Code::CANCELLED,
+    Code::INTERNAL,
+    Code::RESOURCE_EXHAUSTED,
+];
+
+impl Profile {
+    /// Whether a correct driver may answer `rpc` with the failure `code`
+    /// under these faults.
+    fn may_answer(&self, rpc: &str, code: Code) -> bool {
+        TRANSIENT.contains(&code) && !(code == Code::INTERNAL && self.no_internal.contains(&rpc))
+    }
+
+    /// The codes a caller retries `rpc` on: every failure it may get.
+    fn retry_of(&self, rpc: &str) -> Vec<Code> {
+        TRANSIENT
+            .into_iter()
+            .filter(|code| self.may_answer(rpc, *code))
+            .collect()
+    }
 }
 
 /// What a step calls through: a sidecar's or kubelet's connection.
@@ -134,6 +152,13 @@ struct Counts {
     codes: BTreeMap<String, u64>,
     faults: BTreeMap<String, u64>,
     violations: Vec<String>,
+}
+
+impl Counts {
+    fn record(&mut self, rpc: &str, code: Code) {
+        self.rpcs += 1;
+        *self.codes.entry(format!("{rpc} {code:?}")).or_default() += 1;
+    }
 }
 
 struct Campaign {
@@ -211,8 +236,7 @@ impl Campaign {
     /// SIGKILL, then a new process on the same state, as after a crash.
     fn restart(&mut self) {
         let mut dev = self.dev.take().unwrap();
-        dev.driver.signal(libc::SIGKILL);
-        dev.driver.wait_exit(Duration::from_secs(10));
+        dev.driver.kill();
         self.count_faults(&dev.driver.logs());
         drop(dev);
         self.counts.restarts += 1;
@@ -251,9 +275,9 @@ impl Campaign {
     fn step<T: Send + 'static>(
         &mut self,
         rpc: &'static str,
-        call: impl Fn(&Clients, CallOption) -> grpcio::Result<T> + Send + Sync + Clone + 'static,
+        send: impl Fn(&Clients, CallOption) -> grpcio::Result<T> + Send + Sync + Clone + 'static,
     ) -> Option<T> {
-        self.step_killable(rpc, true, call)
+        self.step_killable(rpc, true, send)
     }
 
     /// [`Campaign::step`]; `killable` false where a restart in the middle
@@ -263,28 +287,29 @@ impl Campaign {
         &mut self,
         rpc: &'static str,
         killable: bool,
-        call: impl Fn(&Clients, CallOption) -> grpcio::Result<T> + Send + Sync + Clone + 'static,
+        send: impl Fn(&Clients, CallOption) -> grpcio::Result<T> + Send + Sync + Clone + 'static,
     ) -> Option<T> {
         if self.rng.chance(0.15) {
             // A caller that gives up: its outcome is whatever it is.
             self.counts.cancelled += 1;
             let deadline = Duration::from_millis(20 + self.rng.below(400));
-            let _ = call(&self.clients(), CallOption::default().timeout(deadline));
+            let _ = send(&self.clients(), CallOption::default().timeout(deadline));
         }
         if killable && self.restarts > 0 && self.rng.chance(0.05) {
             // Killed while the call is in flight.
             self.restarts -= 1;
             self.counts.kills_mid_call += 1;
             let pending = {
-                let call = call.clone();
+                let send = send.clone();
                 let twin = self.clients();
                 std::thread::spawn(move || {
-                    let _ = call(
+                    let _ = send(
                         &twin,
                         CallOption::default().timeout(Duration::from_secs(30)),
                     );
                 })
             };
+            // A kill at a random point of the call, not a wait for a state.
             std::thread::sleep(Duration::from_millis(self.rng.below(300)));
             self.restart();
             pending.join().unwrap();
@@ -292,87 +317,64 @@ impl Campaign {
         let twin = if self.rng.chance(0.1) {
             self.counts.duplicates += 1;
             let twin = self.clients();
-            let call = call.clone();
-            Some(std::thread::spawn(move || {
-                call(
-                    &twin,
-                    CallOption::default().timeout(Duration::from_secs(60)),
-                )
-            }))
+            let send = send.clone();
+            Some(std::thread::spawn(move || send(&twin, call())))
         } else {
             None
         };
-        let answer = self.until_ok(rpc, &call);
+        let answer = self.until_ok(rpc, &send);
         if let Some(twin) = twin {
             // A concurrent twin may be refused (Aborted) or retried later,
             // but never answered with something a correct caller cannot get.
             if let Err(e) = twin.join().unwrap() {
-                let code = common::code_of(&e);
-                self.record(rpc, code);
-                if !self.may_answer(rpc, code) {
+                let code = code_of(&e);
+                self.counts.record(rpc, code);
+                if !self.profile.may_answer(rpc, code) {
                     self.violation(format!("{rpc} (concurrent twin) answered {code:?}: {e:?}"));
                 }
             } else {
-                self.record(rpc, Code::OK);
+                self.counts.record(rpc, Code::OK);
             }
         }
         if answer.is_some() && self.rng.chance(0.1) {
             // The sidecar lost the answer and asks again.
             self.counts.duplicates += 1;
-            return self.until_ok(rpc, &call);
+            return self.until_ok(rpc, &send);
         }
         answer
     }
 
-    /// Whether a correct driver may answer `rpc` with the failure `code`
-    /// under this campaign's faults.
-    fn may_answer(&self, rpc: &str, code: Code) -> bool {
-        transient(code) && !(code == Code::INTERNAL && self.profile.no_internal.contains(&rpc))
-    }
-
-    fn record(&mut self, rpc: &str, code: Code) {
-        self.counts.rpcs += 1;
-        *self
-            .counts
-            .codes
-            .entry(format!("{rpc} {code:?}"))
-            .or_default() += 1;
-    }
-
+    /// `send` retried as a sidecar does, every answer counted.
     fn until_ok<T>(
         &mut self,
         rpc: &'static str,
-        call: &impl Fn(&Clients, CallOption) -> grpcio::Result<T>,
+        send: &impl Fn(&Clients, CallOption) -> grpcio::Result<T>,
     ) -> Option<T> {
-        let started = Instant::now();
-        let mut delay = Duration::from_millis(20);
         let clients = self.clients();
-        loop {
-            match call(
-                &clients,
-                CallOption::default().timeout(Duration::from_secs(60)),
-            ) {
-                Ok(v) => {
-                    self.record(rpc, Code::OK);
-                    return Some(v);
-                }
-                Err(e) => {
-                    let code = common::code_of(&e);
-                    self.record(rpc, code);
-                    if !self.may_answer(rpc, code) {
-                        self.violation(format!("{rpc} answered {code:?}: {e:?}"));
-                        return None;
-                    }
-                    if started.elapsed() > STEP_PATIENCE {
-                        self.violation(format!(
-                            "{rpc} still failing after {STEP_PATIENCE:?}: {e:?}"
-                        ));
-                        return None;
-                    }
-                }
+        let codes = self.profile.retry_of(rpc);
+        let how = Retry {
+            codes: &codes,
+            limit: STEP_PATIENCE,
+            ..SIDECAR
+        };
+        let counts = &mut self.counts;
+        let answer = retry(&how, || {
+            let answer = send(&clients, call());
+            counts.record(rpc, answer.as_ref().err().map_or(Code::OK, code_of));
+            answer
+        });
+        match answer {
+            Ok(v) => Some(v),
+            Err(e) if codes.contains(&code_of(&e)) => {
+                self.violation(format!(
+                    "{rpc} still failing after {STEP_PATIENCE:?}: {e:?}"
+                ));
+                None
             }
-            std::thread::sleep(delay);
-            delay = (delay * 2).min(Duration::from_millis(500));
+            Err(e) => {
+                self.violation(format!("{rpc} answered {:?}: {e:?}", code_of(&e)));
+                None
+            }
         }
     }
 
@@ -438,16 +440,24 @@ impl Campaign {
     }
 }
 
+/// A CreateVolume step (see [`Campaign::step`]).
+fn create_step(
+    c: &mut Campaign,
+    rpc: &'static str,
+    req: csi::CreateVolumeRequest,
+) -> Option<csi::Volume> {
+    c.step(rpc, move |d, o| {
+        d.controller
+            .create_volume_opt(&req, o)
+            .map(|r| r.volume.unwrap())
+    })
+}
+
 /// One volume's life and what can hang off it.
 fn sequence(c: &mut Campaign, n: u64) {
     c.sequence = n;
     let name = format!("pvc-chaos-{n}");
-    let create = create_req(&name, GIB);
-    let Some(volume) = c.step("CreateVolume", move |d, o| {
-        d.controller
-            .create_volume_opt(&create, o)
-            .map(|r| r.volume.unwrap())
-    }) else {
+    let Some(volume) = create_step(c, "CreateVolume", create_req(&name, GIB)) else {
         return;
     };
     c.check_backend(&[&name], &[], "after CreateVolume");
@@ -455,7 +465,7 @@ fn sequence(c: &mut Campaign, n: u64) {
 
     let node: u64 = NODE_ID.parse().unwrap();
     if c.node_mode {
-        let req = controller_publish_req(&volume, NODE_ID);
+        let req = attach_req(&volume, NODE_ID);
         c.step("ControllerPublishVolume", move |d, o| {
             d.controller.controller_publish_volume_opt(&req, o)
         });
@@ -475,31 +485,27 @@ fn sequence(c: &mut Campaign, n: u64) {
     if c.rng.chance(0.6) {
         let snap_name = format!("snap-chaos-{n}");
         let req = snapshot_req(&snap_name, &volume.volume_id);
-        let snapshot = loop {
-            let Some(s) = c.step("CreateSnapshot", {
+        // Called again, as the snapshotter does, until ready.
+        let mut latest = None;
+        wait_for("the snapshot to be ready", STEP_PATIENCE, || {
+            latest = c.step("CreateSnapshot", {
                 let req = req.clone();
                 move |d, o| {
                     d.controller
                         .create_snapshot_opt(&req, o)
                         .map(|r| r.snapshot.unwrap())
                 }
-            }) else {
-                return;
-            };
-            if s.ready_to_use {
-                break s;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            });
+            latest.as_ref().is_none_or(|s| s.ready_to_use)
+        });
+        let Some(snapshot) = latest else {
+            return;
         };
         snaps.push((snap_name.clone(), snapshot.snapshot_id.clone()));
         if c.profile.derived_volumes && c.rng.chance(0.7) {
             let restored = format!("pvc-chaos-{n}-restore");
             let req = restore_req(&restored, &snapshot.snapshot_id);
-            c.step("CreateVolume (restore)", move |d, o| {
-                d.controller
-                    .create_volume_opt(&req, o)
-                    .map(|r| r.volume.unwrap())
-            });
+            create_step(c, "CreateVolume (restore)", req);
             made.push(restored);
         }
         let made_refs: Vec<&str> = made.iter().map(String::as_str).collect();
@@ -507,17 +513,8 @@ fn sequence(c: &mut Campaign, n: u64) {
     }
     if c.profile.derived_volumes && c.rng.chance(0.3) {
         let cloned = format!("pvc-chaos-{n}-clone");
-        let mut req = create_req(&cloned, GIB);
-        let mut from = csi::volume_content_source::VolumeSource::new();
-        from.volume_id = volume.volume_id.clone();
-        let mut content = csi::VolumeContentSource::new();
-        content.set_volume(from);
-        req.volume_content_source = Some(content).into();
-        c.step("CreateVolume (clone)", move |d, o| {
-            d.controller
-                .create_volume_opt(&req, o)
-                .map(|r| r.volume.unwrap())
-        });
+        let req = from_volume(create_req(&cloned, GIB), &volume.volume_id);
+        create_step(c, "CreateVolume (clone)", req);
         made.push(cloned);
         let made_refs: Vec<&str> = made.iter().map(String::as_str).collect();
         let snap_refs: Vec<&str> = snaps.iter().map(|(s, _)| s.as_str()).collect();
@@ -572,8 +569,7 @@ fn mount_all(c: &mut Campaign, volume: &csi::Volume, staging: &Path, targets: &[
             d.node.node_stage_volume_opt(&stage, o)
         });
         for target in targets {
-            let mut req = publish_req(volume, staging, target, false);
-            req.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER)).into();
+            let req = publish_req(volume, staging, target, false);
             c.step_killable("NodePublishVolume", false, move |d, o| {
                 d.node.node_publish_volume_opt(&req, o)
             });
@@ -591,12 +587,12 @@ fn unmount_all(c: &mut Campaign, volume: &csi::Volume, staging: &Path, targets: 
         mount_all(c, volume, staging, targets);
     }
     for target in targets {
-        let req = unpublish_req(&volume.volume_id, target);
+        let req = node_unpublish_req(&volume.volume_id, target);
         c.step("NodeUnpublishVolume", move |d, o| {
             d.node.node_unpublish_volume_opt(&req, o)
         });
     }
-    let req = unstage_req(&volume.volume_id, staging);
+    let req = node_unstage_req(&volume.volume_id, staging);
     c.step("NodeUnstageVolume", move |d, o| {
         d.node.node_unstage_volume_opt(&req, o)
     });
@@ -740,71 +736,18 @@ fn full_campaign_with_poll_faults_in_node_mode() {
     poll_fault_campaign(true, 1000);
 }
 
-/// `subdirectory` volumes in dev mode's shared filesystem.
-fn shared_class() -> HashMap<String, String> {
-    let mut params = dev_params();
-    params.insert(
-        "linodenfs.csi.linode.com/volume-type".into(),
-        "subdirectory".into(),
-    );
-    params.insert(
-        "linodenfs.csi.linode.com/shared-filesystem-label".into(),
-        "dev-shared".into(),
-    );
-    params
-}
-
-/// The id of dev mode's shared filesystem.
-fn shared_id(c: &Campaign) -> u64 {
-    let linode = c.state.linode();
-    let fs = linode["filesystems"]
-        .as_object()
-        .unwrap()
-        .values()
-        .find(|f| f["label"] == "dev-shared")
-        .expect("dev mode seeds dev-shared");
-    fs["id"].as_u64().unwrap()
-}
-
-/// `(path, max bytes)` of every quota but the root's, and the names of the
-/// volume directories and of the ownership markers, in the shared export.
+/// `(path, max bytes)` of every stored quota, and the names of the volume
+/// directories and of the ownership markers, in the shared export.
 fn shared_state(c: &Campaign) -> (BTreeSet<(String, i64)>, BTreeSet<String>, BTreeSet<String>) {
-    let linode = c.state.linode();
-    let quotas = linode
-        .get("quotas")
-        .and_then(|q| q.as_object())
-        .map(|m| {
-            m.values()
-                .filter(|q| !q["is_root"].as_bool().unwrap_or(false))
-                .filter(|q| q["path"].as_str() != Some("/"))
-                .map(|q| {
-                    (
-                        q["path"].as_str().unwrap().to_string(),
-                        q["max_capacity_bytes"].as_i64().unwrap(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let export = c
+    let quotas = c
         .state
-        .path()
-        .join("exports")
-        .join(format!("dev-shared-{:x}", shared_id(c)));
-    let names = |dir: PathBuf| -> BTreeSet<String> {
-        std::fs::read_dir(dir)
-            .map(|d| {
-                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .filter(|n| !n.starts_with('.'))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    (
-        quotas,
-        names(export.join("csi-volumes")),
-        names(export.join("csi-volumes/.owners")),
-    )
+        .quotas()
+        .into_iter()
+        .map(|(_, path, max, _)| (path, max))
+        .collect();
+    let base = c.state.shared_base();
+    let names = |dir: PathBuf| volume_names(&dir).into_iter().collect();
+    (quotas, names(base.clone()), names(base.join(".owners")))
 }
 
 /// `count` calls at once, each retried as the provisioner does until it
@@ -816,48 +759,52 @@ fn wave(
     rpc: &'static str,
     count: usize,
     restarts: u64,
-    call: impl Fn(&ControllerClient, usize) -> grpcio::Result<()> + Send + Sync + 'static,
+    send: impl Fn(&ControllerClient, usize) -> grpcio::Result<()> + Send + Sync + 'static,
 ) {
-    let call = std::sync::Arc::new(call);
-    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // An Unknown (a connection cut by the kill) is one more answer to retry.
+    let codes: Arc<Vec<Code>> = Arc::new(TRANSIENT.into_iter().chain([Code::UNKNOWN]).collect());
+    let send = Arc::new(send);
+    let settled = Arc::new(AtomicUsize::new(0));
     // Each process serves on a socket of its own: after a restart the
     // callers dial the new one, as the sidecars do once the pod is back.
-    let current = std::sync::Arc::new(std::sync::Mutex::new(c.dev().another_controller()));
+    let current = Arc::new(Mutex::new(c.dev().another_controller()));
     let callers: Vec<_> = (0..count)
         .map(|i| {
             let current = current.clone();
-            let (call, answered) = (call.clone(), answered.clone());
+            let (send, settled, codes) = (send.clone(), settled.clone(), codes.clone());
             std::thread::spawn(move || -> Result<(), String> {
-                let started = Instant::now();
-                let mut delay = Duration::from_millis(50);
-                loop {
+                // The provisioner's own pace.
+                let how = Retry {
+                    codes: &codes,
+                    pauses: Backoff::doubling(Duration::from_millis(50), Duration::from_secs(2)),
+                    limit: STEP_PATIENCE * 2,
+                };
+                let answer = retry(&how, || {
                     let client = current.lock().unwrap().clone();
-                    let Err(e) = call(&client, i) else {
-                        answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        return Ok(());
-                    };
-                    let code = common::code_of(&e);
-                    if !transient(code) && code != Code::UNKNOWN {
-                        return Err(format!("{rpc} #{i} answered {code:?}: {e:?}"));
-                    }
-                    if started.elapsed() > STEP_PATIENCE * 2 {
-                        return Err(format!(
-                            "{rpc} #{i} never settled; last answer {code:?}: {e:?}"
-                        ));
-                    }
-                    std::thread::sleep(delay);
-                    delay = (delay * 2).min(Duration::from_secs(2));
+                    send(&client, i)
+                });
+                settled.fetch_add(1, Ordering::SeqCst);
+                let Err(e) = answer else {
+                    return Ok(());
+                };
+                let code = code_of(&e);
+                if codes.contains(&code) {
+                    Err(format!(
+                        "{rpc} #{i} never settled; last answer {code:?}: {e:?}"
+                    ))
+                } else {
+                    Err(format!("{rpc} #{i} answered {code:?}: {e:?}"))
                 }
             })
         })
         .collect();
     for k in 1..=restarts {
-        // Kill part-way: after a share of the calls was answered.
+        // Kill part-way: after a share of the calls was answered (or gave
+        // up, a violation reported below).
         let at = count * k as usize / (restarts as usize + 1);
-        let until = Instant::now() + STEP_PATIENCE;
-        while answered.load(std::sync::atomic::Ordering::SeqCst) < at && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for("a share of the calls to settle", STEP_PATIENCE, || {
+            settled.load(Ordering::SeqCst) >= at
+        });
         c.restart();
         *current.lock().unwrap() = c.dev().another_controller();
     }
@@ -881,12 +828,11 @@ fn two_hundred_subdirectory_volumes_through_faults_and_restarts() {
     const COUNT: usize = 200;
     let size = |i: usize| ((i % 7) as i64 + 1) << 20;
     let name = |i: usize| format!("pvc-wave-{i:03}");
-    let class = shared_class();
+    let class = subdirectory_params();
     wave(&mut c, "CreateVolume", COUNT, 2, move |client, i| {
         let mut req = create_req(&name(i), size(i));
         req.parameters = class.clone();
-        let got = client
-            .create_volume_opt(&req, CallOption::default().timeout(Duration::from_secs(60)))?;
+        let got = client.create_volume_opt(&req, call())?;
         let volume = got.volume.unwrap();
         assert_eq!(volume.capacity_bytes, size(i), "{}", name(i));
         assert!(
@@ -920,13 +866,10 @@ fn two_hundred_subdirectory_volumes_through_faults_and_restarts() {
                 .collect::<Vec<_>>()
         ));
     }
-    let prefix = format!("1/{}", shared_id(&c));
+    let prefix = format!("1/{}", c.state.shared_parent().0);
     wave(&mut c, "DeleteVolume", COUNT, 1, move |client, i| {
         client
-            .delete_volume_opt(
-                &delete_req(&format!("{prefix}/{}", name(i))),
-                CallOption::default().timeout(Duration::from_secs(60)),
-            )
+            .delete_volume_opt(&delete_req(&format!("{prefix}/{}", name(i))), call())
             .map(|_| ())
     });
     let (quotas, dirs, markers) = shared_state(&c);

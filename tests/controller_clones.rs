@@ -7,6 +7,8 @@
 mod common;
 
 use common::controller::*;
+use common::requests::*;
+use common::rpc::*;
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::fake::{FaultRule, Lifecycle};
 use linode_nfs_csi::linode::Status;
@@ -17,13 +19,14 @@ const SNAPSHOTS: &str = "nfs/spaces/*/filesystems/*/snapshots";
 const CLONE: &str = "nfs/spaces/*/filesystems/*/snapshots/*/clone";
 
 fn clone_req(name: &str, source: &str) -> csi::CreateVolumeRequest {
-    let mut req = volume_req(name, &by_id());
-    let mut vol = csi::volume_content_source::VolumeSource::new();
-    vol.volume_id = source.to_string();
-    let mut src = csi::VolumeContentSource::new();
-    src.set_volume(vol);
-    req.volume_content_source = Some(src).into();
-    req
+    from_volume(volume_req(name, &by_id()), source)
+}
+
+/// Asserts that the filesystem labelled `label` carries `tag`.
+#[track_caller]
+fn assert_tagged(env: &Env, label: &str, tag: &str) {
+    let tags = env.filesystem(label).tags;
+    assert!(tags.iter().any(|t| t == tag), "{tag} not in {tags:?}");
 }
 
 /// Snapshots the backend still holds, copies included.
@@ -53,13 +56,10 @@ fn a_clone_is_copied_through_a_snapshot_that_does_not_outlive_it() {
         fs.max_capacity_bytes,
         env.filesystem("source").max_capacity_bytes
     );
-    assert!(
-        fs.tags.contains(&format!(
-            "csi-source-volume.{}",
-            source.volume_id.replace('/', ".")
-        )),
-        "{:?}",
-        fs.tags
+    assert_tagged(
+        &env,
+        "copy",
+        &format!("csi-source-volume.{}", source.volume_id.replace('/', ".")),
     );
     // The copy was made on the source, hidden from CSI, and deleted.
     let posts: Vec<serde_json::Value> = env
@@ -80,11 +80,7 @@ fn a_clone_is_copied_through_a_snapshot_that_does_not_outlive_it() {
     assert!(listed.entries.is_empty(), "{listed:?}");
 
     // A repeat returns the same clone and makes nothing.
-    let again = env
-        .create(&clone_req("copy", &source.volume_id))
-        .unwrap()
-        .volume
-        .unwrap();
+    let again = env.create_with(&clone_req("copy", &source.volume_id));
     assert_eq!(again, clone);
     assert_eq!(env.linode.calls("POST", CLONE), 1);
     assert_eq!(env.linode.calls("POST", SNAPSHOTS), 1);
@@ -121,20 +117,12 @@ fn a_clone_of_a_missing_volume_is_not_found_and_makes_nothing() {
 #[test]
 fn a_clone_grows_to_the_requested_size_and_refuses_to_shrink() {
     let env = Setup::new().start();
-    let source = env
-        .create(&with_capacity(volume_req("small", &by_id()), GIB, 0))
-        .unwrap()
-        .volume
-        .unwrap();
-    let grown = env
-        .create(&with_capacity(
-            clone_req("bigger", &source.volume_id),
-            3 * GIB,
-            0,
-        ))
-        .unwrap()
-        .volume
-        .unwrap();
+    let source = env.create_with(&with_capacity(volume_req("small", &by_id()), GIB, 0));
+    let grown = env.create_with(&with_capacity(
+        clone_req("bigger", &source.volume_id),
+        3 * GIB,
+        0,
+    ));
     assert_eq!(grown.capacity_bytes, 3 * GIB);
     let shrink = with_capacity(clone_req("smaller", &source.volume_id), 0, GIB / 2);
     assert_eq!(err_code(env.create(&shrink)), Code::OUT_OF_RANGE);
@@ -168,7 +156,7 @@ fn a_clone_retried_after_a_failure_at_any_step_leaves_nothing_behind() {
             Ok(resp) => resp.volume.unwrap(),
             Err(e) => {
                 assert!(
-                    matches!(common::code_of(&e), Code::INTERNAL | Code::UNAVAILABLE),
+                    matches!(code_of(&e), Code::INTERNAL | Code::UNAVAILABLE),
                     "step {n}: {e:?}"
                 );
                 env.create(&clone_req(&name, &source.volume_id))
@@ -190,27 +178,19 @@ fn a_copy_the_backend_keeps_while_the_clone_exists_goes_with_the_clone() {
     let env = Setup::new().start();
     env.linode.set_snapshots_held_by_clones(true);
     let source = env.create_ok("held-source");
-    let clone = env
-        .create(&clone_req("held-copy", &source.volume_id))
-        .unwrap()
-        .volume
-        .unwrap();
+    let clone = env.create_with(&clone_req("held-copy", &source.volume_id));
     let copies = live_snapshots(&env);
     assert_eq!(copies.len(), 1, "the backend kept the copy");
     let (copy_id, label) = &copies[0];
     assert_eq!(label, "csi-clone-held-copy");
-    let fs = env.filesystem("held-copy");
-    assert!(
-        fs.tags.contains(&format!(
-            "csi-kept-snapshot.{}.{copy_id}",
-            source.volume_id.replace('/', ".")
-        )),
-        "{:?}",
-        fs.tags
+    let kept = source.volume_id.replace('/', ".");
+    assert_tagged(
+        &env,
+        "held-copy",
+        &format!("csi-kept-snapshot.{kept}.{copy_id}"),
     );
     // Still not a VolumeSnapshot.
-    let mut get = csi::GetSnapshotRequest::new();
-    get.snapshot_id = format!("{}/{copy_id}", source.volume_id);
+    let get = get_snapshot_req(&format!("{}/{copy_id}", source.volume_id));
     assert_eq!(err_code(env.client.get_snapshot(&get)), Code::NOT_FOUND);
     // A repeat tags nothing twice.
     env.create(&clone_req("held-copy", &source.volume_id))
@@ -234,27 +214,17 @@ fn a_restore_is_recognised_without_source_snapshot_id() {
         let env = Setup::new().start();
         env.linode.set_omit_source_snapshot_id(omitted);
         let source = env.create_ok("snap-source");
-        let snap = env
-            .client
-            .create_snapshot(&snapshot_req("snap", &source.volume_id))
-            .unwrap()
-            .snapshot
-            .unwrap();
+        let snap = env.snapshot("snap", &source.volume_id).unwrap();
         let req = from_snapshot(volume_req("restored", &by_id()), &snap.snapshot_id);
-        let first = env.create(&req).unwrap().volume.unwrap();
+        let first = env.create_with(&req);
         assert_eq!(
             env.filesystem("restored").source_snapshot_id.is_some(),
             !omitted
         );
-        let again = env.create(&req).unwrap().volume.unwrap();
+        let again = env.create_with(&req);
         assert_eq!(again, first, "source_snapshot_id omitted: {omitted}");
         // Another snapshot, under the same name, is still refused.
-        let other = env
-            .client
-            .create_snapshot(&snapshot_req("snap-2", &source.volume_id))
-            .unwrap()
-            .snapshot
-            .unwrap();
+        let other = env.snapshot("snap-2", &source.volume_id).unwrap();
         let wrong = from_snapshot(volume_req("restored", &by_id()), &other.snapshot_id);
         assert_eq!(err_code(env.create(&wrong)), Code::ALREADY_EXISTS);
         assert_eq!(env.linode.calls("POST", CLONE), 1);
@@ -275,20 +245,8 @@ fn a_clone_waits_for_a_source_copy_still_being_taken() {
     );
     env.linode
         .set_snapshot_lifecycle("csi-clone-slow-copy", Lifecycle::Normal);
-    let mut done = None;
-    common::wait_for(
-        "the clone after its copy",
-        std::time::Duration::from_secs(30),
-        || match env.create(&req) {
-            Ok(resp) => {
-                done = resp.volume.into_option();
-                true
-            }
-            Err(e) if common::code_of(&e) == Code::ABORTED => false,
-            Err(e) => panic!("{e:?}"),
-        },
-    );
-    assert!(done.is_some());
+    let done = retry(&WHILE_LOCKED, || env.create(&req)).expect("the clone after its copy");
+    assert!(done.volume.is_some());
     assert_eq!(
         env.linode.calls("POST", SNAPSHOTS),
         1,

@@ -6,6 +6,8 @@
 mod common;
 
 use common::controller::*;
+use common::requests::*;
+use common::rpc::*;
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::fake::FaultRule;
 use linode_nfs_csi::proto::csi;
@@ -81,7 +83,7 @@ fn no_token_or_secret_reaches_a_trace_log_or_an_error() {
 
     let mut create = volume_req("secretive", &by_id());
     create.secrets = secrets();
-    let v = env.create(&create).unwrap().volume.unwrap();
+    let v = env.create_with(&create);
     let mut publish = csi::ControllerPublishVolumeRequest::new();
     publish.volume_id = v.volume_id.clone();
     publish.node_id = "1001".into();

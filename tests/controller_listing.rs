@@ -8,12 +8,13 @@
 mod common;
 
 use common::controller::*;
+use common::requests::*;
+use common::rpc::*;
+use common::wait_for;
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::build_info::DRIVER_NAME;
 use linode_nfs_csi::fake::{FakeStorageClass, FaultRule, FilesystemSeed, Seed, SpaceSeed};
-use linode_nfs_csi::linode::{
-    Cloud, FilesystemAccessPolicyUpdate, LinodeCloud, LinodeSettings, NewFilesystem, SquashPolicy,
-};
+use linode_nfs_csi::linode::{Cloud, FilesystemAccessPolicyUpdate, NewFilesystem, SquashPolicy};
 use linode_nfs_csi::proto::csi;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -34,16 +35,9 @@ fn ids(resp: &csi::ListVolumesResponse) -> Vec<String> {
         .collect()
 }
 
-/// A client of the fake Linode of its own, as a person or another tool.
-fn someone_else(env: &Env) -> LinodeCloud {
-    let mut settings = LinodeSettings::new(env.linode.token());
-    settings.base_url = env.linode.url();
-    LinodeCloud::new(settings).unwrap()
-}
-
 /// A filesystem made behind the driver's back, in a Space it shares.
 fn foreign_filesystem(env: &Env, label: &str) {
-    someone_else(env)
+    env.someone_else()
         .create_filesystem(
             SPACE,
             &NewFilesystem {
@@ -66,10 +60,7 @@ fn only_this_drivers_filesystems_are_listed_in_stable_pages() {
         .map(|i| env.create_ok(&format!("vol-{i}")).volume_id)
         .collect();
     let in_8 = env
-        .create(&volume_req("vol-in-8", &[(P_SPACE_ID, "8".into())]))
-        .unwrap()
-        .volume
-        .unwrap()
+        .create_with(&volume_req("vol-in-8", &[(P_SPACE_ID, "8".into())]))
         .volume_id;
     made.push(in_8);
 
@@ -169,11 +160,7 @@ fn node_mode_lists_the_nodes_a_volume_is_published_to() {
         .seed(|s| with_nodes(s, [1001]))
         .start();
     let v = env.create_ok("published");
-    let mut publish = csi::ControllerPublishVolumeRequest::new();
-    publish.volume_id = v.volume_id.clone();
-    publish.node_id = "1001".into();
-    publish.volume_capability = Some(mount_cap(Mode::MULTI_NODE_MULTI_WRITER)).into();
-    env.client.controller_publish_volume(&publish).unwrap();
+    env.publish(&v.volume_id, "1001").unwrap();
     let listed = list(&env, 0, "").unwrap();
     assert_eq!(listed.entries[0].status.published_node_ids, ["1001"]);
 }
@@ -237,17 +224,8 @@ fn capacity_is_what_the_space_can_still_hold() {
 fn get_snapshot_is_the_lookup_by_id() {
     let env = Setup::new().start();
     let v = env.create_ok("snapped");
-    let made = env
-        .client
-        .create_snapshot(&snapshot_req("snap", &v.volume_id))
-        .unwrap()
-        .snapshot
-        .unwrap();
-    let get = |id: &str| {
-        let mut req = csi::GetSnapshotRequest::new();
-        req.snapshot_id = id.to_string();
-        env.client.get_snapshot(&req)
-    };
+    let made = env.snapshot("snap", &v.volume_id).unwrap();
+    let get = |id: &str| env.client.get_snapshot(&get_snapshot_req(id));
     let got = get(&made.snapshot_id).unwrap().snapshot.unwrap();
     assert_eq!(got.snapshot_id, made.snapshot_id);
     assert_eq!(got.source_volume_id, v.volume_id);
@@ -256,9 +234,9 @@ fn get_snapshot_is_the_lookup_by_id() {
     for missing in ["none-exist-id", "7/101/1", "7/999/9001"] {
         assert_eq!(err_code(get(missing)), Code::NOT_FOUND, "{missing}");
     }
-    let mut delete = csi::DeleteSnapshotRequest::new();
-    delete.snapshot_id = made.snapshot_id.clone();
-    env.client.delete_snapshot(&delete).unwrap();
+    env.client
+        .delete_snapshot(&delete_snapshot_req(&made.snapshot_id))
+        .unwrap();
     assert_eq!(
         err_code(get(&made.snapshot_id)),
         Code::NOT_FOUND,
@@ -271,12 +249,8 @@ fn modify(
     volume_id: &str,
     pairs: &[(&str, &str)],
 ) -> grpcio::Result<csi::ControllerModifyVolumeResponse> {
-    let mut req = csi::ControllerModifyVolumeRequest::new();
-    req.volume_id = volume_id.to_string();
-    for (k, v) in pairs {
-        req.mutable_parameters.insert(k.to_string(), v.to_string());
-    }
-    env.client.controller_modify_volume(&req)
+    env.client
+        .controller_modify_volume(&modify_req(volume_id, pairs))
 }
 
 #[test]
@@ -284,15 +258,7 @@ fn a_volume_attributes_class_changes_tags_and_squash() {
     let env = Setup::new().start();
     let v = env.create_ok("modified");
     let fs_id = env.filesystem("modified").id;
-    let squash = || {
-        env.linode
-            .filesystem_policy(fs_id)
-            .unwrap()
-            .squash_policy
-            .unwrap()
-            .as_str()
-            .to_string()
-    };
+    let squash = || env.squash(fs_id);
     modify(
         &env,
         &v.volume_id,
@@ -366,15 +332,7 @@ fn create_volume_applies_mutable_parameters_over_the_class() {
     env.create(&req).unwrap();
     let fs = env.filesystem("with-vac");
     assert_eq!(fs.tags, ["vac", "csi.linodenfs.csi.linode.com"]);
-    assert_eq!(
-        env.linode
-            .filesystem_policy(fs.id)
-            .unwrap()
-            .squash_policy
-            .unwrap()
-            .as_str(),
-        "all_squash"
-    );
+    assert_eq!(env.squash(fs.id), "all_squash");
     env.create(&req).expect("a repeat adopts");
 }
 
@@ -420,8 +378,7 @@ fn walk_from(env: &Env, token: &str, per_page: i32, mut between: impl FnMut(usiz
 }
 
 fn kill_and_restart(env: &mut Env) {
-    env.driver.signal(libc::SIGKILL);
-    env.driver.wait_exit(Duration::from_secs(10));
+    env.driver.kill();
     env.restart();
 }
 
@@ -534,40 +491,13 @@ fn a_walk_neither_repeats_nor_skips_what_existed_throughout() {
     );
 }
 
-fn publish(env: &Env, volume_id: &str, node: &str) {
-    let mut req = csi::ControllerPublishVolumeRequest::new();
-    req.volume_id = volume_id.to_string();
-    req.node_id = node.into();
-    req.volume_capability = Some(mount_cap(Mode::MULTI_NODE_MULTI_WRITER)).into();
-    env.client.controller_publish_volume(&req).unwrap();
-}
-
-fn unpublish(env: &Env, volume_id: &str, node: &str) {
-    let mut req = csi::ControllerUnpublishVolumeRequest::new();
-    req.volume_id = volume_id.to_string();
-    req.node_id = node.into();
-    env.client.controller_unpublish_volume(&req).unwrap();
-}
-
 /// Published nodes by volume, as ListVolumes reports them.
 fn published(env: &Env) -> BTreeMap<String, Vec<String>> {
-    list(env, 0, "")
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| {
-            let mut nodes = e.status.published_node_ids.clone();
-            nodes.sort();
-            (e.volume.volume_id.clone(), nodes)
-        })
-        .collect()
+    published_by_volume(&list(env, 0, "").unwrap().entries)
 }
 
 fn get_volume_nodes(env: &Env, volume_id: &str) -> Vec<String> {
-    let mut req = csi::ControllerGetVolumeRequest::new();
-    req.volume_id = volume_id.to_string();
-    env.client
-        .controller_get_volume(&req)
+    env.get_volume(volume_id)
         .unwrap()
         .status
         .unwrap()
@@ -589,9 +519,9 @@ fn published_nodes_follow_publishes_and_unpublishes_and_a_restart_reads_them_aga
     let (_, again) = cost(&env, || published(&env));
     assert_eq!(again.get(POLICY_GET), None, "known now: {again:?}");
 
-    publish(&env, &vols[0], "1001");
-    publish(&env, &vols[0], "1002");
-    publish(&env, &vols[3], "1002");
+    env.publish(&vols[0], "1001").unwrap();
+    env.publish(&vols[0], "1002").unwrap();
+    env.publish(&vols[3], "1002").unwrap();
     let expect = |pairs: &[(usize, &[&str])]| -> BTreeMap<String, Vec<String>> {
         let mut want: BTreeMap<String, Vec<String>> =
             vols.iter().map(|v| (v.clone(), Vec::new())).collect();
@@ -618,10 +548,10 @@ fn published_nodes_follow_publishes_and_unpublishes_and_a_restart_reads_them_aga
         "ControllerGetVolume too: {get:?}"
     );
 
-    unpublish(&env, &vols[0], "1001");
-    unpublish(&env, &vols[3], "1002");
+    env.unpublish(&vols[0], "1001").unwrap();
+    env.unpublish(&vols[3], "1002").unwrap();
     // Nothing to revoke: still what is known.
-    unpublish(&env, &vols[4], "1001");
+    env.unpublish(&vols[4], "1001").unwrap();
     let (now, listing) = cost(&env, || published(&env));
     assert_eq!(now, expect(&[(0, &["1002"])]));
     assert_eq!(listing.get(POLICY_GET), None);
@@ -649,11 +579,11 @@ fn a_hand_edit_shows_once_the_entry_is_older_than_its_max_age() {
         .seed(|s| with_nodes(s, [1001, 1002]))
         .start();
     let v = env.create_ok("edited").volume_id;
-    publish(&env, &v, "1001");
-    publish(&env, &v, "1002");
+    env.publish(&v, "1001").unwrap();
+    env.publish(&v, "1002").unwrap();
     let fs = ids_of(&v).1;
     let edit = |ids: Vec<u64>| {
-        someone_else(&env)
+        env.someone_else()
             .put_filesystem_access_policy(
                 SPACE,
                 fs,
@@ -668,7 +598,7 @@ fn a_hand_edit_shows_once_the_entry_is_older_than_its_max_age() {
             .unwrap()
     };
     edit(vec![1002]);
-    common::wait_for("the hand edit listed", Duration::from_secs(20), || {
+    wait_for("the hand edit listed", Duration::from_secs(20), || {
         published(&env)[&v] == ["1002"]
     });
     assert_eq!(get_volume_nodes(&env, &v), ["1002"]);
@@ -677,13 +607,13 @@ fn a_hand_edit_shows_once_the_entry_is_older_than_its_max_age() {
     edit(vec![]);
     env.linode
         .inject(FaultRule::status("GET", FS_POLICY, 500).times(1000));
-    common::wait_for("a read again", Duration::from_secs(20), || {
+    wait_for("a read again", Duration::from_secs(20), || {
         let (now, tried) = cost(&env, || published(&env));
         assert_eq!(now[&v], ["1002"], "as last read");
         tried.contains_key(POLICY_GET)
     });
     env.linode.clear_faults();
-    common::wait_for("the second edit listed", Duration::from_secs(20), || {
+    wait_for("the second edit listed", Duration::from_secs(20), || {
         published(&env)[&v].is_empty()
     });
 }

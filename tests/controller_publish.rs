@@ -5,8 +5,10 @@
 mod common;
 
 use common::controller::*;
+use common::requests::*;
+use common::rpc::*;
 use common::subdir::{world_with, World, GIB};
-use common::{code_of, wait_for};
+use common::wait_for;
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::fake::{FakeVolumeAttachment, FaultRule, Lifecycle};
 use linode_nfs_csi::linode::Status;
@@ -37,11 +39,8 @@ fn acl(env: &Env, volume_id: &str) -> (BTreeSet<u64>, bool) {
 }
 
 fn published_ids(env: &Env, volume_id: &str) -> Vec<String> {
-    let mut r = csi::ControllerGetVolumeRequest::new();
-    r.volume_id = volume_id.into();
     let mut ids = env
-        .client
-        .controller_get_volume(&r)
+        .get_volume(volume_id)
         .unwrap()
         .status
         .unwrap()
@@ -91,17 +90,11 @@ fn space_mode_has_no_publish() {
     let v = env.create_ok("space-vol");
     let before = env.linode.requests().len();
     assert_eq!(
-        err_code(
-            env.client
-                .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
-        ),
+        err_code(env.publish(&v.volume_id, "1001")),
         Code::UNIMPLEMENTED
     );
     assert_eq!(
-        err_code(
-            env.client
-                .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001"))
-        ),
+        err_code(env.unpublish(&v.volume_id, "1001")),
         Code::UNIMPLEMENTED
     );
     assert_eq!(env.linode.requests().len(), before);
@@ -110,34 +103,21 @@ fn space_mode_has_no_publish() {
 #[test]
 fn publish_adds_the_node_enables_the_policy_and_repeats_write_nothing() {
     let env = node_env();
-    let v = env
-        .create(&volume_req(
-            "shared-data",
-            &[(P_SPACE_ID, "7".into()), (P_SQUASH, "all_squash".into())],
-        ))
-        .unwrap()
-        .volume
-        .unwrap();
+    let v = env.create_with(&volume_req(
+        "shared-data",
+        &[(P_SPACE_ID, "7".into()), (P_SQUASH, "all_squash".into())],
+    ));
     assert!(
         published_ids(&env, &v.volume_id).is_empty(),
         "a disabled, empty policy publishes nothing"
     );
     let puts = env.linode.calls("PUT", FS_POLICY);
 
-    let resp = env
-        .client
-        .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
-        .unwrap();
+    let resp = env.publish(&v.volume_id, "1001").unwrap();
     assert!(resp.publish_context.is_empty());
     assert_eq!(acl(&env, &v.volume_id), ([1001].into(), true));
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
-    let put = env
-        .linode
-        .requests()
-        .into_iter()
-        .rfind(|r| r.method == "PUT")
-        .unwrap()
-        .json();
+    let put = env.last_request("PUT").json();
     assert_eq!(put["linode_ids"], serde_json::json!([1001]));
     assert_eq!(put["enabled"], true);
     assert_eq!(
@@ -153,18 +133,14 @@ fn publish_adds_the_node_enables_the_policy_and_repeats_write_nothing() {
     assert_eq!(policy.status.as_str(), "active");
     assert_eq!(policy.squash_policy.unwrap().as_str(), "all_squash");
 
-    env.client
-        .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
-        .unwrap();
+    env.publish(&v.volume_id, "1001").unwrap();
     assert_eq!(
         env.linode.calls("PUT", FS_POLICY),
         puts + 1,
         "already allowed: no write"
     );
 
-    env.client
-        .controller_publish_volume(&publish_req(&v.volume_id, "1002"))
-        .unwrap();
+    env.publish(&v.volume_id, "1002").unwrap();
     assert_eq!(acl(&env, &v.volume_id), ([1001, 1002].into(), true));
     assert_eq!(published_ids(&env, &v.volume_id), ["1001", "1002"]);
 }
@@ -174,46 +150,46 @@ fn publish_rejects_bad_requests_and_unknown_objects() {
     let env = node_env();
     let v = env.create_ok("guarded");
     let no_cap = {
-        let mut r = publish_req(&v.volume_id, "1001");
+        let mut r = controller_publish_req(&v.volume_id, "1001");
         r.volume_capability = None.into();
         r
     };
     let block = {
-        let mut r = publish_req(&v.volume_id, "1001");
+        let mut r = controller_publish_req(&v.volume_id, "1001");
         r.volume_capability = Some(block_cap()).into();
         r
     };
     let cases = [
         (
             "empty volume",
-            publish_req("", "1001"),
+            controller_publish_req("", "1001"),
             Code::INVALID_ARGUMENT,
         ),
         (
             "empty node",
-            publish_req(&v.volume_id, ""),
+            controller_publish_req(&v.volume_id, ""),
             Code::INVALID_ARGUMENT,
         ),
         ("no capability", no_cap, Code::INVALID_ARGUMENT),
         ("block", block, Code::INVALID_ARGUMENT),
         (
             "unknown volume",
-            publish_req("7/99999", "1001"),
+            controller_publish_req("7/99999", "1001"),
             Code::NOT_FOUND,
         ),
         (
             "malformed volume",
-            publish_req("not-a-volume", "1001"),
+            controller_publish_req("not-a-volume", "1001"),
             Code::NOT_FOUND,
         ),
         (
             "unknown node",
-            publish_req(&v.volume_id, "424242"),
+            controller_publish_req(&v.volume_id, "424242"),
             Code::NOT_FOUND,
         ),
         (
             "node that is no Linode id",
-            publish_req(&v.volume_id, "worker-1"),
+            controller_publish_req(&v.volume_id, "worker-1"),
             Code::NOT_FOUND,
         ),
     ];
@@ -237,7 +213,7 @@ fn concurrent_publishes_from_ten_nodes_lose_nothing_and_share_writes() {
     let calls: Vec<_> = NODES
         .map(|node| {
             let client = env.client.clone();
-            let req = publish_req(&v.volume_id, &node.to_string());
+            let req = controller_publish_req(&v.volume_id, &node.to_string());
             std::thread::spawn(move || client.controller_publish_volume(&req))
         })
         .collect();
@@ -256,24 +232,14 @@ fn unpublish_removes_only_its_node_and_keeps_the_policy_enabled() {
     let env = node_env();
     let v = env.create_ok("detach");
     for node in ["1001", "1002"] {
-        env.client
-            .controller_publish_volume(&publish_req(&v.volume_id, node))
-            .unwrap();
+        env.publish(&v.volume_id, node).unwrap();
     }
     let puts = env.linode.calls("PUT", FS_POLICY);
 
-    env.client
-        .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001"))
-        .unwrap();
+    env.unpublish(&v.volume_id, "1001").unwrap();
     assert_eq!(acl(&env, &v.volume_id), ([1002].into(), true));
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
-    let put = env
-        .linode
-        .requests()
-        .into_iter()
-        .rfind(|r| r.method == "PUT")
-        .unwrap()
-        .json();
+    let put = env.last_request("PUT").json();
     assert_eq!(put["enabled"], true);
     assert_eq!(put["squash_policy"], "root_squash");
 
@@ -286,22 +252,13 @@ fn unpublish_removes_only_its_node_and_keeps_the_policy_enabled() {
         ("not-a-volume", "1002"),
         (v.volume_id.as_str(), "not-a-node"),
     ] {
-        env.client
-            .controller_unpublish_volume(&unpublish_req(volume, node))
+        env.unpublish(volume, node)
             .unwrap_or_else(|e| panic!("unpublish {volume:?} from {node:?}: {e:?}"));
     }
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
-    assert_eq!(
-        err_code(
-            env.client
-                .controller_unpublish_volume(&unpublish_req("", "1002"))
-        ),
-        Code::INVALID_ARGUMENT
-    );
+    assert_eq!(err_code(env.unpublish("", "1002")), Code::INVALID_ARGUMENT);
 
-    env.client
-        .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1002"))
-        .unwrap();
+    env.unpublish(&v.volume_id, "1002").unwrap();
     assert_eq!(
         acl(&env, &v.volume_id),
         (BTreeSet::new(), true),
@@ -319,31 +276,21 @@ fn unpublishing_an_absent_node_does_not_wait_on_a_stuck_policy() {
         .start();
     let v = env.create_ok("stuck");
     let fs = ids_of(&v.volume_id).1;
-    env.client
-        .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
-        .unwrap();
+    env.publish(&v.volume_id, "1001").unwrap();
 
     // A PUT that leaves the policy in `error`.
     env.linode.set_policy_lifecycle(fs, Lifecycle::StickInError);
     assert_eq!(
-        err_code(
-            env.client
-                .controller_publish_volume(&publish_req(&v.volume_id, "1002"))
-        ),
+        err_code(env.publish(&v.volume_id, "1002")),
         Code::FAILED_PRECONDITION
     );
     let puts = env.linode.calls("PUT", FS_POLICY);
-    env.client
-        .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1003"))
-        .unwrap();
+    env.unpublish(&v.volume_id, "1003").unwrap();
 
     // A PUT that never settles: the unpublish that wrote it waits...
     env.linode.set_policy_lifecycle(fs, Lifecycle::NeverActive);
     assert_eq!(
-        err_code(
-            env.client
-                .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1002"))
-        ),
+        err_code(env.unpublish(&v.volume_id, "1002")),
         Code::DEADLINE_EXCEEDED
     );
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 1);
@@ -355,8 +302,7 @@ fn unpublishing_an_absent_node_does_not_wait_on_a_stuck_policy() {
     // the policy once and polls nothing.
     for node in ["1002", "1003"] {
         let reads = env.linode.calls("GET", FS_POLICY);
-        env.client
-            .controller_unpublish_volume(&unpublish_req(&v.volume_id, node))
+        env.unpublish(&v.volume_id, node)
             .unwrap_or_else(|e| panic!("unpublish {node}: {e:?}"));
         assert_eq!(env.linode.calls("GET", FS_POLICY), reads + 1, "{node}");
     }
@@ -369,22 +315,20 @@ fn publish_and_unpublish_of_different_nodes_at_once_keep_each_other() {
     let env = node_env();
     let v = env.create_ok("churn");
     for node in [1001, 1002, 1003, 1004, 1005] {
-        env.client
-            .controller_publish_volume(&publish_req(&v.volume_id, &node.to_string()))
-            .unwrap();
+        env.publish(&v.volume_id, &node.to_string()).unwrap();
     }
     env.linode.set_activation_delay(Duration::from_millis(200));
     let mut calls = Vec::new();
     for node in [1001u64, 1002, 1003] {
         let client = env.client.clone();
-        let req = unpublish_req(&v.volume_id, &node.to_string());
+        let req = controller_unpublish_req(&v.volume_id, &node.to_string());
         calls.push(std::thread::spawn(move || {
             client.controller_unpublish_volume(&req).map(drop)
         }));
     }
     for node in [1006u64, 1007, 1008] {
         let client = env.client.clone();
-        let req = publish_req(&v.volume_id, &node.to_string());
+        let req = controller_publish_req(&v.volume_id, &node.to_string());
         calls.push(std::thread::spawn(move || {
             client.controller_publish_volume(&req).map(drop)
         }));
@@ -408,7 +352,7 @@ fn a_publish_overtaken_by_its_unpublish_is_not_applied_after_it() {
     let checking = env.linode.hang("GET", "linode/instances/*");
     let stale = {
         let client = env.client.clone();
-        let req = publish_req(&v.volume_id, "1001");
+        let req = controller_publish_req(&v.volume_id, "1001");
         std::thread::spawn(move || client.controller_publish_volume(&req))
     };
     wait_for(
@@ -416,9 +360,7 @@ fn a_publish_overtaken_by_its_unpublish_is_not_applied_after_it() {
         Duration::from_secs(10),
         || checking.hits() == 1,
     );
-    env.client
-        .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001"))
-        .unwrap();
+    env.unpublish(&v.volume_id, "1001").unwrap();
     checking.release();
     let err = stale.join().unwrap().unwrap_err();
     assert_eq!(code_of(&err), Code::ABORTED, "{err:?}");
@@ -427,9 +369,7 @@ fn a_publish_overtaken_by_its_unpublish_is_not_applied_after_it() {
 
     // A publish that arrives after the unpublish is applied as usual, and a
     // retry overtaking its original is not refused by it.
-    env.client
-        .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
-        .unwrap();
+    env.publish(&v.volume_id, "1001").unwrap();
     assert_eq!(acl(&env, &v.volume_id), ([1001].into(), true));
 }
 
@@ -447,46 +387,26 @@ fn an_unpublish_after_a_timed_out_publish_is_not_undone_when_it_lands() {
     env.linode
         .inject(FaultRule::latency("PUT", FS_POLICY, Duration::from_millis(1800)).times(1));
     assert_eq!(
-        err_code(
-            env.client
-                .controller_publish_volume(&publish_req(&v.volume_id, "1001"))
-        ),
+        err_code(env.publish(&v.volume_id, "1001")),
         Code::UNAVAILABLE,
         "the PUT timed out"
     );
-    let mut codes = Vec::new();
-    wait_for(
-        "the unpublish to be applied",
-        Duration::from_secs(30),
-        || match env
-            .client
-            .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001"))
-        {
-            Ok(_) => true,
-            Err(e) => {
-                codes.push(code_of(&e));
-                false
-            }
-        },
-    );
-    assert!(
-        !codes.is_empty(),
-        "the unpublish did not wait for the late PUT"
-    );
-    assert!(codes.iter().all(|c| *c == Code::UNAVAILABLE), "{codes:?}");
+    // Retried as the attacher does while Unavailable: any other answer, or
+    // none in time, fails here.
+    let mut refused = 0;
+    retry(&WHILE_UNAVAILABLE, || {
+        let answer = env.unpublish(&v.volume_id, "1001");
+        refused += usize::from(answer.is_err());
+        answer
+    })
+    .expect("the unpublish is applied once the late PUT landed");
+    assert!(refused > 0, "the unpublish did not wait for the late PUT");
     assert!(!acl(&env, &v.volume_id).0.contains(&1001));
     assert_eq!(
         env.linode.calls("PUT", FS_POLICY),
         2,
         "the late allow, the revoke"
     );
-}
-
-fn rpc_message<T: std::fmt::Debug>(r: grpcio::Result<T>) -> (Code, String) {
-    match r {
-        Err(grpcio::Error::RpcFailure(status)) => (status.code(), status.message().to_string()),
-        other => panic!("expected an RPC failure, got {other:?}"),
-    }
 }
 
 #[test]
@@ -496,21 +416,18 @@ fn without_filesystem_policies_node_mode_fails_clearly_and_reads_degrade() {
     // The backend lacks the endpoint: 404 for a filesystem that exists.
     env.linode
         .inject(FaultRule::status("*", FS_POLICY, 404).reason("Not found"));
-    let (code, message) = rpc_message(
-        env.client
-            .controller_publish_volume(&publish_req(&v.volume_id, "1001")),
-    );
-    assert_eq!(code, Code::FAILED_PRECONDITION, "{message}");
+    let e = env.publish(&v.volume_id, "1001").unwrap_err();
+    let message = message_of(&e);
+    assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{message}");
     assert!(
         message.contains("no per-filesystem access policy")
             && message.contains("NFS_ACCESS_POLICY_MODE=space"),
         "{message}"
     );
-    let (code, _) = rpc_message(
-        env.client
-            .controller_unpublish_volume(&unpublish_req(&v.volume_id, "1001")),
+    assert_eq!(
+        err_code(env.unpublish(&v.volume_id, "1001")),
+        Code::FAILED_PRECONDITION
     );
-    assert_eq!(code, Code::FAILED_PRECONDITION);
     assert!(
         env.linode
             .requests()
@@ -533,16 +450,19 @@ fn without_filesystem_policies_node_mode_fails_clearly_and_reads_degrade() {
         "no-policy-squash",
         &[(P_SPACE_ID, SPACE.to_string()), (P_SQUASH, "none".into())],
     );
-    let (code, message) = rpc_message(env.create(&squashed));
-    assert_eq!(code, Code::FAILED_PRECONDITION, "{message}");
+    let e = env.create(&squashed).unwrap_err();
+    let message = message_of(&e);
+    assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{message}");
     assert!(message.contains("filesystem-root-squash"), "{message}");
     // Known now: the next one is refused before anything is made.
     let posts = env.linode.calls("POST", FS_LIST);
-    let (code, message) = rpc_message(env.create(&volume_req(
-        "no-policy-squash-2",
-        &[(P_SPACE_ID, SPACE.to_string()), (P_SQUASH, "none".into())],
-    )));
-    assert_eq!(code, Code::FAILED_PRECONDITION, "{message}");
+    let e = env
+        .create(&volume_req(
+            "no-policy-squash-2",
+            &[(P_SPACE_ID, SPACE.to_string()), (P_SQUASH, "none".into())],
+        ))
+        .unwrap_err();
+    assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{}", message_of(&e));
     assert_eq!(
         env.linode.calls("POST", FS_LIST),
         posts,
@@ -551,14 +471,7 @@ fn without_filesystem_policies_node_mode_fails_clearly_and_reads_degrade() {
 
     // A volume that does not exist is still NotFound, not the backend's lack.
     let gone = format!("{SPACE}/424242");
-    assert_eq!(
-        rpc_message(
-            env.client
-                .controller_publish_volume(&publish_req(&gone, "1001"))
-        )
-        .0,
-        Code::NOT_FOUND
-    );
+    assert_eq!(err_code(env.publish(&gone, "1001")), Code::NOT_FOUND);
 }
 
 const DRIVER: &str = "linodenfs.csi.linode.com";
@@ -596,9 +509,7 @@ fn a_shared_filesystem_keeps_a_node_until_its_last_volume_there_is_unpublished()
     let a = w.create_ok("vol-a", GIB, &[]).volume_id;
     let b = w.create_ok("vol-b", GIB, &[]).volume_id;
     for (volume, node) in [(&a, "1001"), (&b, "1001"), (&a, "1002")] {
-        env.client
-            .controller_publish_volume(&publish_req(volume, node))
-            .unwrap();
+        env.publish(volume, node).unwrap();
     }
     assert_eq!(acl(env, &parent), ([1001, 1002].into(), true));
     let puts = env.linode.calls("PUT", FS_POLICY);
@@ -628,9 +539,7 @@ fn a_shared_filesystem_keeps_a_node_until_its_last_volume_there_is_unpublished()
     env.kube.add_volume_attachment(
         FakeVolumeAttachment::new(&va_a1, DRIVER, "worker-1", "pv-vol-a").deleting(),
     );
-    env.client
-        .controller_unpublish_volume(&unpublish_req(&a, "1001"))
-        .unwrap();
+    env.unpublish(&a, "1001").unwrap();
     assert_eq!(acl(env, &parent), ([1001, 1002].into(), true));
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts, "nothing written");
 
@@ -638,9 +547,7 @@ fn a_shared_filesystem_keeps_a_node_until_its_last_volume_there_is_unpublished()
     env.kube.add_volume_attachment(
         FakeVolumeAttachment::new(&va_a2, DRIVER, "worker-2", "pv-vol-a").deleting(),
     );
-    env.client
-        .controller_unpublish_volume(&unpublish_req(&a, "1002"))
-        .unwrap();
+    env.unpublish(&a, "1002").unwrap();
     assert_eq!(acl(env, &parent), ([1001].into(), true));
 
     // vol-b leaves worker-1: the last one there.
@@ -648,14 +555,10 @@ fn a_shared_filesystem_keeps_a_node_until_its_last_volume_there_is_unpublished()
     env.kube.add_volume_attachment(
         FakeVolumeAttachment::new("va-vol-b-worker-1", DRIVER, "worker-1", "pv-vol-b").deleting(),
     );
-    env.client
-        .controller_unpublish_volume(&unpublish_req(&b, "1001"))
-        .unwrap();
+    env.unpublish(&b, "1001").unwrap();
     assert_eq!(acl(env, &parent), (BTreeSet::new(), true));
     // Repeats are no-ops.
-    env.client
-        .controller_unpublish_volume(&unpublish_req(&b, "1001"))
-        .unwrap();
+    env.unpublish(&b, "1001").unwrap();
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts + 2);
 }
 
@@ -673,18 +576,14 @@ fn a_node_is_found_by_its_provider_id_and_the_parent_itself_counts() {
     let env = &w.env;
     let parent = format!("{SPACE}/{}", w.parent);
     let a = w.create_ok("vol-a", GIB, &[]).volume_id;
-    env.client
-        .controller_publish_volume(&publish_req(&a, "1001"))
-        .unwrap();
+    env.publish(&a, "1001").unwrap();
     env.kube.add_persistent_volume("pv-whole", DRIVER, &parent);
     env.kube.add_volume_attachment(FakeVolumeAttachment::new(
         "va-whole", DRIVER, "worker-1", "pv-whole",
     ));
     attach_in_cluster(env, &parent, "vol-b", "worker-gone");
     attach_in_cluster(env, &parent, "vol-c", "worker-3");
-    env.client
-        .controller_unpublish_volume(&unpublish_req(&a, "1001"))
-        .unwrap();
+    env.unpublish(&a, "1001").unwrap();
     assert_eq!(
         acl(env, &parent),
         ([1001].into(), true),
@@ -692,9 +591,7 @@ fn a_node_is_found_by_its_provider_id_and_the_parent_itself_counts() {
     );
 
     env.kube.remove_volume_attachment("va-whole");
-    env.client
-        .controller_unpublish_volume(&unpublish_req(&a, "1001"))
-        .unwrap();
+    env.unpublish(&a, "1001").unwrap();
     assert_eq!(acl(env, &parent), (BTreeSet::new(), true));
 }
 
@@ -708,53 +605,32 @@ fn an_unreadable_cluster_fails_the_unpublish_and_a_filesystem_never_asks() {
     let env = &w.env;
     let parent = format!("{SPACE}/{}", w.parent);
     let a = w.create_ok("vol-a", GIB, &[]).volume_id;
-    env.client
-        .controller_publish_volume(&publish_req(&a, "1001"))
-        .unwrap();
+    env.publish(&a, "1001").unwrap();
     let puts = env.linode.calls("PUT", FS_POLICY);
     env.kube.fail_next(503, 1);
-    let (code, _) = rpc_message(
-        env.client
-            .controller_unpublish_volume(&unpublish_req(&a, "1001")),
-    );
-    assert_eq!(code, Code::UNAVAILABLE);
+    assert_eq!(err_code(env.unpublish(&a, "1001")), Code::UNAVAILABLE);
     env.kube.fail_next(403, 1);
-    let (code, message) = rpc_message(
-        env.client
-            .controller_unpublish_volume(&unpublish_req(&a, "1001")),
-    );
-    assert_eq!(code, Code::FAILED_PRECONDITION);
-    assert!(message.contains("volumeattachments"), "{message}");
+    let e = env.unpublish(&a, "1001").unwrap_err();
+    assert_eq!(code_of(&e), Code::FAILED_PRECONDITION);
+    assert!(message_of(&e).contains("volumeattachments"), "{e:?}");
     assert_eq!(acl(env, &parent), ([1001].into(), true));
     assert_eq!(env.linode.calls("PUT", FS_POLICY), puts);
 
     let whole = env.create_ok("whole").volume_id;
-    env.client
-        .controller_publish_volume(&publish_req(&whole, "1001"))
-        .unwrap();
+    env.publish(&whole, "1001").unwrap();
     let asked = env.kube.requests();
-    env.client
-        .controller_unpublish_volume(&unpublish_req(&whole, "1001"))
-        .unwrap();
+    env.unpublish(&whole, "1001").unwrap();
     assert_eq!(acl(env, &whole), (BTreeSet::new(), true));
     assert_eq!(env.kube.requests(), asked, "no Kubernetes request");
 
     // Unpublishing a directory of a filesystem that is gone is success.
-    env.client
-        .controller_unpublish_volume(&unpublish_req("7/99999/vol-a", "1001"))
-        .unwrap();
+    env.unpublish("7/99999/vol-a", "1001").unwrap();
     assert_eq!(
-        err_code(
-            env.client
-                .controller_publish_volume(&publish_req("7/99999/vol-a", "1001"))
-        ),
+        err_code(env.publish("7/99999/vol-a", "1001")),
         Code::NOT_FOUND
     );
     assert_eq!(
-        err_code(
-            env.client
-                .controller_publish_volume(&publish_req(&format!("{parent}/../x"), "1001"))
-        ),
+        err_code(env.publish(&format!("{parent}/../x"), "1001")),
         Code::NOT_FOUND
     );
 }

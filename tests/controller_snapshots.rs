@@ -4,6 +4,8 @@
 mod common;
 
 use common::controller::*;
+use common::requests::*;
+use common::rpc::*;
 use common::wait_for;
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::fake::{FaultRule, Lifecycle, SnapshotTimes, SpaceSeed};
@@ -14,19 +16,13 @@ use std::time::Duration;
 const SNAPS: &str = "nfs/spaces/*/filesystems/*/snapshots";
 const CLONE: &str = "nfs/spaces/*/filesystems/*/snapshots/*/clone";
 
-fn snap(env: &Env, name: &str, source: &str) -> grpcio::Result<csi::Snapshot> {
-    env.client
-        .create_snapshot(&snapshot_req(name, source))
-        .map(|r| r.snapshot.unwrap())
-}
-
 fn snap_ready(env: &Env, name: &str, source: &str) -> csi::Snapshot {
     let mut last = None;
     wait_for(
         &format!("snapshot {name} to be ready"),
         Duration::from_secs(10),
         || {
-            let s = snap(env, name, source).unwrap();
+            let s = env.snapshot(name, source).unwrap();
             let ready = s.ready_to_use;
             last = Some(s);
             ready
@@ -36,9 +32,7 @@ fn snap_ready(env: &Env, name: &str, source: &str) -> csi::Snapshot {
 }
 
 fn delete_snap(env: &Env, id: &str) -> grpcio::Result<csi::DeleteSnapshotResponse> {
-    let mut r = csi::DeleteSnapshotRequest::new();
-    r.snapshot_id = id.into();
-    env.client.delete_snapshot(&r)
+    env.client.delete_snapshot(&delete_snapshot_req(id))
 }
 
 fn list(
@@ -63,7 +57,7 @@ fn create_snapshot_is_ready_only_when_active_with_backend_fields() {
     let v = env.create_ok("source");
     env.linode.set_activation_delay(Duration::from_millis(300));
 
-    let first = snap(&env, "Snap-One", &v.volume_id).unwrap();
+    let first = env.snapshot("Snap-One", &v.volume_id).unwrap();
     assert!(!first.ready_to_use);
     let backend = env.linode.snapshots();
     assert_eq!(backend.len(), 1);
@@ -96,20 +90,20 @@ fn create_snapshot_validation_and_name_conflicts() {
     let a = env.create_ok("vol-a");
     let b = env.create_ok("vol-b");
     assert_eq!(
-        err_code(snap(&env, "", &a.volume_id)),
+        err_code(env.snapshot("", &a.volume_id)),
         Code::INVALID_ARGUMENT
     );
-    assert_eq!(err_code(snap(&env, "s", "")), Code::INVALID_ARGUMENT);
-    assert_eq!(err_code(snap(&env, "s", "7/99999")), Code::NOT_FOUND);
-    assert_eq!(err_code(snap(&env, "s", "not-a-volume")), Code::NOT_FOUND);
+    assert_eq!(err_code(env.snapshot("s", "")), Code::INVALID_ARGUMENT);
+    assert_eq!(err_code(env.snapshot("s", "7/99999")), Code::NOT_FOUND);
+    assert_eq!(err_code(env.snapshot("s", "not-a-volume")), Code::NOT_FOUND);
 
-    let first = snap(&env, "nightly", &a.volume_id).unwrap();
+    let first = env.snapshot("nightly", &a.volume_id).unwrap();
     assert_eq!(
-        snap(&env, "nightly", &a.volume_id).unwrap().snapshot_id,
+        env.snapshot("nightly", &a.volume_id).unwrap().snapshot_id,
         first.snapshot_id
     );
     assert_eq!(
-        err_code(snap(&env, "nightly", &b.volume_id)),
+        err_code(env.snapshot("nightly", &b.volume_id)),
         Code::ALREADY_EXISTS
     );
     assert_eq!(env.linode.snapshots().len(), 1);
@@ -117,7 +111,7 @@ fn create_snapshot_validation_and_name_conflicts() {
     // A create whose reply was lost is found by label, not repeated.
     env.linode
         .inject(FaultRule::fail_after("POST", SNAPS, 500).times(1));
-    let lost = snap(&env, "lost-reply", &b.volume_id).unwrap();
+    let lost = env.snapshot("lost-reply", &b.volume_id).unwrap();
     assert_eq!(
         env.linode
             .snapshots()
@@ -130,9 +124,9 @@ fn create_snapshot_validation_and_name_conflicts() {
 
     env.linode
         .set_snapshot_lifecycle("broken", Lifecycle::StickInError);
-    snap(&env, "broken", &a.volume_id).unwrap();
+    env.snapshot("broken", &a.volume_id).unwrap();
     assert_eq!(
-        err_code(snap(&env, "broken", &a.volume_id)),
+        err_code(env.snapshot("broken", &a.volume_id)),
         Code::FAILED_PRECONDITION
     );
 }
@@ -175,10 +169,10 @@ fn deleted_snapshots_leave_lists_and_names_at_once() {
     env.linode.set_deletion_delay(Duration::from_secs(600));
     let a = env.create_ok("vol-a");
     let b = env.create_ok("vol-b");
-    let gone = snap(&env, "gone", &a.volume_id).unwrap();
-    let kept = snap(&env, "kept", &a.volume_id).unwrap();
-    let moved = snap(&env, "moved", &a.volume_id).unwrap();
-    let other = snap(&env, "other", &b.volume_id).unwrap();
+    let gone = env.snapshot("gone", &a.volume_id).unwrap();
+    let kept = env.snapshot("kept", &a.volume_id).unwrap();
+    let moved = env.snapshot("moved", &a.volume_id).unwrap();
+    let other = env.snapshot("other", &b.volume_id).unwrap();
     for s in [&gone, &moved] {
         delete_snap(&env, &s.snapshot_id).unwrap();
     }
@@ -204,12 +198,12 @@ fn deleted_snapshots_leave_lists_and_names_at_once() {
         .is_empty());
 
     // The name of a deleted snapshot is free for another volume...
-    let reused = snap(&env, "moved", &b.volume_id).unwrap();
+    let reused = env.snapshot("moved", &b.volume_id).unwrap();
     assert!(reused.snapshot_id.starts_with(&format!("{}/", b.volume_id)));
     // ...and is never answered with the snapshot on its way out: here the
     // backend still holds the label on that filesystem (409).
     assert_eq!(
-        err_code(snap(&env, "gone", &a.volume_id)),
+        err_code(env.snapshot("gone", &a.volume_id)),
         Code::FAILED_PRECONDITION
     );
 }
@@ -218,9 +212,9 @@ fn deleted_snapshots_leave_lists_and_names_at_once() {
 fn snapshots_without_created_are_dated_by_updated_or_left_out() {
     let env = Setup::new().start();
     let v = env.create_ok("vol");
-    let dated = snap(&env, "dated", &v.volume_id).unwrap();
-    let updated_only = snap(&env, "updated-only", &v.volume_id).unwrap();
-    let undated = snap(&env, "undated", &v.volume_id).unwrap();
+    let dated = env.snapshot("dated", &v.volume_id).unwrap();
+    let updated_only = env.snapshot("updated-only", &v.volume_id).unwrap();
+    let undated = env.snapshot("undated", &v.volume_id).unwrap();
     let backend = |label: &str| {
         env.linode
             .snapshots()
@@ -258,13 +252,13 @@ fn snapshots_without_created_are_dated_by_updated_or_left_out() {
     );
 
     // CreateSnapshot must answer with a time: `updated`, else the present.
-    let again = snap(&env, "updated-only", &v.volume_id).unwrap();
+    let again = env.snapshot("updated-only", &v.volume_id).unwrap();
     assert_eq!(again.creation_time.seconds, updated_at);
     let before = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    let again = snap(&env, "undated", &v.volume_id).unwrap();
+    let again = env.snapshot("undated", &v.volume_id).unwrap();
     assert_eq!(again.snapshot_id, undated.snapshot_id);
     assert!(again.creation_time.seconds >= before, "{again:?}");
 }
@@ -277,7 +271,7 @@ fn list_snapshots_filters_and_pagination() {
     let mut all = Vec::new();
     for (n, vol) in [&a, &a, &a, &b, &b].iter().enumerate() {
         all.push(
-            snap(&env, &format!("s{n}"), &vol.volume_id)
+            env.snapshot(&format!("s{n}"), &vol.volume_id)
                 .unwrap()
                 .snapshot_id,
         );
@@ -386,11 +380,7 @@ fn restore_from_a_snapshot_clones_it_idempotently() {
         )
     };
 
-    let got = env
-        .create(&restore("copy", &s1.snapshot_id, 8))
-        .unwrap()
-        .volume
-        .unwrap();
+    let got = env.create_with(&restore("copy", &s1.snapshot_id, 8));
     assert_eq!(got.content_source.snapshot().snapshot_id, s1.snapshot_id);
     let fs = env.filesystem("copy");
     let snap_id: u64 = s1.snapshot_id.rsplit('/').next().unwrap().parse().unwrap();
@@ -425,11 +415,7 @@ fn restore_from_a_snapshot_clones_it_idempotently() {
         ])
     );
 
-    let again = env
-        .create(&restore("copy", &s1.snapshot_id, 8))
-        .unwrap()
-        .volume
-        .unwrap();
+    let again = env.create_with(&restore("copy", &s1.snapshot_id, 8));
     assert_eq!(again, got);
     assert_eq!(env.linode.calls("POST", CLONE), 1);
 
@@ -463,7 +449,7 @@ fn restore_waits_for_a_snapshot_that_is_still_being_taken() {
     let env = Setup::new().start();
     let v = env.create_ok("origin");
     env.linode.set_activation_delay(Duration::from_millis(300));
-    let s = snap(&env, "fresh", &v.volume_id).unwrap();
+    let s = env.snapshot("fresh", &v.volume_id).unwrap();
     assert!(!s.ready_to_use);
     let got = env
         .create(&from_snapshot(
@@ -499,11 +485,7 @@ fn clone_sizes(env: &Env) -> Vec<Option<u64>> {
 fn restore_honours_the_requested_capacity() {
     const GIB: i64 = 1 << 30;
     let env = Setup::new().start();
-    let v = env
-        .create(&with_capacity(volume_req("small", &by_id()), GIB, 0))
-        .unwrap()
-        .volume
-        .unwrap();
+    let v = env.create_with(&with_capacity(volume_req("small", &by_id()), GIB, 0));
     let s = snap_ready(&env, "small-snap", &v.volume_id);
     let restore = |name: &str, required: i64, limit: i64| {
         with_capacity(
@@ -534,7 +516,7 @@ fn restore_honours_the_requested_capacity() {
         for attempt in 0..2 {
             let err = env.create(&restore(name, required, limit)).unwrap_err();
             assert_eq!(
-                common::code_of(&err),
+                code_of(&err),
                 Code::OUT_OF_RANGE,
                 "{name} #{attempt}: {err:?}"
             );

@@ -7,8 +7,10 @@
 
 mod common;
 
-use common::code_of;
 use common::controller::*;
+use common::names_in;
+use common::requests::*;
+use common::rpc::*;
 use common::subdir::*;
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::build_info::DRIVER_NAME;
@@ -65,22 +67,10 @@ fn create_is_idempotent_and_delete_removes_directory_quota_and_marker() {
     assert_eq!(w.mounts(), 1, "the parent is mounted once");
 
     // Visible to ControllerGetVolume and ListVolumes.
-    let mut get = csi::ControllerGetVolumeRequest::new();
-    get.volume_id = v.volume_id.clone();
-    let got = w.env.client.controller_get_volume(&get).unwrap();
+    let got = w.env.get_volume(&v.volume_id).unwrap();
     assert_eq!(got.volume.capacity_bytes, GIB);
     assert!(!got.status.volume_condition.abnormal);
-    let listed = w
-        .env
-        .client
-        .list_volumes(&csi::ListVolumesRequest::new())
-        .unwrap();
-    let ids: Vec<&str> = listed
-        .entries
-        .iter()
-        .map(|e| e.volume.volume_id.as_str())
-        .collect();
-    assert_eq!(ids, [v.volume_id.as_str()]);
+    assert_eq!(w.env.listed_volume_ids(), [v.volume_id.as_str()]);
 
     std::fs::write(w.dir("pvc-one").join("data"), "x").unwrap();
     w.env.delete(&v.volume_id).unwrap();
@@ -88,10 +78,7 @@ fn create_is_idempotent_and_delete_removes_directory_quota_and_marker() {
     assert!(w.dirs().is_empty());
     assert!(w.markers().is_empty());
     w.env.delete(&v.volume_id).unwrap();
-    assert_eq!(
-        code_of(&w.env.client.controller_get_volume(&get).unwrap_err()),
-        Code::NOT_FOUND
-    );
+    assert_eq!(err_code(w.env.get_volume(&v.volume_id)), Code::NOT_FOUND);
 }
 
 #[test]
@@ -201,17 +188,7 @@ fn the_root_quota_of_the_parent_is_never_a_volume() {
     let whole = vec![("/".to_string(), Some(PARENT_CAPACITY))];
     assert_eq!(root(&w), whole, "the fake shows the real shape");
     let v = w.create_ok("pvc-a", GIB, &[]);
-    let listed = w
-        .env
-        .client
-        .list_volumes(&csi::ListVolumesRequest::new())
-        .unwrap();
-    let ids: Vec<&str> = listed
-        .entries
-        .iter()
-        .map(|e| e.volume.volume_id.as_str())
-        .collect();
-    assert_eq!(ids, [v.volume_id.as_str()]);
+    assert_eq!(w.env.listed_volume_ids(), [v.volume_id.as_str()]);
     // Growing to the whole parent fits: the root quota promises nothing.
     let grown = w.expand(&v.volume_id, PARENT_CAPACITY).unwrap();
     assert_eq!(grown.capacity_bytes, PARENT_CAPACITY);
@@ -415,11 +392,7 @@ fn whole_filesystem_keys_and_copies_are_refused() {
         assert!(message_of(&e).contains(key), "{}", message_of(&e));
     }
     let v = w.create_ok("pvc-src", GIB, &[]);
-    let e = w
-        .env
-        .client
-        .create_snapshot(&snapshot_req("snap", &v.volume_id))
-        .unwrap_err();
+    let e = w.env.snapshot("snap", &v.volume_id).unwrap_err();
     assert_eq!(code_of(&e), Code::FAILED_PRECONDITION);
     assert!(
         message_of(&e).contains("whole shared filesystem"),
@@ -455,10 +428,7 @@ fn a_parent_by_label_must_exist_and_not_be_a_volume() {
     };
     let v = w
         .env
-        .create(&volume_req("pvc-label", &by_label(PARENT)))
-        .unwrap()
-        .volume
-        .unwrap();
+        .create_with(&volume_req("pvc-label", &by_label(PARENT)));
     assert_eq!(v.volume_id, w.id("pvc-label"));
     assert_eq!(
         err_code(w.env.create(&volume_req("pvc-n", &by_label("nope")))),
@@ -477,8 +447,7 @@ fn a_parent_by_label_must_exist_and_not_be_a_volume() {
 fn a_restarted_controller_mounts_the_parent_again_and_deletes() {
     let mut w = world();
     let v = w.create_ok("pvc-restart", GIB, &[]);
-    w.env.driver.signal(libc::SIGKILL);
-    w.env.driver.wait_exit(std::time::Duration::from_secs(10));
+    w.env.driver.kill();
     w.env.restart();
     let listed = w
         .env
@@ -499,24 +468,15 @@ fn a_controller_on_an_empty_share_mount_dir_lists_the_volumes_of_the_parents_its
     by_label.retain(|(k, _)| *k != P_SHARED_ID);
     by_label.push((P_SHARED_LABEL, PARENT.into()));
     let req = with_capacity(volume_req("pvc-by-label", &by_label), GIB, 0);
-    let labelled = w.env.create(&req).unwrap().volume.unwrap();
+    let labelled = w.env.create_with(&req);
     // A rescheduled pod: a new process and an empty SHARE_MOUNT_DIR.
-    w.env.driver.signal(libc::SIGKILL);
-    w.env.driver.wait_exit(std::time::Duration::from_secs(10));
+    w.env.driver.kill();
     for entry in std::fs::read_dir(w.shares.path()).unwrap() {
         std::fs::remove_dir(entry.unwrap().path()).unwrap();
     }
     w.env.restart();
     let list = |w: &World| -> Vec<String> {
-        let mut ids: Vec<String> = w
-            .env
-            .client
-            .list_volumes(&csi::ListVolumesRequest::new())
-            .unwrap()
-            .entries
-            .into_iter()
-            .map(|e| e.volume.unwrap().volume_id)
-            .collect();
+        let mut ids = w.env.listed_volume_ids();
         ids.sort();
         ids
     };
@@ -588,10 +548,12 @@ fn expand_volume_is_advertised_only_when_configured() {
     let plain = Setup::new().start();
     assert!(!has_expand(&plain));
     assert!(online(&plain).is_empty());
-    let mut req = csi::ControllerExpandVolumeRequest::new();
-    req.volume_id = "7/1/x".into();
+    let req = csi::ControllerExpandVolumeRequest {
+        volume_id: "7/1/x".into(),
+        ..Default::default()
+    };
     assert_eq!(
-        code_of(&plain.client.controller_expand_volume(&req).unwrap_err()),
+        err_code(plain.client.controller_expand_volume(&req)),
         Code::UNIMPLEMENTED
     );
 }
@@ -657,9 +619,7 @@ fn list_pages_through_directory_volumes_and_reports_their_condition() {
         .find(|q| q.path.ends_with("pvc-a"))
         .unwrap();
     assert!(w.env.linode.set_quota_usage(quota.id, 2 * GIB, 10));
-    let mut get = csi::ControllerGetVolumeRequest::new();
-    get.volume_id = a.volume_id.clone();
-    let got = w.env.client.controller_get_volume(&get).unwrap();
+    let got = w.env.get_volume(&a.volume_id).unwrap();
     assert!(got.status.volume_condition.abnormal);
     assert!(
         got.status.volume_condition.message.contains("exceeded"),
@@ -727,8 +687,7 @@ fn a_create_cut_short_by_its_wait_is_finished_by_a_retry_after_a_restart() {
     assert_eq!(w.dirs(), ["pvc-slow"]);
     assert_eq!(w.markers(), ["pvc-slow"]);
 
-    w.env.driver.signal(libc::SIGKILL);
-    w.env.driver.wait_exit(std::time::Duration::from_secs(10));
+    w.env.driver.kill();
     w.env.restart();
     w.env.linode.set_quota_behaviour(QuotaBehaviour::default());
     let v = w.create_ok("pvc-slow", GIB, &[]);

@@ -6,7 +6,9 @@
 mod common;
 
 use common::controller::*;
-use common::{code_of, wait_for};
+use common::requests::*;
+use common::rpc::*;
+use common::wait_for;
 use grpcio::{CallOption, RpcStatusCode as Code};
 use linode_nfs_csi::fake::{FakeNode, FaultRule, Lifecycle, SpaceSeed};
 use linode_nfs_csi::proto::csi;
@@ -15,10 +17,6 @@ use std::time::{Duration, Instant};
 const GIB: i64 = 1 << 30;
 /// Long enough that only a wedged driver misses it.
 const PATIENCE: Duration = Duration::from_secs(30);
-
-fn ctx<'a>(v: &'a csi::Volume, key: &str) -> Option<&'a str> {
-    v.volume_context.get(key).map(String::as_str)
-}
 
 #[test]
 fn create_volume_returns_backend_state_and_repeats_are_idempotent() {
@@ -34,7 +32,7 @@ fn create_volume_returns_backend_state_and_repeats_are_idempotent() {
         GIB,
         0,
     );
-    let first = env.create(&req).unwrap().volume.unwrap();
+    let first = env.create_with(&req);
 
     let fs = env.filesystem("pvc-alpha");
     assert_eq!(first.volume_id, format!("{SPACE}/{}", fs.id));
@@ -46,13 +44,7 @@ fn create_volume_returns_backend_state_and_repeats_are_idempotent() {
         fs.tags,
         vec!["team-a", "prod", "csi.linodenfs.csi.linode.com"]
     );
-    let post = env
-        .linode
-        .requests()
-        .into_iter()
-        .find(|r| r.method == "POST")
-        .unwrap()
-        .json();
+    let post = env.last_request("POST").json();
     assert_eq!(post["protocol_versions"], serde_json::json!(["nfsv4"]));
     assert_eq!(post["max_capacity_bytes"], serde_json::json!(GIB));
 
@@ -72,7 +64,7 @@ fn create_volume_returns_backend_state_and_repeats_are_idempotent() {
     assert_eq!(ctx(&first, "region"), Some(REGION));
     assert!(first.content_source.is_none());
 
-    let again = env.create(&req).unwrap().volume.unwrap();
+    let again = env.create_with(&req);
     assert_eq!(again, first);
     assert_eq!(env.live_filesystems().len(), 1);
     assert_eq!(env.linode.calls("POST", FS_LIST), 1);
@@ -89,11 +81,7 @@ fn create_volume_capacity_defaults_and_limits() {
 
     // Only a limit: the limit, below the default or above it.
     for (name, limit) in [("limit-below", GIB), ("limit-above", 3 * GIB)] {
-        let v = env
-            .create(&with_capacity(volume_req(name, &by_id()), 0, limit))
-            .unwrap()
-            .volume
-            .unwrap();
+        let v = env.create_with(&with_capacity(volume_req(name, &by_id()), 0, limit));
         assert_eq!(v.capacity_bytes, limit, "{name}");
         assert_eq!(env.filesystem(name).max_capacity_bytes, Some(limit));
     }
@@ -115,15 +103,7 @@ fn create_volume_rejects_bad_requests_before_any_backend_call() {
         c.access_mode.as_mut().unwrap().mode = protobuf::EnumOrUnknown::from_i32(99);
         c
     };
-    let pvc_clone = |source: &str| {
-        let mut req = volume_req("clone", &by_id());
-        let mut src = csi::VolumeContentSource::new();
-        let mut vol = csi::volume_content_source::VolumeSource::new();
-        vol.volume_id = source.into();
-        src.set_volume(vol);
-        req.volume_content_source = Some(src).into();
-        req
-    };
+    let pvc_clone = |source: &str| from_volume(volume_req("clone", &by_id()), source);
     let with_caps = |caps: Vec<csi::VolumeCapability>| {
         let mut r = volume_req("v", &by_id());
         r.volume_capabilities = caps;
@@ -273,18 +253,10 @@ fn same_name_with_incompatible_parameters_is_already_exists() {
             &[(P_SPACE_ID, "7".into()), (P_TAGS, tags.into())],
         )
     };
-    let first = env
-        .create(&with_capacity(base("a,b"), GIB, 4 * GIB))
-        .unwrap()
-        .volume
-        .unwrap();
+    let first = env.create_with(&with_capacity(base("a,b"), GIB, 4 * GIB));
 
     // Tags are a set: another order is the same request.
-    let same = env
-        .create(&with_capacity(base("b, a"), GIB, 4 * GIB))
-        .unwrap()
-        .volume
-        .unwrap();
+    let same = env.create_with(&with_capacity(base("b, a"), GIB, 4 * GIB));
     assert_eq!(same.volume_id, first.volume_id);
 
     let cases = [
@@ -311,11 +283,7 @@ fn space_by_label_zero_one_or_many_matches() {
         .start();
     let by_label = |name: &str, label: &str| volume_req(name, &[(P_SPACE_LABEL, label.into())]);
 
-    let v = env
-        .create(&by_label("by-label", SPACE_LABEL))
-        .unwrap()
-        .volume
-        .unwrap();
+    let v = env.create_with(&by_label("by-label", SPACE_LABEL));
     assert_eq!(ids_of(&v.volume_id).0, SPACE);
     assert_eq!(env.filesystem("by-label").space_id, SPACE);
 
@@ -359,18 +327,10 @@ fn space_mtls_mode_lands_in_the_volume_context() {
             s.with_space(required).with_space(legacy)
         })
         .start();
-    let v = env
-        .create(&volume_req("on-mtls", &[(P_SPACE_ID, "8".into())]))
-        .unwrap()
-        .volume
-        .unwrap();
+    let v = env.create_with(&volume_req("on-mtls", &[(P_SPACE_ID, "8".into())]));
     assert_eq!(ctx(&v, "mtls-mode"), Some("required"));
 
-    let v = env
-        .create(&volume_req("on-legacy", &[(P_SPACE_ID, "9".into())]))
-        .unwrap()
-        .volume
-        .unwrap();
+    let v = env.create_with(&volume_req("on-legacy", &[(P_SPACE_ID, "9".into())]));
     assert_eq!(ctx(&v, "mtls-mode"), None, "{:?}", v.volume_context);
     assert_eq!(v.volume_context.len(), 5);
     // The space policy is read, never written.
@@ -391,14 +351,7 @@ fn a_space_policy_endpoint_answering_501_leaves_the_mtls_mode_unknown() {
     assert_eq!(ctx(&v, "mtls-mode"), None, "{:?}", v.volume_context);
     assert_eq!(v.volume_context.len(), 5);
 
-    let mut req = csi::ControllerGetVolumeRequest::new();
-    req.volume_id = v.volume_id.clone();
-    let got = env
-        .client
-        .controller_get_volume(&req)
-        .unwrap()
-        .volume
-        .unwrap();
+    let got = env.get_volume(&v.volume_id).unwrap().volume.unwrap();
     assert_eq!(got.volume_context, v.volume_context);
 
     // Only 404 and 501 mean "no policy"; other failures still fail.
@@ -552,15 +505,7 @@ fn transient_failures_on_each_create_step() {
         env.create(&squash(&name))
             .unwrap_or_else(|e| panic!("retry after {method} {pattern}: {e:?}"));
         let fs = env.filesystem(&name);
-        assert_eq!(
-            env.linode
-                .filesystem_policy(fs.id)
-                .unwrap()
-                .squash_policy
-                .unwrap()
-                .as_str(),
-            "all_squash"
-        );
+        assert_eq!(env.squash(fs.id), "all_squash");
 
         let name = format!("step-{n}-retried");
         env.linode
@@ -745,11 +690,8 @@ fn filesystems_that_fail_or_lack_a_mount_target_are_failed_precondition() {
 
     // ControllerGetVolume reports the broken filesystem as abnormal.
     let broken = env.filesystem("broken");
-    let mut req = csi::ControllerGetVolumeRequest::new();
-    req.volume_id = format!("{SPACE}/{}", broken.id);
     let status = env
-        .client
-        .controller_get_volume(&req)
+        .get_volume(&format!("{SPACE}/{}", broken.id))
         .unwrap()
         .status
         .unwrap();
@@ -879,15 +821,7 @@ fn squash_is_applied_after_create_with_a_full_policy_put() {
         err_code(env.create(&req("squashed", "none"))),
         Code::ALREADY_EXISTS
     );
-    assert_eq!(
-        env.linode
-            .filesystem_policy(fs.id)
-            .unwrap()
-            .squash_policy
-            .unwrap()
-            .as_str(),
-        "all_squash"
-    );
+    assert_eq!(env.squash(fs.id), "all_squash");
 
     // The backend default already matches: nothing to write.
     env.create(&req("default-squash", "root_squash")).unwrap();
@@ -1022,8 +956,8 @@ fn validate_volume_capabilities_confirms_only_what_holds_for_the_volume() {
             &[(P_SPACE_ID, "7".into()), (P_TAGS, "team-a,prod".into())],
         )
     };
-    let v = env.create(&tagged("checked")).unwrap().volume.unwrap();
-    let other = env.create(&tagged("neighbour")).unwrap().volume.unwrap();
+    let v = env.create_with(&tagged("checked"));
+    let other = env.create_with(&tagged("neighbour"));
     let validate = |f: &dyn Fn(&mut csi::ValidateVolumeCapabilitiesRequest)| {
         let mut r = csi::ValidateVolumeCapabilitiesRequest::new();
         r.volume_id = v.volume_id.clone();
@@ -1179,14 +1113,7 @@ fn volume_condition_is_abnormal_only_for_a_status_that_does_not_pass() {
     let leaving = env.create_ok("leaving");
     env.delete(&leaving.volume_id).unwrap();
     let condition = |id: &str| {
-        let mut r = csi::ControllerGetVolumeRequest::new();
-        r.volume_id = id.to_string();
-        let status = env
-            .client
-            .controller_get_volume(&r)
-            .unwrap()
-            .status
-            .unwrap();
+        let status = env.get_volume(id).unwrap().status.unwrap();
         status.volume_condition.unwrap()
     };
     let id_of = |label: &str| {
@@ -1212,11 +1139,7 @@ fn volume_condition_is_abnormal_only_for_a_status_that_does_not_pass() {
 fn controller_get_volume_in_space_mode() {
     let env = Setup::new().start();
     let v = env.create_ok("looked-up");
-    let get = |id: &str| {
-        let mut r = csi::ControllerGetVolumeRequest::new();
-        r.volume_id = id.to_string();
-        env.client.controller_get_volume(&r)
-    };
+    let get = |id: &str| env.get_volume(id);
     let resp = get(&v.volume_id).unwrap();
     let vol = resp.volume.unwrap();
     assert_eq!(vol.volume_id, v.volume_id);
@@ -1383,19 +1306,9 @@ fn a_create_that_lands_after_its_timeout_is_made_once() {
         Code::UNAVAILABLE,
         "the POST timed out"
     );
-    let mut codes = Vec::new();
-    wait_for(
-        "the late create to be adopted",
-        Duration::from_secs(30),
-        || match env.create(&req) {
-            Ok(_) => true,
-            Err(e) => {
-                codes.push(code_of(&e));
-                false
-            }
-        },
-    );
-    assert!(codes.iter().all(|c| *c == Code::UNAVAILABLE), "{codes:?}");
+    // Retried as the provisioner does while Unavailable: any other answer,
+    // or none in time, fails here.
+    retry(&WHILE_UNAVAILABLE, || env.create(&req)).expect("the late create is adopted");
     assert_eq!(
         env.linode.calls("POST", FS_LIST),
         2,
@@ -1415,11 +1328,9 @@ fn a_create_that_lands_after_its_timeout_is_made_once() {
 /// deleting the volume takes any twin along.
 #[test]
 fn twins_of_a_volume_are_swept() {
-    use linode_nfs_csi::linode::{Cloud, LinodeCloud, LinodeSettings, NewFilesystem};
+    use linode_nfs_csi::linode::{Cloud, NewFilesystem};
     let env = Setup::new().start();
-    let mut settings = LinodeSettings::new(env.linode.token());
-    settings.base_url = env.linode.url();
-    let cloud = LinodeCloud::new(settings).unwrap();
+    let cloud = env.someone_else();
     let twin = |label: &str| {
         cloud
             .create_filesystem(

@@ -7,6 +7,8 @@
 mod common;
 
 use common::controller::*;
+use common::requests::*;
+use common::rpc::*;
 use common::wait_for;
 use grpcio::{CallOption, RpcStatusCode as Code};
 use linode_nfs_csi::fake::Lifecycle;
@@ -121,14 +123,15 @@ fn two_hundred_creates_wait_at_once_on_two_workers() {
     assert_eq!(posted(&env, "held-"), 200, "nothing made twice");
 }
 
-/// Retries like a sidecar: until the lock a left caller held is free.
-fn retry_until_unlocked(env: &Env, req: &csi::CreateVolumeRequest, opt: CallOption) -> Code {
-    let mut code = Code::ABORTED;
-    wait_for("the lock to be released", PATIENCE, || {
-        code = err_code(env.client.create_volume_opt(req, opt.clone()));
-        code != Code::ABORTED
-    });
-    code
+/// Retries like a sidecar while the lock a left caller held is not free.
+fn retry_until_unlocked(
+    env: &Env,
+    req: &csi::CreateVolumeRequest,
+    opt: CallOption,
+) -> grpcio::Result<csi::CreateVolumeResponse> {
+    retry(&WHILE_LOCKED, || {
+        env.client.create_volume_opt(req, opt.clone())
+    })
 }
 
 #[test]
@@ -145,7 +148,7 @@ fn a_caller_who_cancels_frees_the_lock_and_the_retry_adopts() {
     // Its lock is free: the retry waits again instead of being Aborted.
     let short = CallOption::default().timeout(Duration::from_millis(1500));
     assert_eq!(
-        retry_until_unlocked(&env, &req, short),
+        err_code(retry_until_unlocked(&env, &req, short)),
         Code::DEADLINE_EXCEEDED
     );
     wait_for("the cancel to be logged", PATIENCE, || {
@@ -153,7 +156,10 @@ fn a_caller_who_cancels_frees_the_lock_and_the_retry_adopts() {
     });
 
     release(&env, "cancelled");
-    let adopted = retry_until_unlocked_ok(&env, &req);
+    let adopted = retry_until_unlocked(&env, &req, patient())
+        .expect("the retry adopts")
+        .volume
+        .unwrap();
     assert_eq!(
         adopted.volume_id,
         format!("{SPACE}/{}", env.filesystem("cancelled").id)
@@ -176,7 +182,7 @@ fn a_caller_whose_deadline_passes_frees_the_lock() {
         Code::DEADLINE_EXCEEDED
     );
     assert_eq!(
-        retry_until_unlocked(&env, &req, short),
+        err_code(retry_until_unlocked(&env, &req, short)),
         Code::DEADLINE_EXCEEDED
     );
     wait_for("the deadline to be logged", PATIENCE, || {
@@ -185,23 +191,8 @@ fn a_caller_whose_deadline_passes_frees_the_lock() {
             .contains("the caller's deadline passed while the operation was waiting")
     });
     release(&env, "late");
-    retry_until_unlocked_ok(&env, &req);
+    retry_until_unlocked(&env, &req, patient()).expect("the retry succeeds");
     assert_eq!(env.linode.calls("POST", FS_LIST), 1);
-}
-
-fn retry_until_unlocked_ok(env: &Env, req: &csi::CreateVolumeRequest) -> csi::Volume {
-    let mut got = None;
-    wait_for("the retry to succeed", PATIENCE, || {
-        match env.client.create_volume_opt(req, patient()) {
-            Ok(resp) => {
-                got = resp.volume.into_option();
-                true
-            }
-            Err(e) if common::code_of(&e) == Code::ABORTED => false,
-            Err(e) => panic!("retry failed: {e:?}"),
-        }
-    });
-    got.unwrap()
 }
 
 #[test]
@@ -212,7 +203,7 @@ fn sigterm_answers_every_waiting_create_and_a_restart_adopts() {
     env.driver.signal(libc::SIGTERM);
     for call in calls {
         let err = futures_executor::block_on(call).unwrap_err();
-        assert_eq!(common::code_of(&err), Code::UNAVAILABLE, "{err:?}");
+        assert_eq!(code_of(&err), Code::UNAVAILABLE, "{err:?}");
     }
     assert!(env.driver.wait_exit(PATIENCE).success());
     assert!(env.driver.logs().contains("answered 5 waiting RPCs"));
@@ -229,6 +220,13 @@ fn sigterm_answers_every_waiting_create_and_a_restart_adopts() {
 
 const NODES: std::ops::RangeInclusive<u64> = 2001..=2020;
 
+/// Waits for every call, each of which must succeed.
+fn all_answered<T: Unpin>(calls: Vec<grpcio::ClientUnaryReceiver<T>>, what: &str) {
+    for call in calls {
+        futures_executor::block_on(call).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    }
+}
+
 #[test]
 fn twenty_nodes_publishing_three_volumes_at_once_leave_every_acl_exact() {
     let env = Setup::new()
@@ -239,23 +237,19 @@ fn twenty_nodes_publishing_three_volumes_at_once_leave_every_acl_exact() {
     let volumes: Vec<String> = (0..3)
         .map(|i| env.create_ok(&format!("shared-{i}")).volume_id)
         .collect();
-    let publish = |volume: &str, node: u64| {
-        let mut r = csi::ControllerPublishVolumeRequest::new();
-        r.volume_id = volume.into();
-        r.node_id = node.to_string();
-        r.volume_capability = Some(mount_cap(Mode::MULTI_NODE_MULTI_WRITER)).into();
-        env.client
-            .controller_publish_volume_async_opt(&r, patient())
-            .unwrap()
+    // Every publish at once, then every unpublish of every other node.
+    let pairs = |nodes: Vec<u64>| -> Vec<(String, String)> {
+        volumes
+            .iter()
+            .flat_map(|v| nodes.iter().map(move |n| (v.clone(), n.to_string())))
+            .collect()
     };
-    let calls: Vec<_> = volumes
-        .iter()
-        .flat_map(|v| NODES.map(move |n| (v.clone(), n)))
-        .map(|(v, n)| publish(&v, n))
-        .collect();
-    for call in calls {
-        futures_executor::block_on(call).expect("publish");
-    }
+    let publishes = pairs(NODES.collect()).into_iter().map(|(v, n)| {
+        env.client
+            .controller_publish_volume_async_opt(&controller_publish_req(&v, &n), patient())
+            .unwrap()
+    });
+    all_answered(publishes.collect(), "publish");
     let all: BTreeSet<u64> = NODES.collect();
     for v in &volumes {
         let policy = env.linode.filesystem_policy(ids_of(v).1).unwrap();
@@ -266,24 +260,12 @@ fn twenty_nodes_publishing_three_volumes_at_once_leave_every_acl_exact() {
             "{v}"
         );
     }
-
-    let unpublish = |volume: &str, node: u64| {
-        let mut r = csi::ControllerUnpublishVolumeRequest::new();
-        r.volume_id = volume.into();
-        r.node_id = node.to_string();
+    let unpublishes = pairs(NODES.step_by(2).collect()).into_iter().map(|(v, n)| {
         env.client
-            .controller_unpublish_volume_async_opt(&r, patient())
+            .controller_unpublish_volume_async_opt(&controller_unpublish_req(&v, &n), patient())
             .unwrap()
-    };
-    // Every other node leaves every volume.
-    let calls: Vec<_> = volumes
-        .iter()
-        .flat_map(|v| NODES.step_by(2).map(move |n| (v.clone(), n)))
-        .map(|(v, n)| unpublish(&v, n))
-        .collect();
-    for call in calls {
-        futures_executor::block_on(call).expect("unpublish");
-    }
+    });
+    all_answered(unpublishes.collect(), "unpublish");
     let kept: BTreeSet<u64> = NODES.skip(1).step_by(2).collect();
     for v in &volumes {
         let ids: BTreeSet<u64> = env
@@ -314,12 +296,10 @@ fn server_errors_on_polls_do_not_fail_a_waiting_create() {
         .create_volume_opt(&volume_req("polled-through-500s", &by_id()), patient())
         .unwrap_or_else(|e| panic!("{e:?}\n{}", env.driver.logs()));
     assert!(!v.volume.unwrap().volume_id.is_empty());
-    let failed = env
-        .linode
-        .requests()
-        .iter()
-        .filter(|r| r.status == Some(500))
-        .count();
-    assert_eq!(failed, 3, "the polls failed and the wait went on");
+    assert_eq!(
+        common::linode::answered(&env.linode, 500),
+        3,
+        "the polls failed and the wait went on"
+    );
     assert_eq!(env.linode.calls("POST", FS_LIST), 1);
 }

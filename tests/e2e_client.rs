@@ -61,12 +61,6 @@ fn field<'a>(out: &'a str, key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {key} in {out:?}"))
 }
 
-fn filesystem(state: &StateDir, id: u64) -> Value {
-    let fs = state.linode()["filesystems"][id.to_string()].clone();
-    assert!(fs.is_object(), "no filesystem {id} in the fake");
-    fs
-}
-
 fn tags_of(fs: &Value) -> BTreeSet<String> {
     fs["tags"]
         .as_array()
@@ -121,8 +115,7 @@ fn every_verb_in_help_is_a_command() {
 /// get-snapshot; then delete everything and leave nothing behind.
 #[test]
 fn clone_modify_list_capacity_and_get_snapshot_from_the_command_line() {
-    let state = StateDir::new("e2e-client");
-    let dev = Dev::start(&state, &[("NFS_ACCESS_POLICY_MODE", "node")]);
+    let (state, dev) = start_dev("e2e-client", &[("NFS_ACCESS_POLICY_MODE", "node")]);
 
     let info = ok(&dev, &["info"]);
     for cap in [
@@ -151,7 +144,7 @@ fn clone_modify_list_capacity_and_get_snapshot_from_the_command_line() {
     );
     let src = field(&created, "volume_id").to_string();
     let src_fs = filesystem_of(&src);
-    let fs = filesystem(&state, src_fs);
+    let fs = state.filesystem(src_fs);
     assert_eq!(tags_of(&fs), set(&["team-a", MANAGED_TAG]), "{fs}");
     assert_eq!(squash_of(&fs), "all_squash", "{fs}");
 
@@ -163,7 +156,7 @@ fn clone_modify_list_capacity_and_get_snapshot_from_the_command_line() {
         cloned.contains(&format!("content_source: volume {src}\n")),
         "{cloned}"
     );
-    let clone_fs = filesystem(&state, filesystem_of(&clone));
+    let clone_fs = state.filesystem(filesystem_of(&clone));
     assert_eq!(clone_fs["max_capacity_bytes"], 2 * GIB);
     assert!(tags_of(&clone_fs).contains(MANAGED_TAG), "{clone_fs}");
 
@@ -174,7 +167,7 @@ fn clone_modify_list_capacity_and_get_snapshot_from_the_command_line() {
         ),
         "modified\n"
     );
-    let fs = filesystem(&state, src_fs);
+    let fs = state.filesystem(src_fs);
     assert_eq!(tags_of(&fs), set(&["team-b", "blue", MANAGED_TAG]), "{fs}");
     assert_eq!(squash_of(&fs), "none", "{fs}");
     fails(&dev, &["modify", &src], "INVALID_ARGUMENT");
@@ -241,8 +234,7 @@ fn clone_modify_list_capacity_and_get_snapshot_from_the_command_line() {
 /// size is required and parsed like `--size` everywhere.
 #[test]
 fn expand_without_volume_expansion_is_unimplemented() {
-    let state = StateDir::new("e2e-client-expand");
-    let dev = Dev::start(&state, &[]);
+    let (state, dev) = start_dev("e2e-client-expand", &[]);
     assert!(!ok(&dev, &["info"]).contains("EXPAND_VOLUME"));
     let created = ok(&dev, &["create-volume", "pvc-fixed", "--size", "1Gi"]);
     let id = field(&created, "volume_id").to_string();
@@ -254,7 +246,7 @@ fn expand_without_volume_expansion_is_unimplemented() {
         !err.contains("UNIMPLEMENTED"),
         "refused before any call: {err}"
     );
-    let fs = filesystem(&state, filesystem_of(&id));
+    let fs = state.filesystem(filesystem_of(&id));
     assert_eq!(fs["max_capacity_bytes"], GIB, "{fs}");
     ok(&dev, &["delete-volume", &id]);
 }
@@ -264,9 +256,8 @@ fn expand_without_volume_expansion_is_unimplemented() {
 /// read by another, grown, and deleted.
 #[test]
 fn a_subdirectory_volume_from_the_command_line() {
-    let state = StateDir::new("e2e-client-shared");
-    let dev = Dev::start(
-        &state,
+    let (state, dev) = start_dev(
+        "e2e-client-shared",
         &[
             ("NFS_ACCESS_POLICY_MODE", "node"),
             ("VOLUME_EXPANSION", "subdirectory"),

@@ -9,6 +9,8 @@
 mod common;
 mod e2e_support;
 
+use common::requests::*;
+use common::rpc::*;
 use e2e_support::*;
 use grpcio::RpcStatusCode;
 use linode_nfs_csi::proto::csi;
@@ -32,15 +34,11 @@ const UNKNOWN_VOLUME_ID: &str = "1/999999";
 const UNKNOWN_SNAPSHOT_ID: &str = "1/999999/888888";
 
 fn space_mode(tag: &str) -> (StateDir, Dev) {
-    let state = StateDir::new(tag);
-    let dev = Dev::start(&state, &[]);
-    (state, dev)
+    start_dev(tag, &[])
 }
 
 fn node_mode(tag: &str) -> (StateDir, Dev) {
-    let state = StateDir::new(tag);
-    let dev = Dev::start(&state, &[("NFS_ACCESS_POLICY_MODE", "node")]);
-    (state, dev)
+    start_dev(tag, &[("NFS_ACCESS_POLICY_MODE", "node")])
 }
 
 fn ok<T>(what: &str, r: grpcio::Result<T>) -> T {
@@ -189,10 +187,7 @@ fn capabilities_are_consistent(node: bool) {
             ControllerRpc::PUBLISH_UNPUBLISH_VOLUME => {
                 ok(
                     "ControllerPublishVolume",
-                    c.controller_publish_volume_opt(
-                        &controller_publish_req(&volume, NODE_ID),
-                        call(),
-                    ),
+                    c.controller_publish_volume_opt(&attach_req(&volume, NODE_ID), call()),
                 );
                 let req = controller_unpublish_req(&volume.volume_id, NODE_ID);
                 ok(
@@ -216,10 +211,7 @@ fn capabilities_are_consistent(node: bool) {
             ControllerRpc::LIST_VOLUMES_PUBLISHED_NODES => {
                 ok(
                     "ControllerPublishVolume",
-                    c.controller_publish_volume_opt(
-                        &controller_publish_req(&volume, NODE_ID),
-                        call(),
-                    ),
+                    c.controller_publish_volume_opt(&attach_req(&volume, NODE_ID), call()),
                 );
                 let listed = ok(
                     "ListVolumes",
@@ -251,9 +243,10 @@ fn capabilities_are_consistent(node: bool) {
                 )
                 .snapshot
                 .unwrap();
-                let mut req = csi::GetSnapshotRequest::new();
-                req.snapshot_id = snap.snapshot_id.clone();
-                let got = ok("GetSnapshot", c.get_snapshot_opt(&req, call()));
+                let got = ok(
+                    "GetSnapshot",
+                    c.get_snapshot_opt(&get_snapshot_req(&snap.snapshot_id), call()),
+                );
                 assert_eq!(got.snapshot.source_volume_id, volume.volume_id);
                 ok(
                     "DeleteSnapshot",
@@ -261,15 +254,10 @@ fn capabilities_are_consistent(node: bool) {
                 );
             }
             ControllerRpc::CLONE_VOLUME => {
-                let mut req = create_req("pvc-caps-clone", GIB);
-                let mut source = csi::VolumeContentSource::new();
-                let mut from = csi::volume_content_source::VolumeSource::new();
-                from.volume_id = volume.volume_id.clone();
-                source.set_volume(from);
-                req.volume_content_source = Some(source).into();
+                let req = from_volume(create_req("pvc-caps-clone", GIB), &volume.volume_id);
                 let clone = ok(
                     "CreateVolume (clone)",
-                    retry(|| c.create_volume_opt(&req, call())),
+                    retry(&SIDECAR, || c.create_volume_opt(&req, call())),
                 )
                 .volume
                 .unwrap();
@@ -290,7 +278,7 @@ fn capabilities_are_consistent(node: bool) {
                     ("pvc-caps-snmw", Mode::SINGLE_NODE_MULTI_WRITER),
                 ] {
                     let mut req = create_req(name, GIB);
-                    req.volume_capabilities = vec![capability(mode)];
+                    req.volume_capabilities = vec![mount_cap(mode)];
                     let made = ok("CreateVolume", c.create_volume_opt(&req, call()))
                         .volume
                         .unwrap();
@@ -301,11 +289,12 @@ fn capabilities_are_consistent(node: bool) {
                 }
             }
             ControllerRpc::MODIFY_VOLUME => {
-                let mut req = csi::ControllerModifyVolumeRequest::new();
-                req.volume_id = volume.volume_id.clone();
-                req.mutable_parameters.insert(
-                    "linodenfs.csi.linode.com/filesystem-root-squash".into(),
-                    "all_squash".into(),
+                let req = modify_req(
+                    &volume.volume_id,
+                    &[(
+                        "linodenfs.csi.linode.com/filesystem-root-squash",
+                        "all_squash",
+                    )],
                 );
                 ok(
                     "ControllerModifyVolume",
@@ -334,39 +323,32 @@ fn capabilities_are_consistent(node: bool) {
         );
     }
     if !caps.contains(&ControllerRpc::EXPAND_VOLUME) {
-        let mut req = csi::ControllerExpandVolumeRequest::new();
-        req.volume_id = volume.volume_id.clone();
-        let mut range = csi::CapacityRange::new();
-        range.required_bytes = 2 * GIB;
-        req.capacity_range = Some(range).into();
         assert_code(
-            c.controller_expand_volume_opt(&req, call()),
+            c.controller_expand_volume_opt(&expand_req(&volume.volume_id, 2 * GIB), call()),
             unimplemented,
             "ControllerExpandVolume",
         );
     }
     if !caps.contains(&ControllerRpc::MODIFY_VOLUME) {
-        let mut req = csi::ControllerModifyVolumeRequest::new();
-        req.volume_id = volume.volume_id.clone();
-        req.mutable_parameters = HashMap::from([("iops".to_string(), "1".to_string())]);
         assert_code(
-            c.controller_modify_volume_opt(&req, call()),
+            c.controller_modify_volume_opt(
+                &modify_req(&volume.volume_id, &[("iops", "1")]),
+                call(),
+            ),
             unimplemented,
             "ControllerModifyVolume",
         );
     }
     if !caps.contains(&ControllerRpc::GET_SNAPSHOT) {
-        let mut req = csi::GetSnapshotRequest::new();
-        req.snapshot_id = UNKNOWN_SNAPSHOT_ID.to_string();
         assert_code(
-            c.get_snapshot_opt(&req, call()),
+            c.get_snapshot_opt(&get_snapshot_req(UNKNOWN_SNAPSHOT_ID), call()),
             unimplemented,
             "GetSnapshot",
         );
     }
     if !caps.contains(&ControllerRpc::PUBLISH_UNPUBLISH_VOLUME) {
         assert_code(
-            c.controller_publish_volume_opt(&controller_publish_req(&volume, NODE_ID), call()),
+            c.controller_publish_volume_opt(&attach_req(&volume, NODE_ID), call()),
             unimplemented,
             "ControllerPublishVolume",
         );
@@ -382,12 +364,7 @@ fn capabilities_are_consistent(node: bool) {
     if !caps.contains(&ControllerRpc::CLONE_VOLUME) {
         // Without CLONE_VOLUME a volume source is refused, never ignored
         // (which would hand out an empty volume as a "clone").
-        let mut req = create_req("pvc-caps-clone", GIB);
-        let mut src = csi::volume_content_source::VolumeSource::new();
-        src.volume_id = volume.volume_id.clone();
-        let mut source = csi::VolumeContentSource::new();
-        source.set_volume(src);
-        req.volume_content_source = Some(source).into();
+        let req = from_volume(create_req("pvc-caps-clone", GIB), &volume.volume_id);
         assert_code(
             c.create_volume_opt(&req, call()),
             INVALID,
@@ -422,7 +399,10 @@ fn capabilities_are_consistent(node: bool) {
             NodeRpc::VOLUME_CONDITION => {
                 let stats = ok(
                     "NodeGetVolumeStats",
-                    n.node_get_volume_stats_opt(&stats_req(&volume.volume_id, &staging), call()),
+                    n.node_get_volume_stats_opt(
+                        &node_stats_req(&volume.volume_id, &staging),
+                        call(),
+                    ),
                 );
                 let condition = stats
                     .volume_condition
@@ -439,7 +419,7 @@ fn capabilities_are_consistent(node: bool) {
                 );
                 let with_mode = |target: &PathBuf, mode: Mode| {
                     let mut req = publish_req(&volume, &staging, target, false);
-                    req.volume_capability = Some(capability(mode)).into();
+                    req.volume_capability = Some(mount_cap(mode)).into();
                     req
                 };
                 ok(
@@ -469,7 +449,7 @@ fn capabilities_are_consistent(node: bool) {
                     ok(
                         "NodeUnpublishVolume",
                         n.node_unpublish_volume_opt(
-                            &unpublish_req(&volume.volume_id, target),
+                            &node_unpublish_req(&volume.volume_id, target),
                             call(),
                         ),
                     );
@@ -488,13 +468,13 @@ fn capabilities_are_consistent(node: bool) {
         };
         ok(
             "NodeGetVolumeStats",
-            n.node_get_volume_stats_opt(&stats_req(&volume.volume_id, &path), call()),
+            n.node_get_volume_stats_opt(&node_stats_req(&volume.volume_id, &path), call()),
         );
     }
     if node_caps.contains(&NodeRpc::STAGE_UNSTAGE_VOLUME) {
         ok(
             "NodeUnstageVolume",
-            n.node_unstage_volume_opt(&unstage_req(&volume.volume_id, &staging), call()),
+            n.node_unstage_volume_opt(&node_unstage_req(&volume.volume_id, &staging), call()),
         );
     }
     if !node_caps.contains(&NodeRpc::EXPAND_VOLUME) {
@@ -785,7 +765,7 @@ fn controller_publish_of_a_missing_volume_or_node_is_not_found() {
         missing.volume_id = id.to_string();
         for node in [SANITY_NODE_ID, NODE_ID] {
             assert_code(
-                c.controller_publish_volume_opt(&controller_publish_req(&missing, node), call()),
+                c.controller_publish_volume_opt(&attach_req(&missing, node), call()),
                 NOT_FOUND,
                 &format!("volume {id} on node {node}"),
             );
@@ -794,7 +774,7 @@ fn controller_publish_of_a_missing_volume_or_node_is_not_found() {
     let volume = create_volume(&dev, "sanity-controller-wrong-node", GIB);
     for node in [SANITY_NODE_ID, "99999999"] {
         assert_code(
-            c.controller_publish_volume_opt(&controller_publish_req(&volume, node), call()),
+            c.controller_publish_volume_opt(&attach_req(&volume, node), call()),
             NOT_FOUND,
             &format!("node {node}"),
         );
@@ -805,21 +785,21 @@ fn controller_publish_of_a_missing_volume_or_node_is_not_found() {
         "a refused publish touched the ACL"
     );
 
-    let mut req = controller_publish_req(&volume, NODE_ID);
+    let mut req = attach_req(&volume, NODE_ID);
     req.volume_id.clear();
     assert_code(
         c.controller_publish_volume_opt(&req, call()),
         INVALID,
         "no volume id",
     );
-    let mut req = controller_publish_req(&volume, NODE_ID);
+    let mut req = attach_req(&volume, NODE_ID);
     req.node_id.clear();
     assert_code(
         c.controller_publish_volume_opt(&req, call()),
         INVALID,
         "no node id",
     );
-    let mut req = controller_publish_req(&volume, NODE_ID);
+    let mut req = attach_req(&volume, NODE_ID);
     req.volume_capability = None.into();
     assert_code(
         c.controller_publish_volume_opt(&req, call()),
@@ -1008,9 +988,7 @@ struct Published {
 fn published(tag: &str) -> Published {
     let (state, dev) = space_mode(tag);
     let volume = create_volume(&dev, "sanity-node", GIB);
-    let staging = state.staging(&volume.volume_id);
-    let target = state.target("pod", &volume.volume_id);
-    mount(&dev, &volume, &staging, &[&target]);
+    let (staging, target) = mount_in_pod(&dev, &state, &volume, "pod");
     Published {
         state,
         dev,
@@ -1031,7 +1009,7 @@ fn node_unpublish_removes_the_target_path() {
         "NodeUnpublishVolume",
         p.dev
             .node
-            .node_unpublish_volume_opt(&unpublish_req(&p.volume.volume_id, &p.target), call()),
+            .node_unpublish_volume_opt(&node_unpublish_req(&p.volume.volume_id, &p.target), call()),
     );
     assert_eq!(p.dev.mount_count(&p.target), 0);
     assert!(!p.dev.exists(&p.target), "the target path must be removed");
@@ -1053,12 +1031,12 @@ fn node_unpublish_and_unstage_of_never_existing_paths_are_ok() {
     ok(
         "NodeUnpublishVolume",
         dev.node
-            .node_unpublish_volume_opt(&unpublish_req(UNKNOWN_VOLUME_ID, &never), call()),
+            .node_unpublish_volume_opt(&node_unpublish_req(UNKNOWN_VOLUME_ID, &never), call()),
     );
     ok(
         "NodeUnstageVolume",
         dev.node
-            .node_unstage_volume_opt(&unstage_req(UNKNOWN_VOLUME_ID, &never), call()),
+            .node_unstage_volume_opt(&node_unstage_req(UNKNOWN_VOLUME_ID, &never), call()),
     );
     // A directory that exists but was never mounted is cleaned up the same way.
     let plain = state.path().join("kubelet/plain");
@@ -1066,7 +1044,7 @@ fn node_unpublish_and_unstage_of_never_existing_paths_are_ok() {
     ok(
         "NodeUnpublishVolume",
         dev.node
-            .node_unpublish_volume_opt(&unpublish_req(UNKNOWN_VOLUME_ID, &plain), call()),
+            .node_unpublish_volume_opt(&node_unpublish_req(UNKNOWN_VOLUME_ID, &plain), call()),
     );
     assert!(!plain.exists());
 }
@@ -1163,11 +1141,11 @@ fn node_unpublish_and_unstage_validate_arguments() {
     let path = state.path().join("kubelet/some");
     let n = &dev.node;
     assert_code(
-        n.node_unpublish_volume_opt(&unpublish_req("", &path), call()),
+        n.node_unpublish_volume_opt(&node_unpublish_req("", &path), call()),
         INVALID,
         "unpublish: no volume id",
     );
-    let mut req = unpublish_req(SANITY_VOLUME_ID, &path);
+    let mut req = node_unpublish_req(SANITY_VOLUME_ID, &path);
     req.target_path.clear();
     assert_code(
         n.node_unpublish_volume_opt(&req, call()),
@@ -1175,11 +1153,11 @@ fn node_unpublish_and_unstage_validate_arguments() {
         "unpublish: no target path",
     );
     assert_code(
-        n.node_unstage_volume_opt(&unstage_req("", &path), call()),
+        n.node_unstage_volume_opt(&node_unstage_req("", &path), call()),
         INVALID,
         "unstage: no volume id",
     );
-    let mut req = unstage_req(SANITY_VOLUME_ID, &path);
+    let mut req = node_unstage_req(SANITY_VOLUME_ID, &path);
     req.staging_target_path.clear();
     assert_code(
         n.node_unstage_volume_opt(&req, call()),
@@ -1193,16 +1171,16 @@ fn node_get_volume_stats_validates_arguments() {
     let (state, dev) = space_mode("conf-stats-args");
     let n = &dev.node;
     assert_code(
-        n.node_get_volume_stats_opt(&stats_req("", &PathBuf::from("some/path")), call()),
+        n.node_get_volume_stats_opt(&node_stats_req("", &PathBuf::from("some/path")), call()),
         INVALID,
         "no volume id",
     );
     assert_code(
-        n.node_get_volume_stats_opt(&stats_req("", &state.path()), call()),
+        n.node_get_volume_stats_opt(&node_stats_req("", &state.path()), call()),
         INVALID,
         "no volume id, absolute path",
     );
-    let mut req = stats_req(SANITY_VOLUME_ID, &state.path());
+    let mut req = node_stats_req(SANITY_VOLUME_ID, &state.path());
     req.volume_path.clear();
     assert_code(
         n.node_get_volume_stats_opt(&req, call()),
@@ -1219,7 +1197,7 @@ fn node_get_volume_stats_on_a_missing_path_is_not_found() {
         assert_code(
             p.dev
                 .node
-                .node_get_volume_stats_opt(&stats_req(id, &missing), call()),
+                .node_get_volume_stats_opt(&node_stats_req(id, &missing), call()),
             NOT_FOUND,
             &format!("volume {id} at a missing absolute path"),
         );
@@ -1228,7 +1206,7 @@ fn node_get_volume_stats_on_a_missing_path_is_not_found() {
         "NodeGetVolumeStats on the target",
         p.dev
             .node
-            .node_get_volume_stats_opt(&stats_req(&p.volume.volume_id, &p.target), call()),
+            .node_get_volume_stats_opt(&node_stats_req(&p.volume.volume_id, &p.target), call()),
     );
 }
 
@@ -1240,9 +1218,10 @@ fn node_get_volume_stats_on_csi_sanitys_relative_missing_path_is_not_found() {
     let p = published("conf-stats-rel");
     for id in [SANITY_VOLUME_ID, p.volume.volume_id.as_str()] {
         assert_code(
-            p.dev
-                .node
-                .node_get_volume_stats_opt(&stats_req(id, &PathBuf::from("some/path")), call()),
+            p.dev.node.node_get_volume_stats_opt(
+                &node_stats_req(id, &PathBuf::from("some/path")),
+                call(),
+            ),
             NOT_FOUND,
             &format!("volume {id} at some/path"),
         );

@@ -8,28 +8,19 @@
 mod common;
 mod e2e_support;
 
-use common::code_of;
+use common::requests::*;
+use common::rpc::*;
 use e2e_support::*;
-use grpcio::RpcStatusCode;
 use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi::controller_service_capability::rpc::Type as ControllerRpc;
 use linode_nfs_csi::proto::csi::volume_usage::Unit;
 use std::collections::HashMap;
 use std::path::Path;
 
-fn advertises_publish(dev: &Dev) -> bool {
-    dev.controller
-        .controller_get_capabilities_opt(&Default::default(), call())
-        .unwrap()
-        .capabilities
-        .iter()
-        .any(|c| c.rpc().type_.enum_value_or_default() == ControllerRpc::PUBLISH_UNPUBLISH_VOLUME)
-}
-
 fn assert_usage(dev: &Dev, volume_id: &str, path: &Path) {
     let stats = dev
         .node
-        .node_get_volume_stats_opt(&stats_req(volume_id, path), call())
+        .node_get_volume_stats_opt(&node_stats_req(volume_id, path), call())
         .unwrap();
     let unit = |u: Unit| {
         stats
@@ -46,28 +37,22 @@ fn assert_usage(dev: &Dev, volume_id: &str, path: &Path) {
 }
 
 fn lifecycle(node_mode: bool) {
-    let state = StateDir::new(if node_mode {
-        "e2e-life-node"
-    } else {
-        "e2e-life-space"
-    });
-    let mut envs = vec![("DEV_ACTIVATION_DELAY", "300ms")];
-    if node_mode {
-        envs.push(("NFS_ACCESS_POLICY_MODE", "node"));
-    }
-    let dev = Dev::start(&state, &envs);
+    let mode = if node_mode { "node" } else { "space" };
+    let (state, dev) = start_dev(
+        &format!("e2e-life-{mode}"),
+        &[
+            ("DEV_ACTIVATION_DELAY", "300ms"),
+            ("NFS_ACCESS_POLICY_MODE", mode),
+        ],
+    );
     assert_eq!(
-        advertises_publish(&dev),
+        dev.advertises(ControllerRpc::PUBLISH_UNPUBLISH_VOLUME),
         node_mode,
         "PUBLISH_UNPUBLISH_VOLUME is advertised only in node mode"
     );
 
     // The provisioner.
-    let name = if node_mode {
-        "pvc-4b1d-node"
-    } else {
-        "pvc-4b1d-space"
-    };
+    let name = &format!("pvc-4b1d-{mode}");
     let created = dev
         .controller
         .create_volume_opt(&create_req(name, GIB), call())
@@ -103,7 +88,7 @@ fn lifecycle(node_mode: bool) {
     if node_mode {
         let published = dev
             .controller
-            .controller_publish_volume_opt(&controller_publish_req(&volume, &node_id), call())
+            .controller_publish_volume_opt(&attach_req(&volume, &node_id), call())
             .unwrap();
         publish_context = published.publish_context;
         assert_eq!(state.acl(fs_id), (true, vec![424242]));
@@ -161,7 +146,7 @@ fn lifecycle(node_mode: bool) {
     // next pod until it is unstaged.
     for target in [&pod_a, &pod_b] {
         dev.node
-            .node_unpublish_volume_opt(&unpublish_req(&volume.volume_id, target), call())
+            .node_unpublish_volume_opt(&node_unpublish_req(&volume.volume_id, target), call())
             .unwrap();
         assert_eq!(
             dev.mount_count(target),
@@ -176,7 +161,7 @@ fn lifecycle(node_mode: bool) {
         "hello from pod-a"
     );
     dev.node
-        .node_unstage_volume_opt(&unstage_req(&volume.volume_id, &staging), call())
+        .node_unstage_volume_opt(&node_unstage_req(&volume.volume_id, &staging), call())
         .unwrap();
     assert_eq!(dev.mount_count(&staging), 0);
     assert!(!dev.exists(&staging), "staging path not removed");
@@ -200,25 +185,8 @@ fn lifecycle(node_mode: bool) {
         assert!(got.status.published_node_ids.is_empty(), "{got:?}");
     }
 
-    dev.controller
-        .delete_volume_opt(&delete_req(&volume.volume_id), call())
-        .unwrap();
-    let gone = dev
-        .controller
-        .controller_get_volume_opt(&get_volume_req(&volume.volume_id), call());
-    assert_eq!(code_of(&gone.unwrap_err()), RpcStatusCode::NOT_FOUND);
-    let none: Vec<(u64, String, String)> = Vec::new();
-    assert_eq!(
-        state.filesystems(),
-        none,
-        "the fake still holds a filesystem"
-    );
-    assert_eq!(
-        state.entries("exports"),
-        Vec::<String>::new(),
-        "the export directory outlived its volume"
-    );
-    assert_eq!(dev.mounts_under_state(), Vec::<std::path::PathBuf>::new());
+    delete_volume_as(&dev, &NO_RETRY, &volume.volume_id);
+    assert_nothing_left(&state, &dev);
     let listed = dev
         .controller
         .list_snapshots_opt(&csi::ListSnapshotsRequest::new(), call())
@@ -242,8 +210,7 @@ fn pvc_lifecycle_in_node_mode() {
 /// the node needs to mount it, `mtls-mode` included.
 #[test]
 fn controller_get_volume_returns_the_create_volume_context() {
-    let state = StateDir::new("e2e-getvol-ctx");
-    let dev = Dev::start(&state, &[]);
+    let (_state, dev) = start_dev("e2e-getvol-ctx", &[]);
     let created = create_volume(&dev, "pvc-context", GIB);
     assert!(
         created.volume_context.contains_key("mtls-mode"),

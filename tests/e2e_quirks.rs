@@ -12,7 +12,8 @@
 mod common;
 mod e2e_support;
 
-use common::code_of;
+use common::requests::*;
+use common::rpc::*;
 use e2e_support::*;
 use grpcio::RpcStatusCode;
 use linode_nfs_csi::dev::{DEV_LINODE_TOKEN, DEV_SHARED_LABEL, DEV_SPACE_ID};
@@ -26,7 +27,7 @@ use std::path::PathBuf;
 const FOREIGN: [&str; 3] = ["foreign-a", "foreign-b", "foreign-c"];
 
 fn list(dev: &Dev) -> Vec<csi::list_volumes_response::Entry> {
-    retry(|| {
+    retry(&SIDECAR, || {
         dev.controller
             .list_volumes_opt(&csi::ListVolumesRequest::new(), call())
     })
@@ -49,7 +50,10 @@ fn labels(state: &StateDir) -> Vec<String> {
 
 fn get(dev: &Dev, volume_id: &str) -> csi::ControllerGetVolumeResponse {
     let req = get_volume_req(volume_id);
-    retry(|| dev.controller.controller_get_volume_opt(&req, call())).expect("ControllerGetVolume")
+    retry(&SIDECAR, || {
+        dev.controller.controller_get_volume_opt(&req, call())
+    })
+    .expect("ControllerGetVolume")
 }
 
 /// Create, list, get, mount in one pod, unmount, delete (space mode).
@@ -65,9 +69,7 @@ fn space_mode_lifecycle(dev: &Dev, state: &StateDir, name: &str) -> csi::Volume 
         get(dev, &volume.volume_id).volume.unwrap().volume_id,
         volume.volume_id
     );
-    let staging = state.staging(&volume.volume_id);
-    let pod = state.target("pod-q", &volume.volume_id);
-    mount(dev, &volume, &staging, &[&pod]);
+    let (staging, pod) = mount_in_pod(dev, state, &volume, "pod-q");
     dev.write(&pod.join("note.txt"), name).unwrap();
     assert_eq!(dev.read(&staging.join("note.txt")).unwrap(), name);
     unmount(dev, &volume.volume_id, &staging, &[&pod]);
@@ -77,8 +79,7 @@ fn space_mode_lifecycle(dev: &Dev, state: &StateDir, name: &str) -> csi::Volume 
 }
 
 fn foreign_filesystems_stay_unlisted(quirk: &str) {
-    let state = StateDir::new("e2e-quirk-tags");
-    let dev = Dev::start(&state, &[("DEV_QUIRKS", quirk)]);
+    let (state, dev) = start_dev("e2e-quirk-tags", &[("DEV_QUIRKS", quirk)]);
     assert_eq!(labels(&state), FOREIGN, "{quirk} seeds others' filesystems");
     assert!(listed_ids(&dev).is_empty(), "{quirk}: none of them is ours");
     space_mode_lifecycle(&dev, &state, "pvc-quirk-tags");
@@ -97,8 +98,10 @@ fn a_refused_tag_filter_falls_back_to_the_mark() {
 
 #[test]
 fn without_filesystem_policies_space_mode_works_and_squash_is_refused() {
-    let state = StateDir::new("e2e-quirk-nopol-space");
-    let dev = Dev::start(&state, &[("DEV_QUIRKS", "no-filesystem-policy")]);
+    let (state, dev) = start_dev(
+        "e2e-quirk-nopol-space",
+        &[("DEV_QUIRKS", "no-filesystem-policy")],
+    );
     space_mode_lifecycle(&dev, &state, "pvc-quirk-nopol");
 
     let mut req = create_req("pvc-quirk-squash", GIB);
@@ -106,24 +109,26 @@ fn without_filesystem_policies_space_mode_works_and_squash_is_refused() {
         "linodenfs.csi.linode.com/filesystem-root-squash".to_string(),
         "none".to_string(),
     );
-    let err = retry(|| dev.controller.create_volume_opt(&req, call())).unwrap_err();
+    let err = retry(&SIDECAR, || dev.controller.create_volume_opt(&req, call())).unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::FAILED_PRECONDITION, "{err:?}");
     assert!(format!("{err:?}").contains("access policy"), "{err:?}");
 }
 
 #[test]
 fn without_filesystem_policies_node_mode_publish_fails_clearly() {
-    let state = StateDir::new("e2e-quirk-nopol-node");
-    let dev = Dev::start(
-        &state,
+    let (_state, dev) = start_dev(
+        "e2e-quirk-nopol-node",
         &[
             ("DEV_QUIRKS", "no-filesystem-policy"),
             ("NFS_ACCESS_POLICY_MODE", "node"),
         ],
     );
     let volume = create_volume(&dev, "pvc-quirk-nopol-node", GIB);
-    let req = controller_publish_req(&volume, NODE_ID);
-    let err = retry(|| dev.controller.controller_publish_volume_opt(&req, call())).unwrap_err();
+    let req = attach_req(&volume, NODE_ID);
+    let err = retry(&SIDECAR, || {
+        dev.controller.controller_publish_volume_opt(&req, call())
+    })
+    .unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::FAILED_PRECONDITION, "{err:?}");
     assert!(format!("{err:?}").contains("access policy"), "{err:?}");
     // Reads degrade instead of failing: the published nodes are unknown.
@@ -135,11 +140,9 @@ fn without_filesystem_policies_node_mode_publish_fails_clearly() {
 
 #[test]
 fn capacity_in_stats_is_reported() {
-    let state = StateDir::new("e2e-quirk-cap");
-    let dev = Dev::start(&state, &[("DEV_QUIRKS", "capacity-in-stats")]);
+    let (state, dev) = start_dev("e2e-quirk-cap", &[("DEV_QUIRKS", "capacity-in-stats")]);
     let volume = create_volume(&dev, "pvc-quirk-cap", GIB);
-    let backend = state.linode()["filesystems"][filesystem_of(&volume.volume_id).to_string()]
-        ["max_capacity_bytes"]
+    let backend = state.filesystem(filesystem_of(&volume.volume_id))["max_capacity_bytes"]
         .as_i64()
         .unwrap();
     assert!(backend >= GIB, "the backend sized it: {backend}");
@@ -154,16 +157,9 @@ fn capacity_in_stats_is_reported() {
     // in CSI), and the same request again is the same volume.
     let mut exact = create_req("pvc-quirk-cap-exact", GIB);
     exact.capacity_range.as_mut().unwrap().limit_bytes = GIB;
-    let first = retry(|| dev.controller.create_volume_opt(&exact, call()))
-        .expect("CreateVolume with an exact range")
-        .volume
-        .unwrap();
+    let first = dev.create(&exact);
     assert_eq!(first.capacity_bytes, 0, "never a size above limit_bytes");
-    let again = retry(|| dev.controller.create_volume_opt(&exact, call()))
-        .expect("the same CreateVolume again")
-        .volume
-        .unwrap();
-    assert_eq!(again, first);
+    assert_eq!(dev.create(&exact), first, "the same CreateVolume again");
     delete_volume(&dev, &first.volume_id);
 }
 
@@ -173,8 +169,8 @@ fn node_mode_lifecycle(dev: &Dev, state: &StateDir, name: &str) {
     let volume = create_volume(dev, name, GIB);
     let fs_id = filesystem_of(&volume.volume_id);
     assert_eq!(listed_ids(dev), vec![volume.volume_id.clone()]);
-    let publish = controller_publish_req(&volume, NODE_ID);
-    let published = retry(|| {
+    let publish = attach_req(&volume, NODE_ID);
+    let published = retry(&SIDECAR, || {
         dev.controller
             .controller_publish_volume_opt(&publish, call())
     })
@@ -186,12 +182,15 @@ fn node_mode_lifecycle(dev: &Dev, state: &StateDir, name: &str) {
     );
     let staging = state.staging(&volume.volume_id);
     let stage = stage_req(&volume, &published.publish_context, &staging);
-    retry(|| dev.node.node_stage_volume_opt(&stage, call())).expect("NodeStageVolume");
+    retry(&SIDECAR, || dev.node.node_stage_volume_opt(&stage, call())).expect("NodeStageVolume");
     assert_eq!(dev.mount_count(&staging), 1);
-    let unstage = unstage_req(&volume.volume_id, &staging);
-    retry(|| dev.node.node_unstage_volume_opt(&unstage, call())).expect("NodeUnstageVolume");
+    let unstage = node_unstage_req(&volume.volume_id, &staging);
+    retry(&SIDECAR, || {
+        dev.node.node_unstage_volume_opt(&unstage, call())
+    })
+    .expect("NodeUnstageVolume");
     let unpublish = controller_unpublish_req(&volume.volume_id, NODE_ID);
-    retry(|| {
+    retry(&SIDECAR, || {
         dev.controller
             .controller_unpublish_volume_opt(&unpublish, call())
     })
@@ -206,8 +205,7 @@ fn node_mode_lifecycle(dev: &Dev, state: &StateDir, name: &str) {
 
 #[test]
 fn go_nulls_survive_a_space_mode_lifecycle() {
-    let state = StateDir::new("e2e-quirk-nulls-space");
-    let dev = Dev::start(&state, &[("DEV_QUIRKS", "null-fields")]);
+    let (state, dev) = start_dev("e2e-quirk-nulls-space", &[("DEV_QUIRKS", "null-fields")]);
     space_mode_lifecycle(&dev, &state, "pvc-quirk-nulls-space");
 }
 
@@ -215,9 +213,8 @@ fn go_nulls_survive_a_space_mode_lifecycle() {
 /// (the API refuses it: `[label] Length must be 1-63 characters`).
 #[test]
 fn go_nulls_survive_node_mode_publish_and_unpublish() {
-    let state = StateDir::new("e2e-quirk-nulls");
-    let dev = Dev::start(
-        &state,
+    let (state, dev) = start_dev(
+        "e2e-quirk-nulls",
         &[
             ("DEV_QUIRKS", "null-fields"),
             ("NFS_ACCESS_POLICY_MODE", "node"),
@@ -230,9 +227,8 @@ fn go_nulls_survive_node_mode_publish_and_unpublish() {
 /// filesystems, Go nulls, capacity in stats, and injected refusals of which
 /// a third are 408s and a third nginx pages; a fixed fault seed.
 fn combined_variants(mode: &str) {
-    let state = StateDir::new(&format!("e2e-quirk-all-{mode}"));
-    let dev = Dev::start(
-        &state,
+    let (state, dev) = start_dev(
+        &format!("e2e-quirk-all-{mode}"),
         &[
             (
                 "DEV_QUIRKS",
@@ -275,8 +271,7 @@ fn a_restart_with_other_quirks_does_not_inherit_the_old_ones() {
     let mut first = Dev::start(&state, &[("DEV_QUIRKS", "tag-filter-refused,null-fields")]);
     let volume = create_volume(&first, "pvc-quirk-restart", GIB);
     assert_eq!(state.linode()["tag_filter"], "Refused");
-    first.driver.signal(libc::SIGKILL);
-    first.driver.wait_exit(std::time::Duration::from_secs(10));
+    first.driver.kill();
     drop(first);
 
     let second = Dev::start(&state, &[]);
@@ -288,19 +283,26 @@ fn a_restart_with_other_quirks_does_not_inherit_the_old_ones() {
     delete_volume(&second, &volume.volume_id);
 }
 
+/// What dev mode says when it refuses to start with `quirks`: it fails,
+/// naming DEV_QUIRKS.
+fn refused_quirks(quirks: &str) -> String {
+    let state = StateDir::new("e2e-quirk-bad");
+    let out = std::process::Command::new(common::binary())
+        .arg("dev")
+        .env("DEV_STATE_DIR", state.path())
+        .env("DEV_QUIRKS", quirks)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{quirks}");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.contains("DEV_QUIRKS"), "{quirks}: {stderr}");
+    stderr
+}
+
 #[test]
 fn dev_mode_refuses_contradicting_or_unknown_quirks() {
     for quirks in ["tag-filter-refused,tag-filter-ignored", "nulls"] {
-        let state = StateDir::new("e2e-quirk-bad");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_linode-nfs-csi"))
-            .arg("dev")
-            .env("DEV_STATE_DIR", state.path())
-            .env("DEV_QUIRKS", quirks)
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{quirks}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("DEV_QUIRKS"), "{quirks}: {stderr}");
+        refused_quirks(quirks);
     }
 }
 
@@ -324,11 +326,10 @@ struct QuotaDev {
 
 impl QuotaDev {
     fn start(tag: &str, quirks: &str) -> QuotaDev {
-        let state = StateDir::new(tag);
-        let dev = Dev::start(&state, &[("DEV_QUIRKS", quirks)]);
+        let (state, dev) = start_dev(tag, &[("DEV_QUIRKS", quirks)]);
         let cloud = linode_of(&dev);
         let (fs, export) = state.shared_parent();
-        let export_dir = state.path().join("exports").join(&export[1..]);
+        let export_dir = state.export_dir(DEV_SHARED_LABEL, fs);
         QuotaDev {
             state,
             dev,
@@ -363,17 +364,11 @@ impl QuotaDev {
 
     /// `(path, phase)` of every quota in the persisted table.
     fn table(&self) -> Vec<(String, String)> {
-        let state = self.state.linode();
-        let mut rows: Vec<(String, String)> = state["quotas"]
-            .as_object()
-            .unwrap_or_else(|| panic!("no quota table in {state}"))
-            .values()
-            .map(|q| {
-                (
-                    q["path"].as_str().unwrap().to_string(),
-                    q["phase"].as_str().unwrap().to_string(),
-                )
-            })
+        let mut rows: Vec<(String, String)> = self
+            .state
+            .quotas()
+            .into_iter()
+            .map(|(_, path, _, phase)| (path, phase))
             .collect();
         rows.sort();
         rows
@@ -555,8 +550,7 @@ fn quota_limit_refuses_the_quota_past_it_and_a_restart_without_it_lifts_it() {
     assert_eq!(q.table().len(), 2);
     assert_eq!(q.state.linode()["quota_behaviour"]["limit"], 2);
 
-    q.dev.driver.signal(libc::SIGKILL);
-    q.dev.driver.wait_exit(std::time::Duration::from_secs(10));
+    q.dev.driver.kill();
     q.dev = Dev::start(&q.state, &[]);
     q.cloud = linode_of(&q.dev);
     q.create("/csi-volumes/c").unwrap();
@@ -576,16 +570,7 @@ fn dev_mode_refuses_contradicting_quota_quirks() {
         ),
         ("quota-limit=two", ["quota-limit", "quota-limit=3"]),
     ] {
-        let state = StateDir::new("e2e-quota-bad");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_linode-nfs-csi"))
-            .arg("dev")
-            .env("DEV_STATE_DIR", state.path())
-            .env("DEV_QUIRKS", quirks)
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{quirks}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("DEV_QUIRKS"), "{quirks}: {stderr}");
+        let stderr = refused_quirks(quirks);
         assert!(
             names.iter().all(|n| stderr.contains(n)),
             "{quirks}: {stderr}"

@@ -9,56 +9,88 @@
 mod common;
 mod e2e_support;
 
+use common::rpc::*;
+use common::wait_for;
 use e2e_support::*;
+use linode_nfs_csi::proto::csi;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// Dev mode with new filesystems `creating` for `activation`, and the
+/// creates of `names` sent to it; once the fake holds all their
+/// filesystems, each still `creating`, the process is killed. Returns
+/// the creates (each answered with an error), the kill's exit status and
+/// the filesystems as `(id, label)`.
+fn kill_while_creating(
+    state: &StateDir,
+    activation: &str,
+    names: &[String],
+) -> (
+    Vec<csi::CreateVolumeRequest>,
+    std::process::ExitStatus,
+    Vec<(u64, String)>,
+) {
+    let mut first = Dev::start(state, &[("DEV_ACTIVATION_DELAY", activation)]);
+    let reqs: Vec<_> = names.iter().map(|name| create_req(name, GIB)).collect();
+    let controller = first.another_controller();
+    let pending: Vec<JoinHandle<_>> = reqs
+        .iter()
+        .cloned()
+        .map(|req| {
+            let controller = controller.clone();
+            std::thread::spawn(move || controller.create_volume_opt(&req, call()))
+        })
+        .collect();
+    wait_for(
+        "the fake to hold every new filesystem",
+        Duration::from_secs(60),
+        || state.filesystems().len() == names.len(),
+    );
+    assert!(
+        state
+            .filesystems()
+            .iter()
+            .all(|(_, _, phase)| phase == "Creating"),
+        "killed too late to prove anything"
+    );
+    let status = first.driver.kill();
+    for lost in pending {
+        let lost = lost.join().unwrap();
+        assert!(
+            lost.is_err(),
+            "CreateVolume answered although the process was killed: {lost:?}"
+        );
+    }
+    let posted = state
+        .filesystems()
+        .into_iter()
+        .map(|(id, label, _)| (id, label))
+        .collect();
+    (reqs, status, posted)
+}
 
 #[test]
 fn kill_mid_create_volume_then_retry_returns_the_same_volume() {
     let state = StateDir::new("e2e-kill");
     // The filesystem stays `creating` long enough to kill the driver while
     // CreateVolume waits for it.
-    let mut first = Dev::start(&state, &[("DEV_ACTIVATION_DELAY", "5s")]);
-    let req = create_req("pvc-killed", GIB);
-    let controller = first.another_controller();
-    let pending = {
-        let req = req.clone();
-        std::thread::spawn(move || controller.create_volume_opt(&req, call()))
-    };
-    eventually(
-        "the fake to hold the new filesystem",
-        Duration::from_secs(10),
-        || state.filesystems().len() == 1,
-    );
-    let (fs_id, label, phase) = state.filesystems().remove(0);
-    assert_eq!(
-        (label.as_str(), phase.as_str()),
-        ("pvc-killed", "Creating"),
-        "killed too late to prove anything"
-    );
-    first.driver.signal(libc::SIGKILL);
-    let status = first.driver.wait_exit(Duration::from_secs(10));
+    let (reqs, status, posted) = kill_while_creating(&state, "5s", &["pvc-killed".into()]);
+    let req = &reqs[0];
+    let fs_id = posted[0].0;
+    assert_eq!(posted[0].1, "pvc-killed");
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(libc::SIGKILL)
-    );
-    let lost = pending.join().unwrap();
-    assert!(
-        lost.is_err(),
-        "CreateVolume answered although the process was killed: {lost:?}"
     );
     assert!(
         state.path().join("linode.json").exists(),
         "SIGKILL leaves the state dir (by design)"
     );
-    drop(first);
 
     let second = Dev::start(&state, &[("DEV_ACTIVATION_DELAY", "5s")]);
-    let volume = retry(|| second.controller.create_volume_opt(&req, call()))
-        .unwrap()
-        .volume
-        .unwrap();
+    let volume = second.create(req);
     assert_eq!(
         volume.volume_id,
         format!("1/{fs_id}"),
@@ -68,16 +100,10 @@ fn kill_mid_create_volume_then_retry_returns_the_same_volume() {
         state.filesystems(),
         vec![(fs_id, "pvc-killed".to_string(), "Active".to_string())]
     );
-    let again = retry(|| second.controller.create_volume_opt(&req, call()))
-        .unwrap()
-        .volume
-        .unwrap();
-    assert_eq!(again, volume);
+    assert_eq!(second.create(req), volume);
 
     // The restarted process serves the adopted volume like any other.
-    let staging = state.staging(&volume.volume_id);
-    let pod = state.target("pod", &volume.volume_id);
-    mount(&second, &volume, &staging, &[&pod]);
+    let (staging, pod) = mount_in_pod(&second, &state, &volume, "pod");
     second.write(&pod.join("after-restart"), "ok").unwrap();
     assert_eq!(second.read(&staging.join("after-restart")).unwrap(), "ok");
     unmount(&second, &volume.volume_id, &staging, &[&pod]);
@@ -92,41 +118,8 @@ fn kill_mid_create_volume_then_retry_returns_the_same_volume() {
 fn kill_with_a_hundred_creates_in_flight_then_every_retry_adopts_its_filesystem() {
     const N: usize = 100;
     let state = StateDir::new("e2e-kill-100");
-    let envs = [("DEV_ACTIVATION_DELAY", "30s")];
-    let mut first = Dev::start(&state, &envs);
-    let reqs: Vec<_> = (0..N)
-        .map(|i| create_req(&format!("pvc-inflight-{i:03}"), GIB))
-        .collect();
-    let controller = first.another_controller();
-    let pending: Vec<_> = reqs
-        .iter()
-        .cloned()
-        .map(|req| {
-            let controller = controller.clone();
-            std::thread::spawn(move || controller.create_volume_opt(&req, call()))
-        })
-        .collect();
-    eventually("every create to be posted", Duration::from_secs(60), || {
-        state.filesystems().len() == N
-    });
-    assert!(
-        state
-            .filesystems()
-            .iter()
-            .all(|(_, _, phase)| phase == "Creating"),
-        "killed too late to prove anything"
-    );
-    first.driver.signal(libc::SIGKILL);
-    first.driver.wait_exit(Duration::from_secs(10));
-    for lost in pending {
-        assert!(lost.join().unwrap().is_err(), "answered after SIGKILL");
-    }
-    drop(first);
-    let posted: Vec<(u64, String)> = state
-        .filesystems()
-        .into_iter()
-        .map(|(id, label, _)| (id, label))
-        .collect();
+    let names: Vec<String> = (0..N).map(|i| format!("pvc-inflight-{i:03}")).collect();
+    let (reqs, _, posted) = kill_while_creating(&state, "30s", &names);
 
     // The filesystems turn active while the provisioner retries.
     let second = Dev::start(&state, &[("DEV_ACTIVATION_DELAY", "1s")]);
@@ -136,7 +129,7 @@ fn kill_with_a_hundred_creates_in_flight_then_every_retry_adopts_its_filesystem(
         .map(|req| {
             let controller = second.another_controller();
             std::thread::spawn(move || {
-                retry(|| controller.create_volume_opt(&req, call()))
+                retry(&SIDECAR, || controller.create_volume_opt(&req, call()))
                     .map(|r| (req.name.clone(), r.volume.unwrap().volume_id))
             })
         })
@@ -163,11 +156,7 @@ fn kill_with_a_hundred_creates_in_flight_then_every_retry_adopts_its_filesystem(
     let mut second = second;
     second.driver.signal(libc::SIGTERM);
     second.driver.wait_exit(Duration::from_secs(30));
-    let logs = second.driver.logs();
-    let cost = logs
-        .lines()
-        .find(|l| l.contains("dev: the fake Linode API served"))
-        .unwrap_or_else(|| panic!("no API cost line:\n{logs}"));
+    let cost = second.api_cost();
     assert!(
         !cost.contains("POST nfs/spaces/{id}/filesystems"),
         "the restarted controller posted a create: {cost}"
@@ -217,7 +206,7 @@ fn sigterm_unmounts_everything_and_removes_the_state_dir() {
 
     let holder = NamespaceHolder::join(dev.pid());
     // The holder is in the namespace once its mount table is the driver's.
-    eventually(
+    wait_for(
         "nsenter to join the namespace",
         Duration::from_secs(10),
         || mounts_under(holder.pid(), &state.path()).len() == 3,
@@ -241,11 +230,7 @@ fn sigterm_unmounts_everything_and_removes_the_state_dir() {
         "the state dir outlived a clean exit"
     );
     // Its last words: what the session cost in Linode API calls.
-    let logs = dev.driver.logs();
-    let cost = logs
-        .lines()
-        .find(|l| l.contains("dev: the fake Linode API served"))
-        .unwrap_or_else(|| panic!("no API cost line:\n{logs}"));
+    let cost = dev.api_cost();
     assert!(
         cost.contains("POST nfs/spaces/{id}/filesystems 1"),
         "{cost}"
@@ -258,14 +243,6 @@ fn sigterm_unmounts_everything_and_removes_the_state_dir() {
     );
 }
 
-/// The export directory of filesystem `fs_id`, on the host.
-fn export_dir(state: &StateDir, fs_id: u64, label: &str) -> PathBuf {
-    state
-        .path()
-        .join("exports")
-        .join(format!("{label}-{fs_id:x}"))
-}
-
 /// A filesystem that turns active while no process runs turns active in
 /// the next one before anything else happens there: its export directory
 /// must be made all the same (the chaos seed 1796166316090672776 staged such
@@ -273,29 +250,11 @@ fn export_dir(state: &StateDir, fs_id: u64, label: &str) -> PathBuf {
 #[test]
 fn a_filesystem_that_turned_active_while_killed_is_served_after_the_restart() {
     let state = StateDir::new("e2e-kill-activated");
-    let mut first = Dev::start(&state, &[("DEV_ACTIVATION_DELAY", "1s")]);
-    let req = create_req("pvc-activated", GIB);
-    let controller = first.another_controller();
-    let pending = {
-        let req = req.clone();
-        std::thread::spawn(move || controller.create_volume_opt(&req, call()))
-    };
-    eventually(
-        "the fake to hold the new filesystem",
-        Duration::from_secs(10),
-        || state.filesystems().len() == 1,
-    );
-    let (fs_id, _, phase) = state.filesystems().remove(0);
-    assert_eq!(phase, "Creating", "killed too late to prove anything");
-    first.driver.signal(libc::SIGKILL);
-    first.driver.wait_exit(Duration::from_secs(10));
-    assert!(pending.join().unwrap().is_err());
-    drop(first);
+    let (_, _, posted) = kill_while_creating(&state, "1s", &["pvc-activated".into()]);
+    let fs_id = posted[0].0;
     // Past the moment the fake turns it active, as the file says.
-    let due = state.linode()["filesystems"][fs_id.to_string()]["transition_at"]
-        .as_u64()
-        .unwrap();
-    eventually(
+    let due = state.filesystem(fs_id)["transition_at"].as_u64().unwrap();
+    wait_for(
         "the activation time to pass",
         Duration::from_secs(10),
         || {
@@ -306,15 +265,13 @@ fn a_filesystem_that_turned_active_while_killed_is_served_after_the_restart() {
                 > due
         },
     );
-    assert!(!export_dir(&state, fs_id, "pvc-activated").exists());
+    assert!(!state.export_dir("pvc-activated", fs_id).exists());
 
     let second = Dev::start(&state, &[("DEV_ACTIVATION_DELAY", "1s")]);
-    assert!(export_dir(&state, fs_id, "pvc-activated").is_dir());
+    assert!(state.export_dir("pvc-activated", fs_id).is_dir());
     let volume = create_volume(&second, "pvc-activated", GIB);
     assert_eq!(volume.volume_id, format!("1/{fs_id}"));
-    let staging = state.staging(&volume.volume_id);
-    let pod = state.target("pod", &volume.volume_id);
-    mount(&second, &volume, &staging, &[&pod]);
+    let (staging, pod) = mount_in_pod(&second, &state, &volume, "pod");
     second.write(&pod.join("f"), "ok").unwrap();
     unmount(&second, &volume.volume_id, &staging, &[&pod]);
     delete_volume(&second, &volume.volume_id);
@@ -329,17 +286,15 @@ fn a_restart_makes_the_export_directory_of_every_active_filesystem() {
     let mut first = Dev::start(&state, &[]);
     let volume = create_volume(&first, "pvc-exported", GIB);
     let (fs_id, label, _) = state.filesystems().remove(0);
-    let dir = export_dir(&state, fs_id, &label);
+    let dir = state.export_dir(&label, fs_id);
     assert!(dir.is_dir());
-    first.driver.signal(libc::SIGKILL);
-    first.driver.wait_exit(Duration::from_secs(10));
+    first.driver.kill();
     drop(first);
     std::fs::remove_dir(&dir).unwrap();
 
     let second = Dev::start(&state, &[]);
     assert!(dir.is_dir(), "{} not made again", dir.display());
-    let (_, shared) = state.shared_parent();
-    assert!(state.path().join("exports").join(&shared[1..]).is_dir());
+    assert!(state.shared_base().parent().unwrap().is_dir());
     let staging = state.staging(&volume.volume_id);
     mount(&second, &volume, &staging, &[]);
     unmount(&second, &volume.volume_id, &staging, &[]);

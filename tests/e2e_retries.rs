@@ -10,13 +10,14 @@
 mod common;
 mod e2e_support;
 
+use common::requests::*;
+use common::rpc::*;
 use e2e_support::*;
 use grpcio::CallOption;
 use linode_nfs_csi::proto::csi;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// About one Linode request in eight fails; 429s carry `Retry-After: 1`,
 /// which the client honours, so they are kept rare to keep the suite quick.
@@ -24,16 +25,14 @@ const FAULTS: &str = "429:0.02,503:0.1";
 const REPEATS: usize = 10;
 
 fn start(tag: &str) -> (StateDir, Dev) {
-    let state = StateDir::new(tag);
-    let dev = Dev::start(
-        &state,
+    start_dev(
+        tag,
         &[
             ("NFS_ACCESS_POLICY_MODE", "node"),
             ("DEV_FAULTS", FAULTS),
             ("DEV_ACTIVATION_DELAY", "300ms"),
         ],
-    );
-    (state, dev)
+    )
 }
 
 /// Calls `f` REPEATS times (each call retried while transient) and checks
@@ -42,9 +41,9 @@ fn repeated<T: PartialEq + std::fmt::Debug>(
     what: &str,
     mut f: impl FnMut() -> grpcio::Result<T>,
 ) -> T {
-    let first = retry(&mut f).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let first = retry(&SIDECAR, &mut f).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     for n in 2..=REPEATS {
-        let again = retry(&mut f).unwrap_or_else(|e| panic!("{what} (call {n}): {e:?}"));
+        let again = retry(&SIDECAR, &mut f).unwrap_or_else(|e| panic!("{what} (call {n}): {e:?}"));
         assert_eq!(again, first, "{what}: call {n} answered differently");
     }
     first
@@ -68,25 +67,6 @@ fn storm<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
             .map(|h| h.join().expect("storm thread panicked"))
             .collect()
     })
-}
-
-fn assert_no_leftovers(state: &StateDir, dev: &Dev) {
-    assert_eq!(
-        state.filesystems(),
-        Vec::<(u64, String, String)>::new(),
-        "leaked filesystems"
-    );
-    assert_eq!(
-        state.snapshots(),
-        Vec::<(u64, u64, String, String)>::new(),
-        "leaked snapshots"
-    );
-    assert_eq!(state.entries("exports"), Vec::<String>::new());
-    assert_eq!(
-        dev.mounts_under_state(),
-        Vec::<PathBuf>::new(),
-        "mounts left behind"
-    );
 }
 
 fn assert_faults_were_injected(dev: &Dev) {
@@ -139,7 +119,7 @@ fn every_rpc_repeated_ten_times_under_injected_faults() {
         n.node_get_info_opt(&Default::default(), call())
     })
     .node_id;
-    let publish = controller_publish_req(&volume, &node_id);
+    let publish = attach_req(&volume, &node_id);
     let publish_context = repeated("ControllerPublishVolume", || {
         c.controller_publish_volume_opt(&publish, call())
     })
@@ -178,33 +158,19 @@ fn every_rpc_repeated_ten_times_under_injected_faults() {
     assert!(dev.read_only(&pod_b) && !dev.read_only(&pod_a));
     dev.write(&pod_a.join("f"), "storm").unwrap();
     assert_eq!(dev.read(&pod_b.join("f")).unwrap(), "storm");
-    let stats = stats_req(&volume.volume_id, &pod_a);
+    let stats = node_stats_req(&volume.volume_id, &pod_a);
     for _ in 0..REPEATS {
-        retry(|| n.node_get_volume_stats_opt(&stats, call())).unwrap();
+        retry(&SIDECAR, || n.node_get_volume_stats_opt(&stats, call())).unwrap();
     }
 
+    // Asked again until ready, then as often again as every other call.
+    let first = snapshot_until_ready(&dev, "snap-repeat", &volume.volume_id);
     let snap = snapshot_req("snap-repeat", &volume.volume_id);
-    let first = retry(|| c.create_snapshot_opt(&snap, call()))
-        .unwrap()
-        .snapshot
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut calls = 1;
-    loop {
-        let s = retry(|| c.create_snapshot_opt(&snap, call()))
-            .unwrap()
-            .snapshot
-            .unwrap();
-        assert_eq!(
-            s.snapshot_id, first.snapshot_id,
-            "a repeat made another snapshot"
-        );
-        calls += 1;
-        if s.ready_to_use && calls >= REPEATS {
-            break;
-        }
-        assert!(Instant::now() < deadline, "snapshot not ready in 30s");
-    }
+    let again = repeated("CreateSnapshot (ready)", || {
+        c.create_snapshot_opt(&snap, call())
+            .map(|r| r.snapshot.unwrap().snapshot_id)
+    });
+    assert_eq!(again, first.snapshot_id, "a repeat made another snapshot");
     assert_eq!(state.snapshots().len(), 1, "{:?}", state.snapshots());
     let by_source = list_snapshots_req("", &volume.volume_id);
     let listed = repeated("ListSnapshots", || {
@@ -223,13 +189,13 @@ fn every_rpc_repeated_ten_times_under_injected_faults() {
     assert!(state.snapshots().is_empty());
 
     for target in [&pod_a, &pod_b] {
-        let req = unpublish_req(&volume.volume_id, target);
+        let req = node_unpublish_req(&volume.volume_id, target);
         repeated("NodeUnpublishVolume", || {
             n.node_unpublish_volume_opt(&req, call())
         });
         assert!(!dev.exists(target));
     }
-    let unstage = unstage_req(&volume.volume_id, &staging);
+    let unstage = node_unstage_req(&volume.volume_id, &staging);
     repeated("NodeUnstageVolume", || {
         n.node_unstage_volume_opt(&unstage, call())
     });
@@ -246,7 +212,7 @@ fn every_rpc_repeated_ten_times_under_injected_faults() {
     repeated("DeleteVolume", || c.delete_volume_opt(&delete, call()));
     delete_volume(&dev, &volume.volume_id);
 
-    assert_no_leftovers(&state, &dev);
+    assert_nothing_left(&state, &dev);
     assert_faults_were_injected(&dev);
 }
 
@@ -272,7 +238,7 @@ fn interleaved_duplicates_on_several_connections() {
         if i < NAMES.len() {
             let _ = c.create_volume_opt(&req, impatient());
         }
-        retry(|| c.create_volume_opt(&req, call()))
+        retry(&SIDECAR, || c.create_volume_opt(&req, call()))
             .unwrap()
             .volume
             .unwrap()
@@ -300,11 +266,11 @@ fn interleaved_duplicates_on_several_connections() {
     };
     each(&|v, i| {
         let c = dev.another_controller();
-        let req = controller_publish_req(v, &node_id);
+        let req = attach_req(v, &node_id);
         if i < NAMES.len() {
             let _ = c.controller_publish_volume_opt(&req, impatient());
         }
-        retry(|| c.controller_publish_volume_opt(&req, call())).unwrap();
+        retry(&SIDECAR, || c.controller_publish_volume_opt(&req, call())).unwrap();
     });
     for v in &volumes {
         assert_eq!(state.acl(filesystem_of(&v.volume_id)), (true, vec![424242]));
@@ -315,12 +281,12 @@ fn interleaved_duplicates_on_several_connections() {
     each(&|v, _| {
         let n = dev.another_node();
         let req = stage_req(v, &HashMap::new(), &staging(v));
-        retry(|| n.node_stage_volume_opt(&req, call())).unwrap();
+        retry(&SIDECAR, || n.node_stage_volume_opt(&req, call())).unwrap();
     });
     each(&|v, _| {
         let n = dev.another_node();
         let req = publish_req(v, &staging(v), &target(v), false);
-        retry(|| n.node_publish_volume_opt(&req, call())).unwrap();
+        retry(&SIDECAR, || n.node_publish_volume_opt(&req, call())).unwrap();
     });
     for v in &volumes {
         assert_eq!(
@@ -347,7 +313,7 @@ fn interleaved_duplicates_on_several_connections() {
         let c = dev.another_controller();
         let v = &volumes[i % NAMES.len()];
         let req = snapshot_req(&format!("snap-{}", NAMES[i % NAMES.len()]), &v.volume_id);
-        retry(|| c.create_snapshot_opt(&req, call()))
+        retry(&SIDECAR, || c.create_snapshot_opt(&req, call()))
             .unwrap()
             .snapshot
             .unwrap()
@@ -369,17 +335,17 @@ fn interleaved_duplicates_on_several_connections() {
     each(&|v, _| {
         let c = dev.another_controller();
         let req = delete_snapshot_req(&snapshot_of(v));
-        retry(|| c.delete_snapshot_opt(&req, call())).unwrap();
+        retry(&SIDECAR, || c.delete_snapshot_opt(&req, call())).unwrap();
     });
     each(&|v, _| {
         let n = dev.another_node();
-        let req = unpublish_req(&v.volume_id, &target(v));
-        retry(|| n.node_unpublish_volume_opt(&req, call())).unwrap();
+        let req = node_unpublish_req(&v.volume_id, &target(v));
+        retry(&SIDECAR, || n.node_unpublish_volume_opt(&req, call())).unwrap();
     });
     each(&|v, _| {
         let n = dev.another_node();
-        let req = unstage_req(&v.volume_id, &staging(v));
-        retry(|| n.node_unstage_volume_opt(&req, call())).unwrap();
+        let req = node_unstage_req(&v.volume_id, &staging(v));
+        retry(&SIDECAR, || n.node_unstage_volume_opt(&req, call())).unwrap();
     });
     for v in &volumes {
         for p in [staging(v), target(v)] {
@@ -389,7 +355,7 @@ fn interleaved_duplicates_on_several_connections() {
     each(&|v, _| {
         let c = dev.another_controller();
         let req = controller_unpublish_req(&v.volume_id, &node_id);
-        retry(|| c.controller_unpublish_volume_opt(&req, call())).unwrap();
+        retry(&SIDECAR, || c.controller_unpublish_volume_opt(&req, call())).unwrap();
     });
     for v in &volumes {
         assert_eq!(state.acl(filesystem_of(&v.volume_id)).1, Vec::<u64>::new());
@@ -397,12 +363,12 @@ fn interleaved_duplicates_on_several_connections() {
     each(&|v, _| {
         let c = dev.another_controller();
         let req = delete_req(&v.volume_id);
-        retry(|| c.delete_volume_opt(&req, call())).unwrap();
+        retry(&SIDECAR, || c.delete_volume_opt(&req, call())).unwrap();
     });
     for v in &volumes {
         delete_volume(&dev, &v.volume_id);
     }
 
-    assert_no_leftovers(&state, &dev);
+    assert_nothing_left(&state, &dev);
     assert_faults_were_injected(&dev);
 }

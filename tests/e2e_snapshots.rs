@@ -8,42 +8,11 @@
 mod common;
 mod e2e_support;
 
+use common::requests::*;
+use common::rpc::*;
 use e2e_support::*;
 use linode_nfs_csi::proto::csi;
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
-
-/// CreateSnapshot repeated as the snapshotter does until ready; every
-/// answer must name the same snapshot.
-fn snapshot_until_ready(dev: &Dev, name: &str, source: &str) -> csi::Snapshot {
-    let req = snapshot_req(name, source);
-    let first = retry(|| dev.controller.create_snapshot_opt(&req, call()))
-        .unwrap()
-        .snapshot
-        .unwrap();
-    assert_eq!(first.source_volume_id, source);
-    assert!(first.creation_time.is_some(), "{first:?}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut latest = first.clone();
-    while !latest.ready_to_use {
-        assert!(
-            Instant::now() < deadline,
-            "snapshot {name} not ready in 20s: {latest:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-        latest = retry(|| dev.controller.create_snapshot_opt(&req, call()))
-            .unwrap()
-            .snapshot
-            .unwrap();
-        assert_eq!(
-            latest.snapshot_id, first.snapshot_id,
-            "a repeated CreateSnapshot named another snapshot"
-        );
-        assert_eq!(latest.creation_time, first.creation_time);
-    }
-    assert!(latest.size_bytes > 0, "{latest:?}");
-    latest
-}
 
 fn ids(entries: &[csi::list_snapshots_response::Entry]) -> Vec<String> {
     entries
@@ -96,18 +65,15 @@ fn snapshot_restore_and_listing_without_source_snapshot_id() {
 }
 
 fn snapshot_restore_and_listing_with(quirks: &str) {
-    let state = StateDir::new("e2e-snap");
     // Snapshots stay `creating` for a moment, so readiness has to be polled.
-    let dev = Dev::start(
-        &state,
+    let (state, dev) = start_dev(
+        "e2e-snap",
         &[("DEV_ACTIVATION_DELAY", "400ms"), ("DEV_QUIRKS", quirks)],
     );
 
     let source = create_volume(&dev, "pvc-snap-source", GIB);
     let other = create_volume(&dev, "pvc-snap-other", GIB);
-    let staging = state.staging(&source.volume_id);
-    let pod = state.target("pod-writer", &source.volume_id);
-    mount(&dev, &source, &staging, &[&pod]);
+    let (staging, pod) = mount_in_pod(&dev, &state, &source, "pod-writer");
     dev.write(&pod.join("data.txt"), "as of the snapshot")
         .unwrap();
     std::fs::create_dir_all(dev.inside(&pod.join("nested"))).unwrap();
@@ -128,27 +94,19 @@ fn snapshot_restore_and_listing_with(quirks: &str) {
     assert_eq!(state.snapshots().len(), 3);
 
     let restore_req = restore_req("pvc-snap-restore", &snap1.snapshot_id);
-    let restored = retry(|| dev.controller.create_volume_opt(&restore_req, call()))
-        .unwrap()
-        .volume
-        .unwrap();
+    let restored = dev.create(&restore_req);
     assert_eq!(
         restored.content_source.snapshot().snapshot_id,
         snap1.snapshot_id,
         "content_source is echoed"
     );
     assert_ne!(restored.volume_id, source.volume_id);
-    let again = retry(|| dev.controller.create_volume_opt(&restore_req, call()))
-        .unwrap()
-        .volume
-        .unwrap();
     assert_eq!(
-        again.volume_id, restored.volume_id,
+        dev.create(&restore_req).volume_id,
+        restored.volume_id,
         "a repeated restore is the same volume"
     );
-    let r_staging = state.staging(&restored.volume_id);
-    let r_pod = state.target("pod-reader", &restored.volume_id);
-    mount(&dev, &restored, &r_staging, &[&r_pod]);
+    let (r_staging, r_pod) = mount_in_pod(&dev, &state, &restored, "pod-reader");
     assert_eq!(
         dev.read(&r_pod.join("data.txt")).unwrap(),
         "as of the snapshot"
@@ -210,13 +168,19 @@ fn snapshot_restore_and_listing_with(quirks: &str) {
 
     for snap in [&snap1, &snap2, &snap3] {
         let req = delete_snapshot_req(&snap.snapshot_id);
-        retry(|| dev.controller.delete_snapshot_opt(&req, call())).unwrap();
+        retry(&SIDECAR, || {
+            dev.controller.delete_snapshot_opt(&req, call())
+        })
+        .unwrap();
         assert_eq!(
             list(&dev, &snap.snapshot_id, ""),
             Vec::<String>::new(),
             "deleted snapshot still listed"
         );
-        retry(|| dev.controller.delete_snapshot_opt(&req, call())).expect("deleting twice is OK");
+        retry(&SIDECAR, || {
+            dev.controller.delete_snapshot_opt(&req, call())
+        })
+        .expect("deleting twice is OK");
     }
     assert_eq!(list(&dev, "", ""), Vec::<String>::new());
     // The restore does not depend on its snapshot once made.
@@ -230,49 +194,27 @@ fn snapshot_restore_and_listing_with(quirks: &str) {
     for v in [&source, &other, &restored] {
         delete_volume(&dev, &v.volume_id);
     }
-    assert_eq!(state.filesystems(), Vec::<(u64, String, String)>::new());
-    assert_eq!(state.snapshots(), Vec::<(u64, u64, String, String)>::new());
-    assert_eq!(state.entries("exports"), Vec::<String>::new());
-    assert_eq!(
-        state.entries("snapshots"),
-        Vec::<String>::new(),
-        "snapshot copies outlived their snapshots"
-    );
-    assert_eq!(dev.mounts_under_state(), Vec::<std::path::PathBuf>::new());
+    assert_nothing_left(&state, &dev);
 }
 
 /// A PVC cloned from a PVC holds the source's data as of the clone, is
 /// independent of it afterwards, and leaves no snapshot behind, whether the
 /// backend lets its copy go at once or only with the clone.
 fn pvc_clone_with(quirks: &str) {
-    let state = StateDir::new("e2e-clone");
-    let dev = Dev::start(
-        &state,
+    let (state, dev) = start_dev(
+        "e2e-clone",
         &[("DEV_ACTIVATION_DELAY", "200ms"), ("DEV_QUIRKS", quirks)],
     );
     let source = create_volume(&dev, "pvc-clone-source", GIB);
-    let staging = state.staging(&source.volume_id);
-    let pod = state.target("pod-source", &source.volume_id);
-    mount(&dev, &source, &staging, &[&pod]);
+    let (staging, pod) = mount_in_pod(&dev, &state, &source, "pod-source");
     dev.write(&pod.join("data.txt"), "as of the clone").unwrap();
 
-    let mut req = create_req("pvc-clone", GIB);
-    let mut from = csi::volume_content_source::VolumeSource::new();
-    from.volume_id = source.volume_id.clone();
-    let mut content = csi::VolumeContentSource::new();
-    content.set_volume(from);
-    req.volume_content_source = Some(content).into();
-    let clone = retry(|| dev.controller.create_volume_opt(&req, call()))
-        .unwrap()
-        .volume
-        .unwrap();
+    let req = from_volume(create_req("pvc-clone", GIB), &source.volume_id);
+    let clone = dev.create(&req);
     assert_eq!(clone.content_source.volume().volume_id, source.volume_id);
-    let again = retry(|| dev.controller.create_volume_opt(&req, call()))
-        .unwrap()
-        .volume
-        .unwrap();
     assert_eq!(
-        again.volume_id, clone.volume_id,
+        dev.create(&req).volume_id,
+        clone.volume_id,
         "a repeated clone is the same volume"
     );
     assert_eq!(
@@ -282,9 +224,7 @@ fn pvc_clone_with(quirks: &str) {
     );
 
     dev.write(&pod.join("data.txt"), "changed after").unwrap();
-    let c_staging = state.staging(&clone.volume_id);
-    let c_pod = state.target("pod-clone", &clone.volume_id);
-    mount(&dev, &clone, &c_staging, &[&c_pod]);
+    let (c_staging, c_pod) = mount_in_pod(&dev, &state, &clone, "pod-clone");
     assert_eq!(
         dev.read(&c_pod.join("data.txt")).unwrap(),
         "as of the clone"
@@ -294,11 +234,7 @@ fn pvc_clone_with(quirks: &str) {
     unmount(&dev, &source.volume_id, &staging, &[&pod]);
     delete_volume(&dev, &clone.volume_id);
     delete_volume(&dev, &source.volume_id);
-    assert_eq!(state.filesystems(), Vec::<(u64, String, String)>::new());
-    assert_eq!(state.snapshots(), Vec::<(u64, u64, String, String)>::new());
-    assert_eq!(state.entries("exports"), Vec::<String>::new());
-    assert_eq!(state.entries("snapshots"), Vec::<String>::new());
-    assert_eq!(dev.mounts_under_state(), Vec::<std::path::PathBuf>::new());
+    assert_nothing_left(&state, &dev);
 }
 
 #[test]
@@ -315,8 +251,7 @@ fn pvc_clone_when_the_backend_keeps_the_copy_and_omits_the_source_id() {
 /// volume takes its snapshots along; dev mode's copies of them must go too.
 #[test]
 fn deleting_a_volume_takes_its_snapshots_along() {
-    let state = StateDir::new("e2e-snap-cascade");
-    let dev = Dev::start(&state, &[]);
+    let (state, dev) = start_dev("e2e-snap-cascade", &[]);
     let doomed = create_volume(&dev, "pvc-snap-doomed", GIB);
     let kept = create_volume(&dev, "pvc-snap-kept", GIB);
     let gone = snapshot_until_ready(&dev, "snap-of-doomed", &doomed.volume_id);
@@ -336,13 +271,7 @@ fn deleting_a_volume_takes_its_snapshots_along() {
         "the deleted volume's snapshot copy is still in the state dir"
     );
     // The surviving snapshot still restores.
-    let restored = retry(|| {
-        dev.controller
-            .create_volume_opt(&restore_req("pvc-from-kept", &stays.snapshot_id), call())
-    })
-    .unwrap()
-    .volume
-    .unwrap();
+    let restored = dev.create(&restore_req("pvc-from-kept", &stays.snapshot_id));
     delete_volume(&dev, &restored.volume_id);
     delete_volume(&dev, &kept.volume_id);
     assert_eq!(

@@ -9,27 +9,14 @@
 mod common;
 mod e2e_support;
 
-use common::code_of;
+use common::requests::*;
+use common::rpc::*;
+use common::volume_names;
 use e2e_support::*;
 use grpcio::RpcStatusCode;
 use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi::controller_service_capability::rpc::Type as ControllerRpc;
-use serde_json::Value;
 use std::collections::HashMap;
-use std::path::PathBuf;
-
-const SHARED: &str = "dev-shared";
-
-fn subdirectory_params() -> HashMap<String, String> {
-    let mut params = dev_params();
-    for (k, v) in [
-        ("volume-type", "subdirectory"),
-        ("shared-filesystem-label", SHARED),
-    ] {
-        params.insert(format!("linodenfs.csi.linode.com/{k}"), v.to_string());
-    }
-    params
-}
 
 fn subdirectory_req(name: &str, required: i64) -> csi::CreateVolumeRequest {
     let mut req = create_req(name, required);
@@ -37,103 +24,45 @@ fn subdirectory_req(name: &str, required: i64) -> csi::CreateVolumeRequest {
     req
 }
 
-/// The seeded shared filesystem: its id and its export directory.
-fn shared(state: &StateDir) -> (u64, PathBuf) {
-    let linode = state.linode();
-    let fs = linode["filesystems"]
-        .as_object()
-        .unwrap()
-        .values()
-        .find(|f| f["label"] == SHARED)
-        .unwrap_or_else(|| panic!("dev mode seeds no {SHARED} filesystem: {linode}"));
-    // The export name is the label and the hex id (the fake's rule).
-    let export = format!("{SHARED}-{:x}", fs["id"].as_u64().unwrap());
-    (
-        fs["id"].as_u64().unwrap(),
-        state.path().join("exports").join(export),
-    )
-}
-
-/// `(path, max bytes, status)` of every quota the fake holds on `fs`.
+/// `(path, max bytes, phase)` of every quota the fake holds on `fs`.
 fn quotas(state: &StateDir, fs: u64) -> Vec<(String, i64, String)> {
-    let linode = state.linode();
-    let Some(map) = linode.get("quotas").and_then(Value::as_object) else {
-        return Vec::new();
-    };
-    let mut out: Vec<(String, i64, String)> = map
-        .values()
-        .filter(|q| q["filesystem_id"].as_u64() == Some(fs))
-        .map(|q| {
-            (
-                q["path"].as_str().unwrap().to_string(),
-                q["max_capacity_bytes"].as_i64().unwrap(),
-                q["phase"].as_str().unwrap_or_default().to_lowercase(),
-            )
-        })
-        .collect();
-    out.sort();
-    out
+    state
+        .quotas()
+        .into_iter()
+        .filter(|q| q.0 == fs)
+        .map(|(_, path, max, phase)| (path, max, phase))
+        .collect()
 }
 
-/// Names under the shared export's `csi-volumes` base.
-fn volume_dirs(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = match std::fs::read_dir(dir.join("csi-volumes")) {
-        Ok(d) => d
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| !n.starts_with('.'))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    names.sort();
-    names
-}
-
-fn advertises_expansion(dev: &Dev) -> bool {
-    dev.controller
-        .controller_get_capabilities_opt(&Default::default(), call())
-        .unwrap()
-        .capabilities
-        .iter()
-        .any(|c| c.rpc().type_.enum_value_or_default() == ControllerRpc::EXPAND_VOLUME)
-}
-
-fn expand_req(volume_id: &str, required: i64) -> csi::ControllerExpandVolumeRequest {
-    let mut req = csi::ControllerExpandVolumeRequest::new();
-    req.volume_id = volume_id.to_string();
-    let mut range = csi::CapacityRange::new();
-    range.required_bytes = required;
-    req.capacity_range = Some(range).into();
+/// ControllerExpandVolume as external-resizer sends it.
+fn resize_req(volume_id: &str, required: i64) -> csi::ControllerExpandVolumeRequest {
+    let mut req = expand_req(volume_id, required);
     req.volume_capability = Some(rwx()).into();
     req
 }
 
 fn lifecycle(node_mode: bool) {
-    let state = StateDir::new(if node_mode {
-        "e2e-subdir-node"
-    } else {
-        "e2e-subdir-space"
-    });
-    let mut envs = vec![
-        ("DEV_ACTIVATION_DELAY", "300ms"),
-        ("VOLUME_EXPANSION", "subdirectory"),
-    ];
-    if node_mode {
-        envs.push(("NFS_ACCESS_POLICY_MODE", "node"));
-    }
-    let dev = Dev::start(&state, &envs);
-    assert!(advertises_expansion(&dev), "VOLUME_EXPANSION=subdirectory");
-    let (shared_id, export) = shared(&state);
+    let mode = if node_mode { "node" } else { "space" };
+    let (state, dev) = start_dev(
+        &format!("e2e-subdir-{mode}"),
+        &[
+            ("DEV_ACTIVATION_DELAY", "300ms"),
+            ("VOLUME_EXPANSION", "subdirectory"),
+            ("NFS_ACCESS_POLICY_MODE", mode),
+        ],
+    );
+    assert!(
+        dev.advertises(ControllerRpc::EXPAND_VOLUME),
+        "VOLUME_EXPANSION=subdirectory"
+    );
+    let (shared_id, _) = state.shared_parent();
+    let base = state.shared_base();
     let filesystems_before = state.filesystems();
 
     // The provisioner: two PVCs of the class, 1 GiB and 2 GiB.
     let mut volumes = Vec::new();
     for (name, size) in [("pvc-sub-a", GIB), ("pvc-sub-b", 2 * GIB)] {
-        let created = retry(|| {
-            dev.controller
-                .create_volume_opt(&subdirectory_req(name, size), call())
-        })
-        .unwrap();
-        let volume = created.volume.unwrap();
+        let volume = dev.create(&subdirectory_req(name, size));
         assert_eq!(volume.volume_id, format!("1/{shared_id}/{name}"));
         assert_eq!(volume.capacity_bytes, size);
         assert_eq!(volume.volume_context["volume-type"], "subdirectory");
@@ -144,7 +73,7 @@ fn lifecycle(node_mode: bool) {
         assert!(!volume.volume_context.contains_key("quota"), "{volume:?}");
         volumes.push(volume);
     }
-    let quota = |path: &str, bytes: i64| (path.to_string(), bytes, "active".to_string());
+    let quota = |path: &str, bytes: i64| (path.to_string(), bytes, "Active".to_string());
     assert_eq!(
         quotas(&state, shared_id),
         vec![
@@ -153,7 +82,7 @@ fn lifecycle(node_mode: bool) {
         ],
         "a volume is handed out once its quota is active"
     );
-    assert_eq!(volume_dirs(&export), vec!["pvc-sub-a", "pvc-sub-b"]);
+    assert_eq!(volume_names(&base), vec!["pvc-sub-a", "pvc-sub-b"]);
     assert_eq!(
         state.filesystems(),
         filesystems_before,
@@ -185,7 +114,7 @@ fn lifecycle(node_mode: bool) {
         if node_mode {
             publish_context = dev
                 .controller
-                .controller_publish_volume_opt(&controller_publish_req(volume, &node_id), call())
+                .controller_publish_volume_opt(&attach_req(volume, &node_id), call())
                 .unwrap()
                 .publish_context;
             assert_eq!(
@@ -213,7 +142,7 @@ fn lifecycle(node_mode: bool) {
     dev.write(&pod_a.join("hello.txt"), "from pod-a").unwrap();
     assert_eq!(dev.read(&pod_b.join("hello.txt")).unwrap(), "from pod-a");
     assert_eq!(
-        std::fs::read_to_string(export.join("csi-volumes/pvc-sub-a/hello.txt")).unwrap(),
+        std::fs::read_to_string(base.join("pvc-sub-a/hello.txt")).unwrap(),
         "from pod-a",
         "the pod writes into its own directory of the shared filesystem"
     );
@@ -225,7 +154,7 @@ fn lifecycle(node_mode: bool) {
     // Expansion is a quota update; the node has nothing to do.
     let expanded = dev
         .controller
-        .controller_expand_volume_opt(&expand_req(&a.volume_id, 3 * GIB), call())
+        .controller_expand_volume_opt(&resize_req(&a.volume_id, 3 * GIB), call())
         .unwrap();
     assert_eq!(expanded.capacity_bytes, 3 * GIB);
     assert!(!expanded.node_expansion_required);
@@ -242,11 +171,11 @@ fn lifecycle(node_mode: bool) {
     // Teardown in kubelet's order.
     for pod in [&pod_a, &pod_b] {
         dev.node
-            .node_unpublish_volume_opt(&unpublish_req(&a.volume_id, pod), call())
+            .node_unpublish_volume_opt(&node_unpublish_req(&a.volume_id, pod), call())
             .unwrap();
     }
     dev.node
-        .node_unstage_volume_opt(&unstage_req(&a.volume_id, &staging), call())
+        .node_unstage_volume_opt(&node_unstage_req(&a.volume_id, &staging), call())
         .unwrap();
     if node_mode {
         for volume in &volumes {
@@ -261,23 +190,16 @@ fn lifecycle(node_mode: bool) {
     }
 
     for volume in &volumes {
-        dev.controller
-            .delete_volume_opt(&delete_req(&volume.volume_id), call())
-            .unwrap();
-        let gone = dev
-            .controller
-            .controller_get_volume_opt(&get_volume_req(&volume.volume_id), call());
-        assert_eq!(code_of(&gone.unwrap_err()), RpcStatusCode::NOT_FOUND);
+        delete_volume_as(&dev, &NO_RETRY, &volume.volume_id);
     }
     // A retried delete is OK and changes nothing.
     dev.controller
         .delete_volume_opt(&delete_req(&volumes[0].volume_id), call())
         .unwrap();
     assert_eq!(quotas(&state, shared_id), Vec::new());
-    assert_eq!(volume_dirs(&export), Vec::<String>::new());
-    let owners = export.join("csi-volumes/.owners");
+    assert_eq!(volume_names(&base), Vec::<String>::new());
     assert!(
-        std::fs::read_dir(&owners).map_or(true, |mut d| d.next().is_none()),
+        common::names_in(&base.join(".owners")).is_empty(),
         "a marker outlived its volume"
     );
     assert_eq!(state.filesystems(), filesystems_before, "the parent stays");
@@ -306,15 +228,14 @@ fn subdirectory_lifecycle_in_node_mode() {
 /// whole-filesystem volume can never be expanded.
 #[test]
 fn expansion_is_advertised_only_when_asked_and_never_for_a_whole_filesystem() {
-    let state = StateDir::new("e2e-subdir-expand");
-    let dev = Dev::start(&state, &[]);
-    assert!(!advertises_expansion(&dev));
+    let (state, dev) = start_dev("e2e-subdir-expand", &[]);
+    assert!(!dev.advertises(ControllerRpc::EXPAND_VOLUME));
     drop(dev);
     let dev = Dev::start(&state, &[("VOLUME_EXPANSION", "subdirectory")]);
     let whole = create_volume(&dev, "pvc-whole", GIB);
     assert_code(
         dev.controller
-            .controller_expand_volume_opt(&expand_req(&whole.volume_id, 2 * GIB), call()),
+            .controller_expand_volume_opt(&resize_req(&whole.volume_id, 2 * GIB), call()),
         RpcStatusCode::FAILED_PRECONDITION,
         "expanding a whole filesystem",
     );

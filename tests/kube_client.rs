@@ -3,6 +3,9 @@
 //! variants of a kubeconfig (CA file vs data, client certificate file vs data,
 //! token) against a small rustls server with certificates made by `openssl`.
 
+mod common;
+
+use common::wait_for;
 use linode_nfs_csi::fake::{FakeKube, FakeNode};
 use linode_nfs_csi::kube::KubeClient;
 use linode_nfs_csi::Error;
@@ -10,7 +13,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("lnc-kube-it-{name}-{}", std::process::id()));
@@ -29,6 +32,16 @@ fn kubeconfig(dir: &Path, server: &str, cluster_extra: &str, user: &str) -> Path
     let path = dir.join("config");
     std::fs::write(&path, yaml).unwrap();
     path
+}
+
+/// The [`cluster`] and a client of it through a kubeconfig with the right
+/// token, in a directory of its own.
+fn cluster_and_client(tag: &str) -> (FakeKube, KubeClient, common::TempDir) {
+    let fake = cluster();
+    let dir = common::TempDir::new(tag);
+    let config = kubeconfig(dir.path(), &fake.url(), "", "    token: kube-token\n");
+    let client = KubeClient::from_kubeconfig(&config).unwrap();
+    (fake, client, dir)
 }
 
 fn cluster() -> FakeKube {
@@ -57,15 +70,7 @@ fn names(nodes: &[linode_nfs_csi::kube::Node]) -> Vec<&str> {
 
 #[test]
 fn nodes_by_name_and_by_selector() {
-    let fake = cluster();
-    let dir = temp_dir("token");
-    let client = KubeClient::from_kubeconfig(&kubeconfig(
-        &dir,
-        &fake.url(),
-        "",
-        "    token: kube-token\n",
-    ))
-    .unwrap();
+    let (fake, client, _dir) = cluster_and_client("kube-token");
 
     let node = client.get_node("worker-2").unwrap();
     assert_eq!(node.provider_id.as_deref(), Some("linode://202"));
@@ -87,7 +92,6 @@ fn nodes_by_name_and_by_selector() {
 
     fake.remove_node("worker-1");
     assert_eq!(names(&one_worker(&client)), ["worker-2"]);
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 fn one_worker(client: &KubeClient) -> Vec<linode_nfs_csi::kube::Node> {
@@ -98,15 +102,7 @@ fn one_worker(client: &KubeClient) -> Vec<linode_nfs_csi::kube::Node> {
 
 #[test]
 fn status_errors_map_to_outcomes() {
-    let fake = cluster();
-    let dir = temp_dir("errors");
-    let client = KubeClient::from_kubeconfig(&kubeconfig(
-        &dir,
-        &fake.url(),
-        "",
-        "    token: kube-token\n",
-    ))
-    .unwrap();
+    let (fake, client, dir) = cluster_and_client("kube-errors");
     let err = client.get_node("ghost").unwrap_err();
     assert!(matches!(err, Error::NotFound(_)), "{err:?}");
     assert!(err.message().contains("nodes \"ghost\" not found"), "{err}");
@@ -126,15 +122,19 @@ fn status_errors_map_to_outcomes() {
     ));
     assert!(client.get_node("worker-1").is_ok());
 
-    let stranger =
-        KubeClient::from_kubeconfig(&kubeconfig(&dir, &fake.url(), "", "    token: nope\n"))
-            .unwrap();
+    let stranger = KubeClient::from_kubeconfig(&kubeconfig(
+        dir.path(),
+        &fake.url(),
+        "",
+        "    token: nope\n",
+    ))
+    .unwrap();
     let err = stranger.get_node("worker-1").unwrap_err();
     assert!(matches!(err, Error::PermissionDenied(_)), "{err:?}");
     assert!(!err.message().contains("nope"), "no token in errors: {err}");
 
     let down = KubeClient::from_kubeconfig(&kubeconfig(
-        &dir,
+        dir.path(),
         &linode_nfs_csi::fake::unreachable_url(),
         "",
         "    token: kube-token\n",
@@ -144,7 +144,6 @@ fn status_errors_map_to_outcomes() {
         down.get_node("x").unwrap_err(),
         Error::Unavailable(_)
     ));
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -180,18 +179,19 @@ fn token_files_are_re_read_after_the_refresh_interval() {
 
     fake.set_token("rotated-token");
     std::fs::write(dir.join("token"), "rotated-token").unwrap();
-    let started = Instant::now();
     let mut denied = 0;
-    loop {
-        match client.get_node("worker-1") {
-            Ok(_) => break,
-            Err(Error::PermissionDenied(_)) if started.elapsed() < Duration::from_secs(10) => {
+    wait_for(
+        "the rotated token",
+        Duration::from_secs(10),
+        || match client.get_node("worker-1") {
+            Ok(_) => true,
+            Err(Error::PermissionDenied(_)) => {
                 denied += 1;
-                std::thread::sleep(Duration::from_millis(20));
+                false
             }
             Err(e) => panic!("rotation never picked up: {e:?}"),
-        }
-    }
+        },
+    );
     assert!(
         denied > 0,
         "the cached token is used until the refresh interval"

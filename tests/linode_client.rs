@@ -131,6 +131,17 @@ fn fast_wait(timeout: Duration) -> WaitPolicy {
     }
 }
 
+/// A disabled, empty policy of `label` that squashes everyone.
+fn all_squash(label: &str) -> FilesystemAccessPolicyUpdate {
+    FilesystemAccessPolicyUpdate {
+        label: label.into(),
+        enabled: false,
+        linode_ids: vec![],
+        squash_policy: SquashPolicy::AllSquash,
+        protocols: vec!["nfsv4".into()],
+    }
+}
+
 fn last(fake: &FakeLinode, method: &str) -> linode_nfs_csi::fake::RequestRecord {
     fake.requests()
         .into_iter()
@@ -715,13 +726,7 @@ fn concurrent_callers_spend_each_window_without_a_429() {
 fn put_and_delete_are_retried_and_a_post_only_after_a_429() {
     let (fake, cloud) = setup();
     let fs = cloud.create_filesystem(7, &new_fs("pvc-r")).unwrap();
-    let update = FilesystemAccessPolicyUpdate {
-        label: "pvc-r".into(),
-        enabled: false,
-        linode_ids: vec![],
-        squash_policy: SquashPolicy::AllSquash,
-        protocols: vec!["nfsv4".into()],
-    };
+    let update = all_squash("pvc-r");
     fake.inject(FaultRule::status("PUT", "**", 503).times(2));
     cloud
         .put_filesystem_access_policy(7, fs.id, &update)
@@ -991,13 +996,7 @@ fn a_408_and_a_proxys_html_400_are_retried_like_a_503() {
 fn a_put_refused_after_an_ambiguous_attempt_may_still_have_been_applied() {
     let (fake, cloud) = setup();
     let fs = cloud.create_filesystem(7, &new_fs("pvc-doubt")).unwrap();
-    let update = FilesystemAccessPolicyUpdate {
-        label: "pvc-doubt".into(),
-        enabled: false,
-        linode_ids: vec![],
-        squash_policy: SquashPolicy::AllSquash,
-        protocols: vec!["nfsv4".into()],
-    };
+    let update = all_squash("pvc-doubt");
     // The first attempt's outcome is unknown (504); the retries are refused.
     fake.inject(FaultRule::status("PUT", "**", 504).times(1));
     fake.inject(FaultRule::status("PUT", "**", 503));

@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::wait_for;
 use linode_nfs_csi::fake::{
     DirUsage, ExportContent, FakeLinode, FilesystemSeed, Lifecycle, QuotaBehaviour, Seed, SpaceSeed,
 };
@@ -15,7 +16,7 @@ use linode_nfs_csi::linode::{
 };
 use linode_nfs_csi::Error;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn seed() -> Seed {
     let mut seed = Seed::default();
@@ -58,27 +59,39 @@ fn new_quota(path: &str) -> NewQuota {
 }
 
 fn await_status(cloud: &LinodeCloud, fs: u64, id: u64, want: &Status) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let q = cloud.get_quota(7, fs, id).unwrap();
-        if &q.status == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "quota {id} stuck at {}",
-            q.status
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        &format!("quota {id} to turn {want}"),
+        Duration::from_secs(10),
+        || &cloud.get_quota(7, fs, id).unwrap().status == want,
+    );
+}
+
+/// The fake turns into a backend without the quota API: even the list of
+/// a filesystem that exists is Unimplemented.
+fn lose_the_quota_api(fake: &FakeLinode, cloud: &LinodeCloud, fs: u64) {
+    fake.set_quota_behaviour(QuotaBehaviour {
+        missing: true,
+        ..QuotaBehaviour::default()
+    });
+    assert!(matches!(
+        cloud.list_quotas(7, fs),
+        Err(Error::Unimplemented(_))
+    ));
+}
+
+/// A fake with the seed's Space and filesystem, the client on it, and that
+/// filesystem's id.
+fn setup() -> (FakeLinode, LinodeCloud, u64) {
+    let fake = FakeLinode::start(seed()).unwrap();
+    let cloud = client(&fake);
+    let fs = fs_id(&fake);
+    (fake, cloud, fs)
 }
 
 #[test]
 fn a_quota_is_created_updating_turns_active_and_is_updated_and_deleted() {
-    let fake = FakeLinode::start(seed()).unwrap();
+    let (fake, cloud, fs) = setup();
     fake.set_activation_delay(Duration::from_millis(200));
-    let cloud = client(&fake);
-    let fs = fs_id(&fake);
     let q = cloud
         .create_quota(7, fs, &new_quota("/csi-volumes/a"))
         .unwrap();
@@ -119,10 +132,8 @@ fn a_quota_is_created_updating_turns_active_and_is_updated_and_deleted() {
 
 #[test]
 fn lists_page_and_filter_by_path_and_refuse_bad_posts() {
-    let fake = FakeLinode::start(seed()).unwrap();
+    let (fake, cloud, fs) = setup();
     fake.set_page_size(Some(2));
-    let cloud = client(&fake);
-    let fs = fs_id(&fake);
     for i in 0..5 {
         cloud
             .create_quota(7, fs, &new_quota(&format!("/csi-volumes/v{i}")))
@@ -163,17 +174,8 @@ fn lists_page_and_filter_by_path_and_refuse_bad_posts() {
 
 #[test]
 fn a_backend_without_quotas_is_told_from_a_missing_filesystem() {
-    let fake = FakeLinode::start(seed()).unwrap();
-    let cloud = client(&fake);
-    let fs = fs_id(&fake);
-    fake.set_quota_behaviour(QuotaBehaviour {
-        missing: true,
-        ..QuotaBehaviour::default()
-    });
-    assert!(matches!(
-        cloud.list_quotas(7, fs),
-        Err(Error::Unimplemented(_))
-    ));
+    let (fake, cloud, fs) = setup();
+    lose_the_quota_api(&fake, &cloud, fs);
     assert!(matches!(
         cloud.find_quotas_by_path(7, fs, "/x"),
         Err(Error::Unimplemented(_))
@@ -186,9 +188,7 @@ fn a_backend_without_quotas_is_told_from_a_missing_filesystem() {
 
 #[test]
 fn each_quota_variant_answers_as_documented() {
-    let fake = FakeLinode::start(seed()).unwrap();
-    let cloud = client(&fake);
-    let fs = fs_id(&fake);
+    let (fake, cloud, fs) = setup();
     let export = fake.filesystems()[0]
         .mount_target_fqdn
         .clone()
@@ -299,9 +299,7 @@ fn export_of(fake: &FakeLinode) -> String {
 
 #[test]
 fn a_quota_needing_its_directory_is_refused_until_the_export_has_it() {
-    let fake = FakeLinode::start(seed()).unwrap();
-    let cloud = client(&fake);
-    let fs = fs_id(&fake);
+    let (fake, cloud, fs) = setup();
     fake.set_quota_behaviour(QuotaBehaviour {
         needs_directory: true,
         ..QuotaBehaviour::default()
@@ -346,9 +344,7 @@ fn a_quota_needing_its_directory_is_refused_until_the_export_has_it() {
 
 #[test]
 fn usage_is_sampled_from_the_export_on_every_read() {
-    let fake = FakeLinode::start(seed()).unwrap();
-    let cloud = client(&fake);
-    let fs = fs_id(&fake);
+    let (fake, cloud, fs) = setup();
     let q = cloud
         .create_quota(7, fs, &new_quota("/csi-volumes/u"))
         .unwrap();
@@ -393,9 +389,7 @@ fn usage_is_sampled_from_the_export_on_every_read() {
 
 #[test]
 fn every_filesystem_shows_a_read_only_root_quota_of_its_whole_capacity() {
-    let fake = FakeLinode::start(seed()).unwrap();
-    let cloud = client(&fake);
-    let fs = fs_id(&fake);
+    let (fake, cloud, fs) = setup();
     let capacity = fake.filesystems()[0].max_capacity_bytes;
     let listed = cloud.list_quotas(7, fs).unwrap();
     assert_eq!(listed.len(), 1, "{listed:?}");
@@ -436,12 +430,5 @@ fn every_filesystem_shows_a_read_only_root_quota_of_its_whole_capacity() {
     let export = export_of(&fake);
     assert_eq!(cloud.get_quota(7, fs, root.id).unwrap().path, export);
     // Without the quota API there is no root quota either.
-    fake.set_quota_behaviour(QuotaBehaviour {
-        missing: true,
-        ..QuotaBehaviour::default()
-    });
-    assert!(matches!(
-        cloud.list_quotas(7, fs),
-        Err(Error::Unimplemented(_))
-    ));
+    lose_the_quota_api(&fake, &cloud, fs);
 }

@@ -10,6 +10,7 @@ mod common;
 mod node_support;
 
 use common::controller::*;
+use common::rpc::*;
 use common::{wait_for, Driver};
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::fake::{
@@ -589,7 +590,7 @@ fn an_unreachable_kubernetes_api_is_counted_as_an_error() {
         .controller()
         .create_volume(&volume_req("pvc-no-kube", &by_id()))
         .unwrap_err();
-    assert_eq!(common::code_of(&err), Code::UNAVAILABLE, "{err:?}");
+    assert_eq!(code_of(&err), Code::UNAVAILABLE, "{err:?}");
     let m = scrape(addr);
     assert_eq!(
         m.get(

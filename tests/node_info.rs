@@ -4,7 +4,8 @@
 
 mod common;
 
-use common::{code_of, write_kubeconfig, Driver, DriverBuilder};
+use common::rpc::code_of;
+use common::{write_kubeconfig, Driver, DriverBuilder};
 use grpcio::{CallOption, RpcStatusCode};
 use linode_nfs_csi::fake::{unreachable_url, FakeKube, FakeMetadata, FakeNode};
 use linode_nfs_csi::proto::csi;

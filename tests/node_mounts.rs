@@ -8,12 +8,13 @@
 mod common;
 mod node_support;
 
-use common::{code_of, wait_for};
+use common::requests::*;
+use common::rpc::*;
+use common::wait_for;
 use grpcio::RpcStatusCode;
 use linode_nfs_csi::proto::csi;
-use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
 use linode_nfs_csi::proto::csi::volume_usage::Unit;
-use node_support::{call, capability, pairs, NfsNode};
+use node_support::{NfsNode, VOLUME};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -68,7 +69,7 @@ fn stage_publish_stats_unpublish_unstage_with_every_step_twice() {
     let ro_by_mode = node.kubelet_path("pods/c/volumes/pvc-1/mount");
 
     for _ in 0..2 {
-        node.stage("1/2", &staging, &fqdn_context()).unwrap();
+        node.stage(VOLUME, &staging, &fqdn_context()).unwrap();
     }
     assert_eq!(
         node.mount_count(&staging),
@@ -174,7 +175,7 @@ fn stage_publish_stats_unpublish_unstage_with_every_step_twice() {
     );
 
     for _ in 0..2 {
-        node.unstage("1/2", &staging).unwrap();
+        node.unstage(VOLUME, &staging).unwrap();
     }
     assert_gone(&node, &staging);
     assert!(
@@ -202,7 +203,7 @@ fn a_repeated_publish_checks_the_mount_already_at_the_target() {
     let staging = node.kubelet_path("staging");
     let other_staging = node.kubelet_path("staging-other");
     let target = node.kubelet_path("pods/a/mount");
-    node.stage("1/2", &staging, &fqdn_context()).unwrap();
+    node.stage(VOLUME, &staging, &fqdn_context()).unwrap();
     node.stage("1/9", &other_staging, &[("mount-target", OTHER)])
         .unwrap();
 
@@ -248,7 +249,7 @@ fn two_targets_share_one_staging_mount_and_leave_independently() {
     let staging = node.kubelet_path("staging");
     let a = node.kubelet_path("pods/a/mount");
     let b = node.kubelet_path("pods/b/mount");
-    node.stage("1/2", &staging, &fqdn_context()).unwrap();
+    node.stage(VOLUME, &staging, &fqdn_context()).unwrap();
     node.publish(&staging, &a, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
         .unwrap();
     node.publish(&staging, &b, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
@@ -270,7 +271,7 @@ fn two_targets_share_one_staging_mount_and_leave_independently() {
     );
 
     node.unpublish(&b).unwrap();
-    node.unstage("1/2", &staging).unwrap();
+    node.unstage(VOLUME, &staging).unwrap();
     assert!(
         node.kubelet_mounts().is_empty(),
         "{:?}",
@@ -285,7 +286,7 @@ fn per_mount_flags_reach_the_bind_and_nfs_flags_reach_the_helper() {
     let staging = node.kubelet_path("staging");
     let target = node.kubelet_path("pods/a/mount");
     node.stage_with(
-        "1/2",
+        VOLUME,
         &staging,
         &fqdn_context(),
         &["vers=4.2", "nconnect=4"],
@@ -336,7 +337,7 @@ fn unpublish_and_unstage_of_paths_that_never_existed_succeed() {
     let node = NfsNode::start();
     let missing = node.kubelet_path("pods/never/mount");
     node.unpublish(&missing).unwrap();
-    node.unstage("1/2", &node.kubelet_path("never/globalmount"))
+    node.unstage(VOLUME, &node.kubelet_path("never/globalmount"))
         .unwrap();
 
     // A directory that exists but was never mounted is removed too.
@@ -367,7 +368,7 @@ fn a_failed_publish_cleans_up_the_target_and_leaves_staging_mounted() {
     node.control("unbindable", true);
     let staging = node.kubelet_path("staging");
     let target = node.kubelet_path("pods/a/mount");
-    node.stage("1/2", &staging, &fqdn_context()).unwrap();
+    node.stage(VOLUME, &staging, &fqdn_context()).unwrap();
 
     let err = node
         .publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
@@ -407,7 +408,7 @@ fn mtls_required_passes_xprtsec_and_fails_when_tls_fails() {
     node.export(FQDN);
     let staging = node.kubelet_path("staging");
     let context = [("mount-target", FQDN), ("mtls-mode", "required")];
-    node.stage("1/2", &staging, &context).unwrap();
+    node.stage(VOLUME, &staging, &context).unwrap();
     assert_eq!(
         node.helper_runs(),
         [format!(
@@ -415,10 +416,10 @@ fn mtls_required_passes_xprtsec_and_fails_when_tls_fails() {
             staging.display()
         )]
     );
-    node.unstage("1/2", &staging).unwrap();
+    node.unstage(VOLUME, &staging).unwrap();
 
     node.control("fail-mtls", true);
-    let err = node.stage("1/2", &staging, &context).unwrap_err();
+    let err = node.stage(VOLUME, &staging, &context).unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::INTERNAL);
     let message = format!("{err:?}");
     assert!(
@@ -440,14 +441,14 @@ fn mtls_optional_retries_without_it_when_the_first_attempt_fails() {
     let staging = node.kubelet_path("staging");
     let context = [("mount-target", FQDN), ("mtls-mode", "optional")];
 
-    node.stage_with("1/2", &staging, &context, &["vers=4.2"])
+    node.stage_with(VOLUME, &staging, &context, &["vers=4.2"])
         .unwrap();
     assert_eq!(node.helper_runs().len(), 1, "mTLS worked: no retry");
     assert!(node.helper_runs()[0].contains("-o vers=4.2,xprtsec=mtls"));
-    node.unstage("1/2", &staging).unwrap();
+    node.unstage(VOLUME, &staging).unwrap();
 
     node.control("fail-mtls", true);
-    node.stage_with("1/2", &staging, &context, &["vers=4.2"])
+    node.stage_with(VOLUME, &staging, &context, &["vers=4.2"])
         .unwrap();
     let runs = node.helper_runs();
     assert_eq!(runs.len(), 3, "{runs:?}");
@@ -470,7 +471,7 @@ fn mtls_optional_falls_back_after_a_timed_out_attempt() {
     let staging = node.kubelet_path("staging");
 
     node.stage_with(
-        "1/2",
+        VOLUME,
         &staging,
         &[("mount-target", FQDN), ("mtls-mode", "optional")],
         &["vers=4.2,noatime"],
@@ -487,11 +488,11 @@ fn mtls_optional_falls_back_after_a_timed_out_attempt() {
         format!("-t nfs4 -o vers=4.2,noatime {FQDN} {}", staging.display())
     );
     assert_eq!(node.mount_count(&staging), 1);
-    node.unstage("1/2", &staging).unwrap();
+    node.unstage(VOLUME, &staging).unwrap();
 
     let err = node
         .stage(
-            "1/2",
+            VOLUME,
             &staging,
             &[("mount-target", FQDN), ("mtls-mode", "required")],
         )
@@ -503,7 +504,7 @@ fn mtls_optional_falls_back_after_a_timed_out_attempt() {
     // An explicit xprtsec that contradicts `required` never reaches the helper.
     let err = node
         .stage_with(
-            "1/2",
+            VOLUME,
             &staging,
             &[("mount-target", FQDN), ("mtls-mode", "required")],
             &["xprtsec=tls"],
@@ -519,7 +520,7 @@ fn mtls_disabled_or_absent_adds_nothing_and_an_unknown_mode_is_invalid() {
     node.export(FQDN);
     let staging = node.kubelet_path("staging");
     node.stage(
-        "1/2",
+        VOLUME,
         &staging,
         &[("mount-target", FQDN), ("mtls-mode", "disabled")],
     )
@@ -528,11 +529,11 @@ fn mtls_disabled_or_absent_adds_nothing_and_an_unknown_mode_is_invalid() {
         node.helper_runs(),
         [format!("-t nfs4 {FQDN} {}", staging.display())]
     );
-    node.unstage("1/2", &staging).unwrap();
+    node.unstage(VOLUME, &staging).unwrap();
 
     let err = node
         .stage(
-            "1/2",
+            VOLUME,
             &staging,
             &[("mount-target", FQDN), ("mtls-mode", "sometimes")],
         )
@@ -556,7 +557,7 @@ fn source_choice_prefers_the_fqdn_then_ipv6_and_refuses_ipv4_only() {
     node.export(ipv6);
 
     let staging = node.kubelet_path("fqdn");
-    node.stage("1/2", &staging, &fqdn_context()).unwrap();
+    node.stage(VOLUME, &staging, &fqdn_context()).unwrap();
     assert!(
         node.helper_runs()[0].contains(&format!(" {FQDN} ")),
         "{:?}",
@@ -599,7 +600,7 @@ fn a_hanging_helper_is_killed_at_the_timeout_and_the_rpc_fails_cleanly() {
     let staging = node.kubelet_path("staging");
 
     let started = Instant::now();
-    let err = node.stage("1/2", &staging, &fqdn_context()).unwrap_err();
+    let err = node.stage(VOLUME, &staging, &fqdn_context()).unwrap_err();
     let took = started.elapsed();
     assert_eq!(code_of(&err), RpcStatusCode::DEADLINE_EXCEEDED, "{err:?}");
     assert!(
@@ -623,7 +624,7 @@ fn a_hanging_helper_is_killed_at_the_timeout_and_the_rpc_fails_cleanly() {
     );
 
     node.control("hang", false);
-    node.stage("1/2", &staging, &fqdn_context()).unwrap();
+    node.stage(VOLUME, &staging, &fqdn_context()).unwrap();
     assert_eq!(node.mount_count(&staging), 1);
 }
 
@@ -634,13 +635,13 @@ fn a_second_stage_of_a_volume_in_progress_is_aborted_while_others_proceed() {
     node.control("hang", true);
     let staging = node.kubelet_path("slow");
     let slow = std::thread::scope(|s| {
-        let slow = s.spawn(|| node.stage("1/2", &staging, &fqdn_context()));
+        let slow = s.spawn(|| node.stage(VOLUME, &staging, &fqdn_context()));
         wait_for("the first helper to start", Duration::from_secs(10), || {
             node.dir.join("hang.pid").exists()
         });
 
         let err = node
-            .stage("1/2", &node.kubelet_path("other-path"), &fqdn_context())
+            .stage(VOLUME, &node.kubelet_path("other-path"), &fqdn_context())
             .unwrap_err();
         assert_eq!(code_of(&err), RpcStatusCode::ABORTED, "{err:?}");
 
@@ -675,7 +676,7 @@ fn a_mount_target_that_does_not_resolve_is_mounted_by_its_ipv6_address() {
         ("mount-target-ips", "[2001:db8::1]:/pvc-1"),
         ("mtls-mode", "optional"),
     ];
-    node.stage("1/2", &staging, &context).unwrap();
+    node.stage(VOLUME, &staging, &context).unwrap();
     let runs = node.helper_runs();
     assert_eq!(runs.len(), 2, "{runs:?}");
     assert!(runs[0].contains(&format!(" {FQDN} ")), "{runs:?}");
@@ -695,7 +696,7 @@ fn a_mount_target_that_does_not_resolve_is_mounted_by_its_ipv6_address() {
     );
 
     // A retried stage finds it staged; publish binds it as usual.
-    node.stage("1/2", &staging, &context).unwrap();
+    node.stage(VOLUME, &staging, &context).unwrap();
     assert_eq!(node.helper_runs().len(), 2);
     let target = node.kubelet_path("pods/a/mount");
     node.publish(&staging, &target, false, Mode::MULTI_NODE_MULTI_WRITER, &[])
@@ -705,7 +706,7 @@ fn a_mount_target_that_does_not_resolve_is_mounted_by_its_ipv6_address() {
         "served by address"
     );
     node.unpublish(&target).unwrap();
-    node.unstage("1/2", &staging).unwrap();
+    node.unstage(VOLUME, &staging).unwrap();
     assert!(node.kubelet_mounts().is_empty());
 
     // Without an address to fall back to, the name's failure is the answer.
@@ -736,26 +737,17 @@ fn secrets_and_the_token_never_reach_a_log_line_or_an_error() {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-    let staging = node.kubelet_path("staging").to_string_lossy().into_owned();
-    let target = node
-        .kubelet_path("pods/a/mount")
-        .to_string_lossy()
-        .into_owned();
+    let staging = node.kubelet_path("staging");
+    let target = node.kubelet_path("pods/a/mount");
+    let rwx = || mount_capability(Mode::MULTI_NODE_MULTI_WRITER, &[]);
     let stage = |context: &[(&str, &str)]| {
-        let mut r = csi::NodeStageVolumeRequest::new();
-        r.volume_id = "1/2".into();
-        r.staging_target_path = staging.clone();
-        r.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+        let mut r = node_stage_req(VOLUME, &staging, rwx());
         r.volume_context = pairs(context);
         r.secrets = secrets.clone();
         client.node_stage_volume_opt(&r, call()).map(|_| ())
     };
     let publish = || {
-        let mut r = csi::NodePublishVolumeRequest::new();
-        r.volume_id = "1/2".into();
-        r.staging_target_path = staging.clone();
-        r.target_path = target.clone();
-        r.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+        let mut r = node_publish_req(VOLUME, &staging, &target, rwx());
         r.secrets = secrets.clone();
         client.node_publish_volume_opt(&r, call()).map(|_| ())
     };
@@ -767,30 +759,27 @@ fn secrets_and_the_token_never_reach_a_log_line_or_an_error() {
     failed(stage(&[("mount-target", "bad target")])); // InvalidArgument
     stage(&[("mount-target", FQDN)]).unwrap();
     publish().unwrap();
-    let mut stats = csi::NodeGetVolumeStatsRequest::new();
-    stats.volume_id = "1/2".into();
-    stats.volume_path = target.clone();
-    client.node_get_volume_stats_opt(&stats, call()).unwrap();
-    let mut expand = csi::NodeExpandVolumeRequest::new();
-    expand.volume_id = "1/2".into();
-    expand.volume_path = target.clone();
-    expand.secrets = secrets.clone();
+    client
+        .node_get_volume_stats_opt(&node_stats_req(VOLUME, &target), call())
+        .unwrap();
+    let expand = csi::NodeExpandVolumeRequest {
+        volume_id: VOLUME.into(),
+        volume_path: target.to_string_lossy().into_owned(),
+        secrets: secrets.clone(),
+        ..Default::default()
+    };
     failed(client.node_expand_volume_opt(&expand, call()).map(|_| ()));
     failed(
         client
             .node_get_info_opt(&Default::default(), call())
             .map(|_| ()),
     );
-    let mut unpublish = csi::NodeUnpublishVolumeRequest::new();
-    unpublish.volume_id = "1/2".into();
-    unpublish.target_path = target.clone();
     client
-        .node_unpublish_volume_opt(&unpublish, call())
+        .node_unpublish_volume_opt(&node_unpublish_req(VOLUME, &target), call())
         .unwrap();
-    let mut unstage = csi::NodeUnstageVolumeRequest::new();
-    unstage.volume_id = "1/2".into();
-    unstage.staging_target_path = staging.clone();
-    client.node_unstage_volume_opt(&unstage, call()).unwrap();
+    client
+        .node_unstage_volume_opt(&node_unstage_req(VOLUME, &staging), call())
+        .unwrap();
 
     assert_eq!(errors.len(), 5, "{errors:?}");
     for e in &errors {

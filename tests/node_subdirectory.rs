@@ -11,11 +11,10 @@
 mod common;
 mod node_support;
 
-use common::code_of;
+use common::requests::*;
+use common::rpc::*;
 use grpcio::RpcStatusCode;
-use linode_nfs_csi::proto::csi;
-use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
-use node_support::{call, capability, pairs, NfsNode};
+use node_support::NfsNode;
 
 const SHARE: &str = "fs-1.nfs.us-east.linode.com:/shared-1";
 const SHARE_V6: &str = "[2001:db8::1]:/shared-1";
@@ -59,11 +58,12 @@ fn stage_mounts_the_directory_of_the_volume_id_and_the_rest_is_as_for_a_filesyst
     assert_eq!(sources(&node), [DIRECTORY], "{:?}", node.helper_runs());
     assert_eq!(node.mount_count(&staging), 1);
 
-    let mut publish = csi::NodePublishVolumeRequest::new();
-    publish.volume_id = VOLUME.into();
-    publish.staging_target_path = staging.to_string_lossy().into_owned();
-    publish.target_path = target.to_string_lossy().into_owned();
-    publish.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+    let mut publish = node_publish_req(
+        VOLUME,
+        &staging,
+        &target,
+        mount_capability(Mode::MULTI_NODE_MULTI_WRITER, &[]),
+    );
     publish.volume_context = pairs(&shared_context());
     node.driver
         .node()
@@ -78,20 +78,15 @@ fn stage_mounts_the_directory_of_the_volume_id_and_the_rest_is_as_for_a_filesyst
         !node.inside(&share).join("data").exists(),
         "the write went to the volume's directory, not the share's root"
     );
-    let mut stats = csi::NodeGetVolumeStatsRequest::new();
-    stats.volume_id = VOLUME.into();
-    stats.volume_path = target.to_string_lossy().into_owned();
     let stats = node
         .driver
         .node()
-        .node_get_volume_stats_opt(&stats, call())
+        .node_get_volume_stats_opt(&node_stats_req(VOLUME, &target), call())
         .unwrap();
     assert!(!stats.volume_condition.unwrap().abnormal);
     assert!(stats.usage.iter().any(|u| u.total > 0), "{:?}", stats.usage);
 
-    let mut unpublish = csi::NodeUnpublishVolumeRequest::new();
-    unpublish.volume_id = VOLUME.into();
-    unpublish.target_path = target.to_string_lossy().into_owned();
+    let unpublish = node_unpublish_req(VOLUME, &target);
     for _ in 0..2 {
         node.driver
             .node()

@@ -5,36 +5,57 @@
 mod common;
 mod node_support;
 
-use common::code_of;
+use common::requests::*;
+use common::rpc::*;
 use grpcio::RpcStatusCode;
 use linode_nfs_csi::proto::csi;
-use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
-use node_support::{call, capability, pairs, NfsNode};
+use node_support::{NfsNode, VOLUME};
+use std::path::Path;
 
 /// Turns a valid request into one with a single defect.
 type Breaker<R> = fn(&mut R);
 
-fn assert_invalid<T: std::fmt::Debug>(what: &str, result: grpcio::Result<T>) {
-    let err = result.expect_err(what);
-    assert_eq!(
-        code_of(&err),
-        RpcStatusCode::INVALID_ARGUMENT,
-        "{what}: {err:?}"
+/// Sends `valid` with each case's defect; each must be InvalidArgument.
+fn each_defect_is_invalid<R: Clone, T: std::fmt::Debug>(
+    valid: &R,
+    cases: Vec<(&str, Breaker<R>)>,
+    send: impl Fn(&R) -> grpcio::Result<T>,
+) {
+    for (what, break_it) in cases {
+        let mut r = valid.clone();
+        break_it(&mut r);
+        assert_code(send(&r), RpcStatusCode::INVALID_ARGUMENT, what);
+    }
+}
+
+/// A valid stage of [`VOLUME`] from `fs:/e` at `staging`.
+fn stage_at(staging: &Path) -> csi::NodeStageVolumeRequest {
+    let mut stage = node_stage_req(
+        VOLUME,
+        staging,
+        mount_capability(Mode::MULTI_NODE_MULTI_WRITER, &[]),
     );
+    stage.volume_context = pairs(&[("mount-target", "fs:/e")]);
+    stage
+}
+
+fn publish_at(staging: &Path, target: &Path) -> csi::NodePublishVolumeRequest {
+    node_publish_req(
+        VOLUME,
+        staging,
+        target,
+        mount_capability(Mode::MULTI_NODE_MULTI_WRITER, &[]),
+    )
 }
 
 #[test]
 fn malformed_requests_are_invalid_arguments() {
     let node = NfsNode::start();
     let client = node.driver.node();
-    let staging = node.kubelet_path("staging").to_string_lossy().into_owned();
-    let target = node.kubelet_path("target").to_string_lossy().into_owned();
+    let staging = node.kubelet_path("staging");
+    let target = node.kubelet_path("target");
 
-    let mut stage = csi::NodeStageVolumeRequest::new();
-    stage.volume_id = "1/2".into();
-    stage.staging_target_path = staging.clone();
-    stage.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
-    stage.volume_context = pairs(&[("mount-target", "fs:/e")]);
+    let stage = stage_at(&staging);
     let stage_cases: Vec<(&str, Breaker<csi::NodeStageVolumeRequest>)> = vec![
         ("stage: empty volume id", |r| r.volume_id.clear()),
         ("stage: empty staging path", |r| {
@@ -55,17 +76,11 @@ fn malformed_requests_are_invalid_arguments() {
             r.volume_context.insert("mtls-mode".into(), "maybe".into());
         }),
     ];
-    for (what, break_it) in stage_cases {
-        let mut r = stage.clone();
-        break_it(&mut r);
-        assert_invalid(what, client.node_stage_volume_opt(&r, call()));
-    }
+    each_defect_is_invalid(&stage, stage_cases, |r| {
+        client.node_stage_volume_opt(r, call())
+    });
 
-    let mut publish = csi::NodePublishVolumeRequest::new();
-    publish.volume_id = "1/2".into();
-    publish.staging_target_path = staging.clone();
-    publish.target_path = target.clone();
-    publish.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
+    let publish = publish_at(&staging, &target);
     let publish_cases: Vec<(&str, Breaker<csi::NodePublishVolumeRequest>)> = vec![
         ("publish: empty volume id", |r| r.volume_id.clear()),
         ("publish: empty staging path", |r| {
@@ -83,50 +98,37 @@ fn malformed_requests_are_invalid_arguments() {
             r.target_path = r.staging_target_path.clone()
         }),
     ];
-    for (what, break_it) in publish_cases {
-        let mut r = publish.clone();
-        break_it(&mut r);
-        assert_invalid(what, client.node_publish_volume_opt(&r, call()));
+    each_defect_is_invalid(&publish, publish_cases, |r| {
+        client.node_publish_volume_opt(r, call())
+    });
+
+    // Each of the other RPCs without its volume id, then without its path.
+    let unpublish = |id: &str, path: &Path| {
+        client
+            .node_unpublish_volume_opt(&node_unpublish_req(id, path), call())
+            .map(drop)
+    };
+    let unstage = |id: &str, path: &Path| {
+        client
+            .node_unstage_volume_opt(&node_unstage_req(id, path), call())
+            .map(drop)
+    };
+    let stats = |id: &str, path: &Path| {
+        client
+            .node_get_volume_stats_opt(&node_stats_req(id, path), call())
+            .map(drop)
+    };
+    let none = Path::new("");
+    for (what, r) in [
+        ("unpublish: empty volume id", unpublish("", &target)),
+        ("unpublish: empty target", unpublish(VOLUME, none)),
+        ("unstage: empty volume id", unstage("", &staging)),
+        ("unstage: empty staging", unstage(VOLUME, none)),
+        ("stats: empty volume id", stats("", &target)),
+        ("stats: empty path", stats(VOLUME, none)),
+    ] {
+        assert_code(r, RpcStatusCode::INVALID_ARGUMENT, what);
     }
-
-    let mut unpublish = csi::NodeUnpublishVolumeRequest::new();
-    unpublish.target_path = target.clone();
-    assert_invalid(
-        "unpublish: empty volume id",
-        client.node_unpublish_volume_opt(&unpublish, call()),
-    );
-    unpublish.volume_id = "1/2".into();
-    unpublish.target_path.clear();
-    assert_invalid(
-        "unpublish: empty target",
-        client.node_unpublish_volume_opt(&unpublish, call()),
-    );
-
-    let mut unstage = csi::NodeUnstageVolumeRequest::new();
-    unstage.staging_target_path = staging.clone();
-    assert_invalid(
-        "unstage: empty volume id",
-        client.node_unstage_volume_opt(&unstage, call()),
-    );
-    unstage.volume_id = "1/2".into();
-    unstage.staging_target_path.clear();
-    assert_invalid(
-        "unstage: empty staging",
-        client.node_unstage_volume_opt(&unstage, call()),
-    );
-
-    let mut stats = csi::NodeGetVolumeStatsRequest::new();
-    stats.volume_path = target.clone();
-    assert_invalid(
-        "stats: empty volume id",
-        client.node_get_volume_stats_opt(&stats, call()),
-    );
-    stats.volume_id = "1/2".into();
-    stats.volume_path.clear();
-    assert_invalid(
-        "stats: empty path",
-        client.node_get_volume_stats_opt(&stats, call()),
-    );
 
     assert!(node.helper_runs().is_empty(), "{:?}", node.helper_runs());
     assert!(node.kubelet_mounts().is_empty());
@@ -139,9 +141,11 @@ fn stats_of_a_missing_path_is_not_found_and_expand_is_unimplemented() {
     let err = node.stats(&node.kubelet_path("gone")).unwrap_err();
     assert_eq!(code_of(&err), RpcStatusCode::NOT_FOUND);
 
-    let mut expand = csi::NodeExpandVolumeRequest::new();
-    expand.volume_id = "1/2".into();
-    expand.volume_path = node.kubelet_path("x").to_string_lossy().into_owned();
+    let expand = csi::NodeExpandVolumeRequest {
+        volume_id: VOLUME.into(),
+        volume_path: node.kubelet_path("x").to_string_lossy().into_owned(),
+        ..Default::default()
+    };
     let err = node
         .driver
         .node()
@@ -159,7 +163,7 @@ fn bad_paths_oversized_inputs_and_bad_attributes_are_refused_before_anything_is_
     let node = NfsNode::start();
     let client = node.driver.node();
     let kubelet = node.kubelet_path("");
-    let good = node.kubelet_path("staging").to_string_lossy().into_owned();
+    let good = node.kubelet_path("staging");
     let escape = node.dir.join("escaped");
     let bad_paths = [
         // 5000 bytes: mkdir -p failed with ENAMETOOLONG (Internal) before.
@@ -180,79 +184,39 @@ fn bad_paths_oversized_inputs_and_bad_attributes_are_refused_before_anything_is_
         );
     };
 
+    let target = node.kubelet_path("target");
     for bad in &bad_paths {
         let what = &bad[..bad.len().min(80)];
-        let mut stage = csi::NodeStageVolumeRequest::new();
-        stage.volume_id = "1/2".into();
-        stage.staging_target_path = bad.clone();
-        stage.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
-        stage.volume_context = pairs(&[("mount-target", "fs:/e")]);
-        short(
-            what,
-            &client.node_stage_volume_opt(&stage, call()).unwrap_err(),
-        );
-
-        let mut publish = csi::NodePublishVolumeRequest::new();
-        publish.volume_id = "1/2".into();
-        publish.staging_target_path = good.clone();
-        publish.target_path = bad.clone();
-        publish.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
-        short(
-            what,
-            &client
-                .node_publish_volume_opt(&publish, call())
-                .unwrap_err(),
-        );
-        publish.target_path = node.kubelet_path("target").to_string_lossy().into_owned();
-        publish.staging_target_path = bad.clone();
-        short(
-            what,
-            &client
-                .node_publish_volume_opt(&publish, call())
-                .unwrap_err(),
-        );
-
-        let mut unpublish = csi::NodeUnpublishVolumeRequest::new();
-        unpublish.volume_id = "1/2".into();
-        unpublish.target_path = bad.clone();
-        short(
-            what,
-            &client
-                .node_unpublish_volume_opt(&unpublish, call())
-                .unwrap_err(),
-        );
-
-        let mut unstage = csi::NodeUnstageVolumeRequest::new();
-        unstage.volume_id = "1/2".into();
-        unstage.staging_target_path = bad.clone();
-        short(
-            what,
-            &client
-                .node_unstage_volume_opt(&unstage, call())
-                .unwrap_err(),
-        );
-
-        let mut stats = csi::NodeGetVolumeStatsRequest::new();
-        stats.volume_id = "1/2".into();
-        stats.volume_path = bad.clone();
-        short(
-            what,
-            &client
-                .node_get_volume_stats_opt(&stats, call())
-                .unwrap_err(),
-        );
-        stats.volume_path = good.clone();
-        stats.staging_target_path = bad.clone();
-        short(
-            what,
-            &client
-                .node_get_volume_stats_opt(&stats, call())
-                .unwrap_err(),
-        );
+        let bad = Path::new(bad);
+        let mut stats_of_bad_staging = node_stats_req(VOLUME, &good);
+        stats_of_bad_staging.staging_target_path = bad.to_string_lossy().into_owned();
+        for err in [
+            client
+                .node_stage_volume_opt(&stage_at(bad), call())
+                .map(drop),
+            client
+                .node_publish_volume_opt(&publish_at(&good, bad), call())
+                .map(drop),
+            client
+                .node_publish_volume_opt(&publish_at(bad, &target), call())
+                .map(drop),
+            client
+                .node_unpublish_volume_opt(&node_unpublish_req(VOLUME, bad), call())
+                .map(drop),
+            client
+                .node_unstage_volume_opt(&node_unstage_req(VOLUME, bad), call())
+                .map(drop),
+            client
+                .node_get_volume_stats_opt(&node_stats_req(VOLUME, bad), call())
+                .map(drop),
+            client
+                .node_get_volume_stats_opt(&stats_of_bad_staging, call())
+                .map(drop),
+        ] {
+            short(what, &err.unwrap_err());
+        }
     }
-    let mut stats = csi::NodeGetVolumeStatsRequest::new();
-    stats.volume_id = "1/2".into();
-    stats.volume_path = good.clone();
+    let mut stats = node_stats_req(VOLUME, &good);
     stats.staging_target_path = "relative/staging".into();
     short(
         "stats: relative staging path",
@@ -261,11 +225,7 @@ fn bad_paths_oversized_inputs_and_bad_attributes_are_refused_before_anything_is_
             .unwrap_err(),
     );
 
-    let mut stage = csi::NodeStageVolumeRequest::new();
-    stage.volume_id = "1/2".into();
-    stage.staging_target_path = good.clone();
-    stage.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, &[])).into();
-    stage.volume_context = pairs(&[("mount-target", "fs:/e")]);
+    let stage = stage_at(&good);
     let huge_id = "7".repeat(10_000);
     let with_context = |key: &str, value: String| {
         let mut r = stage.clone();
@@ -275,7 +235,7 @@ fn bad_paths_oversized_inputs_and_bad_attributes_are_refused_before_anything_is_
     let mut huge_id_stage = stage.clone();
     huge_id_stage.volume_id = huge_id.clone();
     let mut many_flags = stage.clone();
-    many_flags.volume_capability = Some(capability(
+    many_flags.volume_capability = Some(mount_capability(
         Mode::MULTI_NODE_MULTI_WRITER,
         &["nconnect=16"; 2000],
     ))
@@ -313,27 +273,11 @@ fn bad_paths_oversized_inputs_and_bad_attributes_are_refused_before_anything_is_
     }
     for id_only in [
         client
-            .node_unstage_volume_opt(
-                &{
-                    let mut r = csi::NodeUnstageVolumeRequest::new();
-                    r.volume_id = huge_id.clone();
-                    r.staging_target_path = good.clone();
-                    r
-                },
-                call(),
-            )
-            .map(|_| ()),
+            .node_unstage_volume_opt(&node_unstage_req(&huge_id, &good), call())
+            .map(drop),
         client
-            .node_get_volume_stats_opt(
-                &{
-                    let mut r = csi::NodeGetVolumeStatsRequest::new();
-                    r.volume_id = huge_id.clone();
-                    r.volume_path = good.clone();
-                    r
-                },
-                call(),
-            )
-            .map(|_| ()),
+            .node_get_volume_stats_opt(&node_stats_req(&huge_id, &good), call())
+            .map(drop),
     ] {
         short("10k volume id", &id_only.unwrap_err());
     }
@@ -361,9 +305,9 @@ fn a_huge_volume_context_of_unknown_keys_is_ignored() {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    node.stage("1/2", &staging, &pairs).unwrap();
+    node.stage(VOLUME, &staging, &pairs).unwrap();
     assert_eq!(node.mount_count(&staging), 1);
-    node.unstage("1/2", &staging).unwrap();
+    node.unstage(VOLUME, &staging).unwrap();
     assert_eq!(node.mount_count(&staging), 0);
 }
 

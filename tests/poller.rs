@@ -6,8 +6,8 @@
 mod common;
 
 use common::linode::{
-    create_filesystem, create_filesystem_in as create_in, fake_and_cloud as setup,
-    fast_waits as policy,
+    answered, assert_filter_refused_once, create_filesystem, create_filesystem_in as create_in,
+    fake_and_cloud as setup, fast_waits as policy,
 };
 use common::{block_on, wait_for};
 use linode_nfs_csi::fake::{
@@ -166,18 +166,26 @@ fn an_active_object_needs_no_wait() {
     assert_eq!(fake.requests().len(), before);
 }
 
+/// The error a lone wait of at most `timeout` for `fs` ends with; it names
+/// the filesystem.
+#[track_caller]
+fn failed_wait(cloud: &Arc<LinodeCloud>, timeout: Duration, fs: &Filesystem) -> Error {
+    let poller = Poller::new(cloud.clone(), policy(timeout));
+    let err = block_on(poller.filesystem(fs.clone(), done)).unwrap_err();
+    assert!(
+        err.message().contains(&format!("NFS filesystem {}", fs.id)),
+        "{err}"
+    );
+    err
+}
+
 #[test]
 fn a_terminal_status_ends_the_wait_naming_the_object() {
     let (fake, cloud) = setup(Duration::from_millis(100));
     fake.set_filesystem_lifecycle("broken", Lifecycle::StickInError);
     let fs = create(&cloud, "broken");
-    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
-    let err = block_on(poller.filesystem(fs.clone(), done)).unwrap_err();
+    let err = failed_wait(&cloud, PATIENCE, &fs);
     assert!(matches!(err, Error::FailedPrecondition(_)), "{err:?}");
-    assert!(
-        err.message().contains(&format!("NFS filesystem {}", fs.id)),
-        "{err}"
-    );
 }
 
 #[test]
@@ -185,13 +193,8 @@ fn the_wait_timeout_is_deadline_exceeded_naming_the_object() {
     let (fake, cloud) = setup(Duration::ZERO);
     fake.set_filesystem_lifecycle("never", Lifecycle::NeverActive);
     let fs = create(&cloud, "never");
-    let poller = Poller::new(cloud.clone(), policy(Duration::from_millis(400)));
-    let err = block_on(poller.filesystem(fs.clone(), done)).unwrap_err();
+    let err = failed_wait(&cloud, Duration::from_millis(400), &fs);
     assert!(matches!(err, Error::DeadlineExceeded(_)), "{err:?}");
-    assert!(
-        err.message().contains(&format!("NFS filesystem {}", fs.id)),
-        "{err}"
-    );
 }
 
 #[test]
@@ -217,21 +220,27 @@ fn a_filesystem_that_disappears_ends_its_wait_with_not_found() {
     assert!(outcomes[1].is_none(), "the other wait goes on");
 }
 
-#[test]
-fn throttled_polls_keep_the_waits_going() {
-    let (fake, cloud) = setup(Duration::from_millis(300));
-    let fs = create(&cloud, "throttled");
-    // More 429s than the client retries one request.
-    fake.inject(FaultRule::rate_limited("GET", FS_ONE, 0).times(8));
+/// A lone wait for a new filesystem `label` whose polls meet `fault`; it
+/// must end active. The fake and the poller, for their counts.
+fn wait_through(activation: Duration, label: &str, fault: FaultRule) -> (FakeLinode, Poller) {
+    let (fake, cloud) = setup(activation);
+    let fs = create(&cloud, label);
+    fake.inject(fault);
     let poller = Poller::new(cloud.clone(), policy(PATIENCE));
     let active = block_on(poller.filesystem(fs, done)).unwrap();
     assert_eq!(active.status, Status::Active);
-    let throttled = fake
-        .requests()
-        .iter()
-        .filter(|r| r.status == Some(429))
-        .count();
-    assert_eq!(throttled, 8);
+    (fake, poller)
+}
+
+#[test]
+fn throttled_polls_keep_the_waits_going() {
+    // More 429s than the client retries one request.
+    let (fake, _poller) = wait_through(
+        Duration::from_millis(300),
+        "throttled",
+        FaultRule::rate_limited("GET", FS_ONE, 0).times(8),
+    );
+    assert_eq!(answered(&fake, 429), 8);
 }
 
 #[test]
@@ -263,15 +272,9 @@ fn lists_fall_back_to_whole_spaces_when_the_api_cannot_filter_by_id() {
     for outcome in Parked::new(steps).finish(3) {
         assert_eq!(outcome.unwrap().unwrap().status, Status::Active);
     }
-    let polls = polls_since(&fake, before);
-    assert_eq!(polls[0].status, Some(400), "{:?}", polls[0]);
-    assert!(polls[0].x_filter.is_some());
-    let rest = &polls[1..];
-    assert!(!rest.is_empty());
-    assert!(
-        rest.iter()
-            .all(|r| r.x_filter.is_none() && r.status == Some(200)),
-        "once refused, the id filter is not tried again: {rest:?}"
+    assert_filter_refused_once(
+        &polls_since(&fake, before),
+        "once refused, the id filter is not tried again",
     );
 }
 
@@ -376,20 +379,14 @@ fn setup_two_spaces(activation: Duration) -> (FakeLinode, Arc<LinodeCloud>) {
 
 #[test]
 fn failing_polls_keep_the_waits_going_one_attempt_each() {
-    let (fake, cloud) = setup(Duration::from_millis(200));
-    let fs = create(&cloud, "flaky");
     // Server errors (500 is Internal to a caller) on every poll for a
     // while: each poll is one request, counted, and the wait goes on.
-    fake.inject(FaultRule::status("GET", FS_ONE, 500).times(6));
-    let poller = Poller::new(cloud.clone(), policy(PATIENCE));
-    let active = block_on(poller.filesystem(fs, done)).unwrap();
-    assert_eq!(active.status, Status::Active);
-    let failed = fake
-        .requests()
-        .iter()
-        .filter(|r| r.status == Some(500))
-        .count();
-    assert_eq!(failed, 6);
+    let (fake, poller) = wait_through(
+        Duration::from_millis(200),
+        "flaky",
+        FaultRule::status("GET", FS_ONE, 500).times(6),
+    );
+    assert_eq!(answered(&fake, 500), 6);
     let counts = poller.counts();
     assert_eq!(counts.failed, 6, "{counts:?}");
     assert_eq!(

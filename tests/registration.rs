@@ -7,8 +7,9 @@
 
 mod common;
 
-use common::{Driver, DriverBuilder, TempDir};
-use grpcio::{CallOption, ChannelBuilder, Environment};
+use common::rpc::call;
+use common::{wait_for, Driver, DriverBuilder, TempDir};
+use grpcio::{ChannelBuilder, Environment};
 use linode_nfs_csi::fake::FakeMetadata;
 use linode_nfs_csi::proto::pluginregistration as reg;
 use linode_nfs_csi::proto::pluginregistration_grpc::RegistrationClient;
@@ -26,10 +27,6 @@ const DRIVER: &str = "linodenfs.csi.linode.com";
 const LINODE_ID: u64 = 4242;
 /// Bounds every wait so a broken driver fails the test instead of hanging it.
 const LIMIT: Duration = Duration::from_secs(30);
-
-fn call() -> CallOption {
-    CallOption::default().timeout(LIMIT)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Change {
@@ -247,7 +244,7 @@ fn metadata() -> FakeMetadata {
 }
 
 fn wait_for_log(driver: &Driver, what: &str, line: impl Fn(&str) -> bool) {
-    common::wait_for(what, LIMIT, || driver.logs().lines().any(&line));
+    wait_for(what, LIMIT, || driver.logs().lines().any(&line));
 }
 
 #[test]
@@ -476,7 +473,7 @@ fn dev_mode_registers_with_a_kubelet_on_the_same_machine() {
     // dev mode's seeded node.
     assert_eq!(kubelet.node_get_info(&info.endpoint).node_id, "424242");
     kubelet.notify(true, "");
-    common::wait_for("the banner names the registration socket", LIMIT, || {
+    wait_for("the banner names the registration socket", LIMIT, || {
         driver.stdout().contains(&format!(
             "registration socket {}",
             kubelet.socket().display()

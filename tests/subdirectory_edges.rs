@@ -11,8 +11,10 @@ mod common;
 
 use common::controller::*;
 use common::linode::request;
+use common::requests::*;
+use common::rpc::*;
 use common::subdir::*;
-use common::{code_of, wait_for};
+use common::wait_for;
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::fake::{Lifecycle, QuotaBehaviour};
 use linode_nfs_csi::fs_tree::Dir;
@@ -25,21 +27,13 @@ use std::time::Duration;
 const NODE: u64 = 4242;
 const P_ON_DELETE: &str = "linodenfs.csi.linode.com/on-delete";
 
-fn snapshot(w: &World, name: &str, source: &str) -> grpcio::Result<csi::CreateSnapshotResponse> {
-    w.env.client.create_snapshot(&snapshot_req(name, source))
-}
-
 fn modify_tags(w: &World, id: &str) -> grpcio::Result<csi::ControllerModifyVolumeResponse> {
     w.modify(id, &[(P_TAGS, "stolen")])
 }
 
 /// A whole-filesystem volume of the driver in the world's Space.
 fn filesystem_volume(w: &World, name: &str) -> String {
-    let v = w
-        .env
-        .create(&volume_req(name, &by_id()))
-        .unwrap_or_else(|e| panic!("CreateVolume {name}: {e:?}"));
-    v.volume.unwrap().volume_id
+    w.env.create_ok(name).volume_id
 }
 
 /// Forged handles that name the shared parent itself, or a directory "of"
@@ -59,16 +53,11 @@ fn forged_handles_never_act_on_a_shared_parent_or_a_filesystem_volume() {
         message_of(&e).contains("not a volume of this driver"),
         "{e:?}"
     );
-    let e = snapshot(&w, "snap-all", &parent).unwrap_err();
+    let e = w.env.snapshot("snap-all", &parent).unwrap_err();
     assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{e:?}");
     let e = modify_tags(&w, &parent).unwrap_err();
     assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{e:?}");
-    let mut clone = volume_req("pvc-clone-all", &by_id());
-    let mut source = csi::VolumeContentSource::new();
-    let mut vol = csi::volume_content_source::VolumeSource::new();
-    vol.volume_id = parent.clone();
-    source.set_volume(vol);
-    clone.volume_content_source = Some(source).into();
+    let clone = from_volume(volume_req("pvc-clone-all", &by_id()), &parent);
     let e = w.env.create(&clone).unwrap_err();
     assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{e:?}");
 
@@ -95,24 +84,10 @@ fn forged_handles_never_act_on_a_shared_parent_or_a_filesystem_volume() {
     let mounts = w.mounts();
     w.env.delete(&forged).unwrap();
     assert_eq!(w.mounts(), mounts, "the volume was not mounted as a parent");
-    let mut get = csi::ControllerGetVolumeRequest::new();
-    get.volume_id = forged.clone();
-    assert_eq!(
-        err_code(w.env.client.controller_get_volume(&get)),
-        Code::NOT_FOUND
-    );
+    assert_eq!(err_code(w.env.get_volume(&forged)), Code::NOT_FOUND);
     assert_eq!(err_code(w.expand(&forged, 2 * GIB)), Code::NOT_FOUND);
     assert_eq!(w.mounts(), mounts);
-    let listed: Vec<String> = w
-        .env
-        .client
-        .list_volumes(&csi::ListVolumesRequest::new())
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| e.volume.unwrap().volume_id)
-        .collect();
-    assert_eq!(listed, [whole.clone(), data.volume_id], "{listed:?}");
+    assert_eq!(w.env.listed_volume_ids(), [whole.clone(), data.volume_id]);
     assert_eq!(
         w.env
             .linode
@@ -139,25 +114,21 @@ fn publishing_a_directory_that_is_not_a_volume_touches_no_acl() {
     let (_, whole_fs) = ids_of(&whole);
     let before = (policy_of(w.parent), policy_of(whole_fs));
     for forged in [w.id("ghost"), format!("{whole}/x")] {
-        let e = w
-            .env
-            .client
-            .controller_publish_volume(&publish_req(&forged, &NODE.to_string()))
-            .unwrap_err();
+        let e = w.env.publish(&forged, &NODE.to_string()).unwrap_err();
         assert_eq!(code_of(&e), Code::NOT_FOUND, "{forged}: {e:?}");
     }
     w.env
         .client
-        .controller_unpublish_volume(&unpublish_req(&format!("{whole}/x"), &NODE.to_string()))
+        .controller_unpublish_volume(&controller_unpublish_req(
+            &format!("{whole}/x"),
+            &NODE.to_string(),
+        ))
         .unwrap();
     assert_eq!((policy_of(w.parent), policy_of(whole_fs)), before);
 
     // A real directory volume is published.
     let v = w.create_ok("pvc-real", GIB, &[]);
-    w.env
-        .client
-        .controller_publish_volume(&publish_req(&v.volume_id, &NODE.to_string()))
-        .unwrap();
+    w.env.publish(&v.volume_id, &NODE.to_string()).unwrap();
     assert!(policy_of(w.parent).unwrap().1.contains(&NODE));
 }
 
@@ -189,20 +160,10 @@ fn an_admins_quota_is_never_a_volume_but_counts_as_promised() {
     let admins = w.quotas();
     assert_eq!(admins.len(), 2);
 
-    let listed = w
-        .env
-        .client
-        .list_volumes(&csi::ListVolumesRequest::new())
-        .unwrap();
-    assert!(listed.entries.is_empty(), "{listed:?}");
+    assert_eq!(w.env.listed_volume_ids(), Vec::<String>::new());
     for name in ["admin-dir", "admin-bare"] {
         let id = w.id(name);
-        let mut get = csi::ControllerGetVolumeRequest::new();
-        get.volume_id = id.clone();
-        assert_eq!(
-            err_code(w.env.client.controller_get_volume(&get)),
-            Code::NOT_FOUND
-        );
+        assert_eq!(err_code(w.env.get_volume(&id)), Code::NOT_FOUND);
         assert_eq!(err_code(w.expand(&id, 40 * GIB)), Code::NOT_FOUND);
         assert_eq!(
             err_code(w.modify(&id, &[("linodenfs.csi.linode.com/max-files", "5")])),
@@ -319,24 +280,31 @@ fn a_tree_twenty_thousand_levels_deep_is_deleted_under_1024_descriptors() {
 fn an_expansion_is_answered_ok_only_once_the_quota_is_active() {
     let w = world_with(|s| s.wait_timeout("2s"));
     let v = w.create_ok("pvc-grow", GIB, &[]);
-    w.env.linode.set_quota_behaviour(QuotaBehaviour {
-        lifecycle: Some(Lifecycle::NeverActive),
-        ..Default::default()
-    });
-    for _ in 0..2 {
-        let e = w.expand(&v.volume_id, 2 * GIB).unwrap_err();
-        assert_eq!(code_of(&e), Code::DEADLINE_EXCEEDED, "{e:?}");
+    for (lifecycle, size, code, status) in [
+        (
+            Lifecycle::NeverActive,
+            2 * GIB,
+            Code::DEADLINE_EXCEEDED,
+            Status::Updating,
+        ),
+        (
+            Lifecycle::StickInError,
+            3 * GIB,
+            Code::FAILED_PRECONDITION,
+            Status::Error,
+        ),
+    ] {
+        w.env.linode.set_quota_behaviour(QuotaBehaviour {
+            lifecycle: Some(lifecycle),
+            ..Default::default()
+        });
+        // The first answer and its retry's.
+        for _ in 0..2 {
+            let e = w.expand(&v.volume_id, size).unwrap_err();
+            assert_eq!(code_of(&e), code, "{e:?}");
+        }
+        assert_eq!(w.quotas()[0].status, status);
     }
-    assert_eq!(w.quotas()[0].status, Status::Updating);
-    w.env.linode.set_quota_behaviour(QuotaBehaviour {
-        lifecycle: Some(Lifecycle::StickInError),
-        ..Default::default()
-    });
-    for _ in 0..2 {
-        let e = w.expand(&v.volume_id, 3 * GIB).unwrap_err();
-        assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{e:?}");
-    }
-    assert_eq!(w.quotas()[0].status, Status::Error);
     // A smaller size is no way around an error either.
     let e = w.expand(&v.volume_id, GIB).unwrap_err();
     assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{e:?}");
@@ -443,38 +411,24 @@ fn a_snapshot_the_driver_did_not_take_is_neither_listed_restored_nor_deleted() {
 
     // The driver's own snapshot of one of its volumes is listed, and marked.
     let whole = filesystem_volume(&w, "pvc-whole");
-    let ours = snapshot(&w, "snap-ours", &whole).unwrap().snapshot.unwrap();
-    let listed: Vec<String> = w
-        .env
-        .client
-        .list_snapshots(&csi::ListSnapshotsRequest::new())
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| e.snapshot.unwrap().snapshot_id)
-        .collect();
-    assert_eq!(listed, [ours.snapshot_id]);
-    let mut by_snapshot = csi::ListSnapshotsRequest::new();
-    by_snapshot.snapshot_id = foreign.clone();
-    assert!(w
-        .env
-        .client
-        .list_snapshots(&by_snapshot)
-        .unwrap()
-        .entries
-        .is_empty());
-    let mut by_source = csi::ListSnapshotsRequest::new();
-    by_source.source_volume_id = format!("{SPACE}/{}", w.parent);
-    assert!(w
-        .env
-        .client
-        .list_snapshots(&by_source)
-        .unwrap()
-        .entries
-        .is_empty());
-    let mut get = csi::GetSnapshotRequest::new();
-    get.snapshot_id = foreign.clone();
-    assert_eq!(err_code(w.env.client.get_snapshot(&get)), Code::NOT_FOUND);
+    let ours = w.env.snapshot("snap-ours", &whole).unwrap();
+    let listed = |id: &str, source: &str| -> Vec<String> {
+        w.env
+            .client
+            .list_snapshots(&list_snapshots_req(id, source))
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.snapshot.unwrap().snapshot_id)
+            .collect()
+    };
+    assert_eq!(listed("", ""), [ours.snapshot_id]);
+    assert!(listed(&foreign, "").is_empty());
+    assert!(listed("", &format!("{SPACE}/{}", w.parent)).is_empty());
+    assert_eq!(
+        err_code(w.env.client.get_snapshot(&get_snapshot_req(&foreign))),
+        Code::NOT_FOUND
+    );
 
     let before = w.env.live_filesystems().len();
     let e = w
@@ -487,9 +441,11 @@ fn a_snapshot_the_driver_did_not_take_is_neither_listed_restored_nor_deleted() {
     assert_eq!(code_of(&e), Code::NOT_FOUND, "{e:?}");
     assert_eq!(w.env.live_filesystems().len(), before, "nothing was cloned");
 
-    let mut del = csi::DeleteSnapshotRequest::new();
-    del.snapshot_id = foreign.clone();
-    let e = w.env.client.delete_snapshot(&del).unwrap_err();
+    let e = w
+        .env
+        .client
+        .delete_snapshot(&delete_snapshot_req(&foreign))
+        .unwrap_err();
     assert_eq!(code_of(&e), Code::FAILED_PRECONDITION, "{e:?}");
     assert!(
         w.env

@@ -3,17 +3,18 @@
 //! controller role against them over loopback HTTP, and small builders make
 //! the CSI requests.
 
+use super::requests::{
+    controller_publish_req, controller_unpublish_req, delete_req, get_volume_req, rwx, snapshot_req,
+};
 use super::{write_kubeconfig, Driver};
 use linode_nfs_csi::fake::{
-    FakeKube, FakeLinode, FakeNode, HttpRequest, HttpResponse, HttpServer, InstanceSeed, Seed,
-    SpaceSeed,
+    FakeKube, FakeLinode, FakeNode, HttpRequest, HttpResponse, HttpServer, InstanceSeed,
+    RequestRecord, Seed, SpaceSeed,
 };
-use linode_nfs_csi::linode::{Filesystem, Status};
+use linode_nfs_csi::linode::{Filesystem, LinodeCloud, LinodeSettings, Status};
 use linode_nfs_csi::proto::{csi, csi_grpc};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-
-pub use csi::volume_capability::access_mode::Mode;
 
 pub const SPACE: u64 = 7;
 pub const SPACE_LABEL: &str = "shared";
@@ -189,18 +190,82 @@ impl Env {
         self.client.create_volume(req)
     }
 
+    /// The volume `req` creates; the test fails with the driver's log if
+    /// the create does.
+    pub fn create_with(&self, req: &csi::CreateVolumeRequest) -> csi::Volume {
+        self.create(req)
+            .unwrap_or_else(|e| panic!("CreateVolume {}: {e:?}\n{}", req.name, self.driver.logs()))
+            .volume
+            .unwrap()
+    }
+
     /// Creates `name` in the default space and returns its volume.
     pub fn create_ok(&self, name: &str) -> csi::Volume {
-        let resp = self
-            .create(&volume_req(name, &by_id()))
-            .unwrap_or_else(|e| panic!("CreateVolume {name}: {e:?}\n{}", self.driver.logs()));
-        resp.volume.unwrap()
+        self.create_with(&volume_req(name, &by_id()))
     }
 
     pub fn delete(&self, volume_id: &str) -> grpcio::Result<csi::DeleteVolumeResponse> {
-        let mut req = csi::DeleteVolumeRequest::new();
-        req.volume_id = volume_id.to_string();
-        self.client.delete_volume(&req)
+        self.client.delete_volume(&delete_req(volume_id))
+    }
+
+    pub fn get_volume(&self, volume_id: &str) -> grpcio::Result<csi::ControllerGetVolumeResponse> {
+        self.client
+            .controller_get_volume(&get_volume_req(volume_id))
+    }
+
+    pub fn publish(
+        &self,
+        volume_id: &str,
+        node_id: &str,
+    ) -> grpcio::Result<csi::ControllerPublishVolumeResponse> {
+        self.client
+            .controller_publish_volume(&controller_publish_req(volume_id, node_id))
+    }
+
+    pub fn unpublish(
+        &self,
+        volume_id: &str,
+        node_id: &str,
+    ) -> grpcio::Result<csi::ControllerUnpublishVolumeResponse> {
+        self.client
+            .controller_unpublish_volume(&controller_unpublish_req(volume_id, node_id))
+    }
+
+    /// The snapshot CreateSnapshot answers.
+    pub fn snapshot(&self, name: &str, source_volume_id: &str) -> grpcio::Result<csi::Snapshot> {
+        self.client
+            .create_snapshot(&snapshot_req(name, source_volume_id))
+            .map(|r| r.snapshot.unwrap())
+    }
+
+    /// The ids ListVolumes answers in one unbounded call, in its order.
+    pub fn listed_volume_ids(&self) -> Vec<String> {
+        self.client
+            .list_volumes(&csi::ListVolumesRequest::new())
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.volume.unwrap().volume_id)
+            .collect()
+    }
+
+    /// The squash policy the backend holds for filesystem `fs`.
+    pub fn squash(&self, fs: u64) -> String {
+        self.linode
+            .filesystem_policy(fs)
+            .unwrap()
+            .squash_policy
+            .unwrap()
+            .as_str()
+            .to_string()
+    }
+
+    /// The real client on the fake Linode API with its own connection, as a
+    /// person or another tool acting behind the driver's back.
+    pub fn someone_else(&self) -> LinodeCloud {
+        let mut settings = LinodeSettings::new(self.linode.token());
+        settings.base_url = self.linode.url();
+        LinodeCloud::new(settings).unwrap()
     }
 
     /// Filesystems the backend holds that are not on their way out.
@@ -222,6 +287,15 @@ impl Env {
         found.remove(0)
     }
 
+    /// The last Linode request of `method`.
+    pub fn last_request(&self, method: &str) -> RequestRecord {
+        self.linode
+            .requests()
+            .into_iter()
+            .rfind(|r| r.method == method)
+            .unwrap_or_else(|| panic!("no {method} request"))
+    }
+
     /// Linode requests seen since `before` (a `requests().len()` snapshot).
     pub fn requests_since(&self, before: usize) -> Vec<String> {
         self.linode.requests()[before..]
@@ -229,31 +303,6 @@ impl Env {
             .map(|r| format!("{} {}", r.method, r.path))
             .collect()
     }
-}
-
-pub fn publish_req(volume_id: &str, node_id: &str) -> csi::ControllerPublishVolumeRequest {
-    let mut r = csi::ControllerPublishVolumeRequest::new();
-    r.volume_id = volume_id.into();
-    r.node_id = node_id.into();
-    r.volume_capability = Some(mount_cap(Mode::MULTI_NODE_MULTI_WRITER)).into();
-    r
-}
-
-pub fn unpublish_req(volume_id: &str, node_id: &str) -> csi::ControllerUnpublishVolumeRequest {
-    let mut r = csi::ControllerUnpublishVolumeRequest::new();
-    r.volume_id = volume_id.into();
-    r.node_id = node_id.into();
-    r
-}
-
-pub fn mount_cap(mode: Mode) -> csi::VolumeCapability {
-    super::mount_capability(mode, &[])
-}
-
-pub fn block_cap() -> csi::VolumeCapability {
-    let mut cap = mount_cap(Mode::MULTI_NODE_MULTI_WRITER);
-    cap.set_block(csi::volume_capability::BlockVolume::new());
-    cap
 }
 
 /// The StorageClass parameters naming the default space by id.
@@ -268,7 +317,7 @@ pub fn params<'a>(pairs: impl IntoIterator<Item = (&'a str, String)>) -> HashMap
 pub fn volume_req(name: &str, p: &[(&str, String)]) -> csi::CreateVolumeRequest {
     let mut req = csi::CreateVolumeRequest::new();
     req.name = name.to_string();
-    req.volume_capabilities = vec![mount_cap(Mode::MULTI_NODE_MULTI_WRITER)];
+    req.volume_capabilities = vec![rwx()];
     req.parameters = params(p.iter().map(|(k, v)| (*k, v.clone())));
     req
 }
@@ -285,23 +334,23 @@ pub fn with_capacity(
     req
 }
 
-pub fn from_snapshot(
-    mut req: csi::CreateVolumeRequest,
-    snapshot_id: &str,
-) -> csi::CreateVolumeRequest {
-    let mut snap = csi::volume_content_source::SnapshotSource::new();
-    snap.snapshot_id = snapshot_id.to_string();
-    let mut src = csi::VolumeContentSource::new();
-    src.set_snapshot(snap);
-    req.volume_content_source = Some(src).into();
-    req
+/// A key of a volume's context.
+pub fn ctx<'a>(v: &'a csi::Volume, key: &str) -> Option<&'a str> {
+    v.volume_context.get(key).map(String::as_str)
 }
 
-pub fn snapshot_req(name: &str, source: &str) -> csi::CreateSnapshotRequest {
-    let mut req = csi::CreateSnapshotRequest::new();
-    req.name = name.to_string();
-    req.source_volume_id = source.to_string();
-    req
+/// The published nodes of each listed volume, sorted.
+pub fn published_by_volume(
+    entries: &[csi::list_volumes_response::Entry],
+) -> BTreeMap<String, Vec<String>> {
+    entries
+        .iter()
+        .map(|e| {
+            let mut nodes = e.status.published_node_ids.clone();
+            nodes.sort();
+            (e.volume.volume_id.clone(), nodes)
+        })
+        .collect()
 }
 
 /// `(space, filesystem)` of a volume id.
@@ -353,21 +402,5 @@ impl KubeSpy {
     /// Request lines (`/api/v1/nodes?...`) seen so far.
     pub fn seen(&self) -> Vec<String> {
         self.seen.lock().unwrap().clone()
-    }
-}
-
-/// The code of a call that must fail.
-pub fn err_code<T: std::fmt::Debug>(r: grpcio::Result<T>) -> grpcio::RpcStatusCode {
-    match r {
-        Ok(v) => panic!("expected an error, got {v:?}"),
-        Err(e) => super::code_of(&e),
-    }
-}
-
-/// The status message of a failed call.
-pub fn message_of(e: &grpcio::Error) -> String {
-    match e {
-        grpcio::Error::RpcFailure(status) => status.message().to_string(),
-        other => panic!("not an RPC status: {other:?}"),
     }
 }

@@ -1,8 +1,9 @@
 //! The fake Linode API for the suites that drive it without the driver
-//! binary: the real `LinodeCloud` against a fake with one Space, and one
-//! raw HTTP request to the fake, as any client would send it.
+//! binary: the real `LinodeCloud` against a fake with one Space, one raw
+//! HTTP request to the fake, as any client would send it, and readings of
+//! the requests the fake answered.
 
-use linode_nfs_csi::fake::{FakeLinode, Seed, SpaceSeed};
+use linode_nfs_csi::fake::{FakeLinode, RequestRecord, Seed, SpaceSeed};
 use linode_nfs_csi::linode::{Filesystem, LinodeCloud, LinodeSettings, NewFilesystem, WaitPolicy};
 use serde_json::Value;
 use std::sync::Arc;
@@ -117,4 +118,28 @@ pub fn request(
         headers,
         text: resp.body_mut().read_to_string().unwrap(),
     }
+}
+
+/// How many requests the fake answered with `status`.
+pub fn answered(fake: &FakeLinode, status: u16) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.status == Some(status))
+        .count()
+}
+
+/// Asserts that the first of `requests`, filtered, was refused (400) and
+/// that every later one went without a filter and was answered: a refused
+/// filter is not tried again.
+#[track_caller]
+pub fn assert_filter_refused_once(requests: &[RequestRecord], what: &str) {
+    assert_eq!(requests[0].status, Some(400), "{:?}", requests[0]);
+    assert!(requests[0].x_filter.is_some(), "{:?}", requests[0]);
+    let rest = &requests[1..];
+    assert!(!rest.is_empty());
+    assert!(
+        rest.iter()
+            .all(|r| r.x_filter.is_none() && r.status == Some(200)),
+        "{what}: {rest:?}"
+    );
 }

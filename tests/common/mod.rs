@@ -1,33 +1,25 @@
 //! Test harness shared by the integration tests: temp dirs, the real driver
 //! binary on a temp unix socket (optionally behind a command prefix such as
-//! `unshare`), and generated gRPC clients connected to it.
+//! `unshare`), generated gRPC clients connected to it, and waiting for a
+//! condition. Every harness (`e2e_support` and `node_support` too) reaches
+//! the gRPC helpers in [`rpc`] and the requests in [`requests`] from here.
 #![allow(dead_code)]
 
 pub mod controller;
 pub mod linode;
+pub mod requests;
+pub mod rpc;
 pub mod share;
 pub mod subdir;
 
 use grpcio::{ChannelBuilder, Environment};
-use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
+use linode_nfs_csi::backoff::Backoff;
 use linode_nfs_csi::proto::{csi, csi_grpc};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A mount capability with `mode` and mount `flags`.
-pub fn mount_capability(mode: Mode, flags: &[&str]) -> csi::VolumeCapability {
-    let mut mount = csi::volume_capability::MountVolume::new();
-    mount.mount_flags = flags.iter().map(|f| f.to_string()).collect();
-    let mut access = csi::volume_capability::AccessMode::new();
-    access.mode = mode.into();
-    let mut cap = csi::VolumeCapability::new();
-    cap.set_mount(mount);
-    cap.access_mode = Some(access).into();
-    cap
-}
 
 /// `(mount point, per-mount options)` of every mount in a process's
 /// namespace. Parsed here, independently of the driver's own parser; the
@@ -42,6 +34,28 @@ pub fn mounts_of(pid: u32) -> Vec<(PathBuf, Vec<String>)> {
                 fields[5].split(',').map(str::to_string).collect(),
             )
         })
+        .collect()
+}
+
+/// The sorted names in `dir`; none when it is missing.
+pub fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    names
+}
+
+/// The volume directories (or markers) a `csi-volumes` base holds: its
+/// hidden entries (`.owners`, `.archive`) aside.
+pub fn volume_names(dir: &Path) -> Vec<String> {
+    names_in(dir)
+        .into_iter()
+        .filter(|n| !n.starts_with('.'))
         .collect()
 }
 
@@ -104,15 +118,22 @@ pub fn block_on<T: Send + 'static>(
     }
 }
 
-/// Polls `cond` every few milliseconds until it holds or `limit` passes.
+/// Polls `cond` until it holds, failing the test once `limit` passes. The
+/// pauses grow on the driver's own schedule: quick at first for what is
+/// about to happen, then a few times a second, so a condition that costs an
+/// RPC or a backend call is not asked hundreds of times.
+#[track_caller]
 pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    const PAUSES: Backoff = Backoff::doubling(Duration::from_millis(5), Duration::from_millis(50));
     let deadline = Instant::now() + limit;
+    let mut pause = PAUSES.first;
     while !cond() {
         assert!(
             Instant::now() < deadline,
             "timed out after {limit:?} waiting for {what}"
         );
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(pause);
+        pause = PAUSES.after(pause);
     }
 }
 
@@ -254,18 +275,18 @@ impl Driver {
     }
 
     pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.try_exit() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "driver did not exit within {limit:?}\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let mut status = None;
+        wait_for("the driver to exit", limit, || {
+            status = self.try_exit();
+            status.is_some()
+        });
+        status.unwrap()
+    }
+
+    /// SIGKILL, as a crash or an eviction, and its reaping.
+    pub fn kill(&mut self) -> ExitStatus {
+        self.signal(libc::SIGKILL);
+        self.wait_exit(Duration::from_secs(10))
     }
 
     /// Signals the process unless it has already exited (its pid could
@@ -281,32 +302,22 @@ impl Driver {
     }
 
     pub fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        wait_for("the driver to be ready", Duration::from_secs(30), || {
             if let Some(status) = self.try_exit() {
                 panic!(
                     "driver exited with {status} before serving\n{}",
                     self.logs()
                 );
             }
-            if self.socket.exists() {
-                let probe = self.identity().probe_opt(
-                    &csi::ProbeRequest::new(),
-                    grpcio::CallOption::default().timeout(Duration::from_secs(2)),
-                );
-                if let Ok(resp) = probe {
-                    if resp.ready.as_ref().map(|b| b.value).unwrap_or(false) {
-                        return;
-                    }
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "driver not ready in 30s\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+            self.socket.exists()
+                && self
+                    .identity()
+                    .probe_opt(
+                        &csi::ProbeRequest::new(),
+                        grpcio::CallOption::default().timeout(Duration::from_secs(2)),
+                    )
+                    .is_ok_and(|resp| resp.ready.as_ref().is_some_and(|b| b.value))
+        });
     }
 
     /// A new connection to the driver's socket.
@@ -328,16 +339,18 @@ impl Driver {
 }
 
 impl Drop for Driver {
+    /// A failing test shows the end of the driver's log: what it did last
+    /// is most often why.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// The gRPC status code of a failed call.
-pub fn code_of(err: &grpcio::Error) -> grpcio::RpcStatusCode {
-    match err {
-        grpcio::Error::RpcFailure(status) => status.code(),
-        other => panic!("not an RPC status: {other:?}"),
+        if std::thread::panicking() {
+            let logs = self.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+            eprintln!("--- driver log (last lines) ---");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
     }
 }

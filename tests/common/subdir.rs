@@ -6,11 +6,12 @@
 //! the readings of its state (the fake's quota table, the export's tree).
 
 use super::controller::*;
-use super::{share, TempDir};
+use super::requests::{expand_req, modify_req};
+use super::{share, volume_names, TempDir};
 use linode_nfs_csi::fake::FilesystemSeed;
 use linode_nfs_csi::linode::Quota;
 use linode_nfs_csi::proto::csi;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub const GIB: i64 = 1 << 30;
 pub const PARENT: &str = "team-share";
@@ -113,17 +114,11 @@ impl World {
 
     /// The volume directories (markers and archive aside).
     pub fn dirs(&self) -> Vec<String> {
-        names_in(&self.export.join("csi-volumes"))
-            .into_iter()
-            .filter(|n| !n.starts_with('.'))
-            .collect()
+        volume_names(&self.export.join("csi-volumes"))
     }
 
     pub fn markers(&self) -> Vec<String> {
-        names_in(&self.export.join("csi-volumes/.owners"))
-            .into_iter()
-            .filter(|n| !n.starts_with('.'))
-            .collect()
+        volume_names(&self.export.join("csi-volumes/.owners"))
     }
 
     pub fn quota_calls(&self, method: &str) -> usize {
@@ -147,12 +142,9 @@ impl World {
         id: &str,
         size: i64,
     ) -> grpcio::Result<csi::ControllerExpandVolumeResponse> {
-        let mut req = csi::ControllerExpandVolumeRequest::new();
-        req.volume_id = id.to_string();
-        let mut range = csi::CapacityRange::new();
-        range.required_bytes = size;
-        req.capacity_range = Some(range).into();
-        self.env.client.controller_expand_volume(&req)
+        self.env
+            .client
+            .controller_expand_volume(&expand_req(id, size))
     }
 
     pub fn modify(
@@ -160,28 +152,8 @@ impl World {
         id: &str,
         pairs: &[(&str, &str)],
     ) -> grpcio::Result<csi::ControllerModifyVolumeResponse> {
-        let mut req = csi::ControllerModifyVolumeRequest::new();
-        req.volume_id = id.to_string();
-        req.mutable_parameters = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        self.env.client.controller_modify_volume(&req)
+        self.env
+            .client
+            .controller_modify_volume(&modify_req(id, pairs))
     }
-}
-
-pub fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    names.sort();
-    names
-}
-
-pub fn ctx<'a>(v: &'a csi::Volume, key: &str) -> Option<&'a str> {
-    v.volume_context.get(key).map(String::as_str)
 }

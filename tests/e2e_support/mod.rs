@@ -8,27 +8,26 @@
 //! checking.
 #![allow(dead_code)]
 
-use crate::common::{code_of, mounts_of, Driver, TempDir};
-use grpcio::{CallOption, RpcStatusCode};
+use crate::common::requests::{
+    controller_publish_req, delete_req, from_snapshot, get_volume_req, node_publish_req,
+    node_stage_req, node_unpublish_req, node_unstage_req, rwx, snapshot_req,
+};
+use crate::common::rpc::{assert_code, call, retry, Retry, SIDECAR};
+use crate::common::{mounts_of, names_in, wait_for, Driver, TempDir};
 use linode_nfs_csi::dev::DEV_SHARED_LABEL;
 use linode_nfs_csi::proto::csi;
-use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
+use linode_nfs_csi::proto::csi::controller_service_capability::rpc::Type as ControllerRpc;
 use linode_nfs_csi::proto::csi_grpc::{ControllerClient, IdentityClient, NodeClient};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const SPACE_LABEL_PARAM: &str = "linodenfs.csi.linode.com/space-label";
 pub const SPACE_LABEL: &str = "dev-space";
 /// The Linode id of the node dev mode seeds; NodeGetInfo answers it.
 pub const NODE_ID: &str = "424242";
 pub const GIB: i64 = 1 << 30;
-
-/// Bounds every RPC so a hung driver fails the test instead of stalling it.
-pub fn call() -> CallOption {
-    CallOption::default().timeout(Duration::from_secs(60))
-}
 
 /// A dev-mode state directory owned by the test, so it can outlive one
 /// driver process (restart tests) and is removed however the test ends.
@@ -67,6 +66,12 @@ impl StateDir {
             .join("mount")
     }
 
+    /// The export directory of filesystem `id` labelled `label`, on the
+    /// host (the fake's naming rule).
+    pub fn export_dir(&self, label: &str, id: u64) -> PathBuf {
+        self.path().join("exports").join(format!("{label}-{id:x}"))
+    }
+
     /// The whole persisted fake Linode state.
     pub fn linode(&self) -> Value {
         let path = self.path().join("linode.json");
@@ -91,6 +96,30 @@ impl StateDir {
             .collect()
     }
 
+    /// Filesystem `id` as the fake persists it.
+    pub fn filesystem(&self, id: u64) -> Value {
+        let fs = self.linode()["filesystems"][id.to_string()].clone();
+        assert!(fs.is_object(), "no filesystem {id} in the fake");
+        fs
+    }
+
+    /// `(filesystem id, path, max bytes, phase)` of every quota the fake
+    /// stores (a filesystem's root quota is derived, never stored), sorted.
+    pub fn quotas(&self) -> Vec<(u64, String, i64, String)> {
+        let mut rows: Vec<_> = records(&self.linode()["quotas"])
+            .map(|q| {
+                (
+                    q["filesystem_id"].as_u64().unwrap(),
+                    q["path"].as_str().unwrap().to_string(),
+                    q["max_capacity_bytes"].as_i64().unwrap(),
+                    q["phase"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        rows.sort();
+        rows
+    }
+
     /// `(id, filesystem id, label, phase)` of every snapshot the fake holds.
     pub fn snapshots(&self) -> Vec<(u64, u64, String, String)> {
         records(&self.linode()["snapshots"])
@@ -107,11 +136,11 @@ impl StateDir {
 
     /// `(enabled, linode ids)` of a filesystem's access policy.
     pub fn acl(&self, filesystem: u64) -> (bool, Vec<u64>) {
-        let state = self.linode();
-        let policy = &state["filesystems"][filesystem.to_string()]["policy"];
+        let fs = self.filesystem(filesystem);
+        let policy = &fs["policy"];
         assert!(
             policy.is_object(),
-            "filesystem {filesystem} has no policy in {state}"
+            "filesystem {filesystem} has no policy in {fs}"
         );
         let ids = policy["linode_ids"]
             .as_array()
@@ -132,19 +161,20 @@ impl StateDir {
         (id, format!("/{DEV_SHARED_LABEL}-{id:x}"))
     }
 
+    /// The shared parent's `csi-volumes` base, on the host.
+    pub fn shared_base(&self) -> PathBuf {
+        let (id, _) = self.shared_parent();
+        self.export_dir(DEV_SHARED_LABEL, id).join("csi-volumes")
+    }
+
     /// Names in a subdirectory of the state dir (`exports`, `snapshots`),
     /// but the shared parent's export.
     pub fn entries(&self, sub: &str) -> Vec<String> {
         let shared = format!("{DEV_SHARED_LABEL}-");
-        let mut names: Vec<String> = match std::fs::read_dir(self.path().join(sub)) {
-            Ok(dir) => dir
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .filter(|name| !name.starts_with(&shared))
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        names.sort();
-        names
+        names_in(&self.path().join(sub))
+            .into_iter()
+            .filter(|name| !name.starts_with(&shared))
+            .collect()
     }
 }
 
@@ -241,19 +271,41 @@ impl Dev {
     pub fn another_node(&self) -> NodeClient {
         self.driver.node()
     }
+
+    /// The volume `req` creates, retried as external-provisioner does.
+    pub fn create(&self, req: &csi::CreateVolumeRequest) -> csi::Volume {
+        retry(&SIDECAR, || self.controller.create_volume_opt(req, call()))
+            .unwrap_or_else(|e| panic!("CreateVolume {}: {e:?}", req.name))
+            .volume
+            .unwrap()
+    }
+
+    /// Whether ControllerGetCapabilities offers `rpc`.
+    pub fn advertises(&self, rpc: ControllerRpc) -> bool {
+        self.controller
+            .controller_get_capabilities_opt(&Default::default(), call())
+            .unwrap()
+            .capabilities
+            .iter()
+            .any(|c| c.rpc().type_.enum_value_or_default() == rpc)
+    }
+
+    /// The line of its last words that sums up what the session cost in
+    /// Linode API calls.
+    pub fn api_cost(&self) -> String {
+        let logs = self.driver.logs();
+        logs.lines()
+            .find(|l| l.contains("dev: the fake Linode API served"))
+            .unwrap_or_else(|| panic!("no API cost line:\n{logs}"))
+            .to_string()
+    }
 }
 
-impl Drop for Dev {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            let logs = self.driver.logs();
-            let tail: Vec<&str> = logs.lines().rev().take(60).collect();
-            eprintln!("--- driver log (last lines) ---");
-            for line in tail.iter().rev() {
-                eprintln!("{line}");
-            }
-        }
-    }
+/// A state dir tagged `tag` and dev mode on it with `envs`.
+pub fn start_dev(tag: &str, envs: &[(&str, &str)]) -> (StateDir, Dev) {
+    let state = StateDir::new(tag);
+    let dev = Dev::start(&state, envs);
+    (state, dev)
 }
 
 pub fn mounts_under(pid: u32, dir: &Path) -> Vec<PathBuf> {
@@ -264,49 +316,20 @@ pub fn mounts_under(pid: u32, dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// What sidecars and kubelet do with transient answers: call again, with a
-/// short backoff, for a bounded time. Other outcomes are returned as they are.
-pub fn retry<T>(mut f: impl FnMut() -> grpcio::Result<T>) -> grpcio::Result<T> {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut delay = Duration::from_millis(20);
-    loop {
-        match f() {
-            Err(grpcio::Error::RpcFailure(s))
-                if transient(s.code()) && Instant::now() + delay < deadline =>
-            {
-                std::thread::sleep(delay);
-                delay = (delay * 2).min(Duration::from_millis(500));
-            }
-            other => return other,
-        }
-    }
-}
-
-pub fn transient(code: RpcStatusCode) -> bool {
-    code == RpcStatusCode::UNAVAILABLE
-        || code == RpcStatusCode::ABORTED
-        || code == RpcStatusCode::DEADLINE_EXCEEDED
-}
-
-/// Asserts that a call failed with `want`.
-#[track_caller]
-pub fn assert_code<T: std::fmt::Debug>(r: grpcio::Result<T>, want: RpcStatusCode, what: &str) {
-    match r {
-        Ok(v) => panic!("{what}: expected {want:?}, got OK {v:?}"),
-        Err(e) => assert_eq!(code_of(&e), want, "{what}: {e:?}"),
-    }
-}
-
-pub fn capability(mode: Mode) -> csi::VolumeCapability {
-    crate::common::mount_capability(mode, &[])
-}
-
-pub fn rwx() -> csi::VolumeCapability {
-    capability(Mode::MULTI_NODE_MULTI_WRITER)
-}
-
 pub fn dev_params() -> HashMap<String, String> {
     HashMap::from([(SPACE_LABEL_PARAM.to_string(), SPACE_LABEL.to_string())])
+}
+
+/// The class of `subdirectory` volumes in dev mode's shared filesystem.
+pub fn subdirectory_params() -> HashMap<String, String> {
+    let mut params = dev_params();
+    for (k, v) in [
+        ("volume-type", "subdirectory"),
+        ("shared-filesystem-label", DEV_SHARED_LABEL),
+    ] {
+        params.insert(format!("linodenfs.csi.linode.com/{k}"), v.to_string());
+    }
+    params
 }
 
 /// A CreateVolume request as external-provisioner sends it for an RWX PVC.
@@ -324,46 +347,14 @@ pub fn create_req(name: &str, required: i64) -> csi::CreateVolumeRequest {
 }
 
 pub fn restore_req(name: &str, snapshot_id: &str) -> csi::CreateVolumeRequest {
-    let mut req = create_req(name, GIB);
-    let mut snap = csi::volume_content_source::SnapshotSource::new();
-    snap.snapshot_id = snapshot_id.to_string();
-    let mut source = csi::VolumeContentSource::new();
-    source.set_snapshot(snap);
-    req.volume_content_source = Some(source).into();
-    req
+    from_snapshot(create_req(name, GIB), snapshot_id)
 }
 
-pub fn delete_req(volume_id: &str) -> csi::DeleteVolumeRequest {
-    let mut req = csi::DeleteVolumeRequest::new();
-    req.volume_id = volume_id.to_string();
-    req
-}
-
-pub fn get_volume_req(volume_id: &str) -> csi::ControllerGetVolumeRequest {
-    let mut req = csi::ControllerGetVolumeRequest::new();
-    req.volume_id = volume_id.to_string();
-    req
-}
-
-pub fn controller_publish_req(
-    volume: &csi::Volume,
-    node_id: &str,
-) -> csi::ControllerPublishVolumeRequest {
-    let mut req = csi::ControllerPublishVolumeRequest::new();
-    req.volume_id = volume.volume_id.clone();
-    req.node_id = node_id.to_string();
-    req.volume_capability = Some(rwx()).into();
+/// ControllerPublishVolume as external-attacher sends it: with the PV's
+/// volume context.
+pub fn attach_req(volume: &csi::Volume, node_id: &str) -> csi::ControllerPublishVolumeRequest {
+    let mut req = controller_publish_req(&volume.volume_id, node_id);
     req.volume_context = volume.volume_context.clone();
-    req
-}
-
-pub fn controller_unpublish_req(
-    volume_id: &str,
-    node_id: &str,
-) -> csi::ControllerUnpublishVolumeRequest {
-    let mut req = csi::ControllerUnpublishVolumeRequest::new();
-    req.volume_id = volume_id.to_string();
-    req.node_id = node_id.to_string();
     req
 }
 
@@ -374,69 +365,22 @@ pub fn stage_req(
     publish_context: &HashMap<String, String>,
     staging: &Path,
 ) -> csi::NodeStageVolumeRequest {
-    let mut req = csi::NodeStageVolumeRequest::new();
-    req.volume_id = volume.volume_id.clone();
-    req.staging_target_path = staging.to_string_lossy().into_owned();
-    req.volume_capability = Some(rwx()).into();
+    let mut req = node_stage_req(&volume.volume_id, staging, rwx());
     req.volume_context = volume.volume_context.clone();
     req.publish_context = publish_context.clone();
     req
 }
 
-pub fn unstage_req(volume_id: &str, staging: &Path) -> csi::NodeUnstageVolumeRequest {
-    let mut req = csi::NodeUnstageVolumeRequest::new();
-    req.volume_id = volume_id.to_string();
-    req.staging_target_path = staging.to_string_lossy().into_owned();
-    req
-}
-
+/// NodePublishVolume as kubelet sends it, with the PV's volume context.
 pub fn publish_req(
     volume: &csi::Volume,
     staging: &Path,
     target: &Path,
     readonly: bool,
 ) -> csi::NodePublishVolumeRequest {
-    let mut req = csi::NodePublishVolumeRequest::new();
-    req.volume_id = volume.volume_id.clone();
-    req.staging_target_path = staging.to_string_lossy().into_owned();
-    req.target_path = target.to_string_lossy().into_owned();
-    req.volume_capability = Some(rwx()).into();
+    let mut req = node_publish_req(&volume.volume_id, staging, target, rwx());
     req.volume_context = volume.volume_context.clone();
     req.readonly = readonly;
-    req
-}
-
-pub fn unpublish_req(volume_id: &str, target: &Path) -> csi::NodeUnpublishVolumeRequest {
-    let mut req = csi::NodeUnpublishVolumeRequest::new();
-    req.volume_id = volume_id.to_string();
-    req.target_path = target.to_string_lossy().into_owned();
-    req
-}
-
-pub fn stats_req(volume_id: &str, path: &Path) -> csi::NodeGetVolumeStatsRequest {
-    let mut req = csi::NodeGetVolumeStatsRequest::new();
-    req.volume_id = volume_id.to_string();
-    req.volume_path = path.to_string_lossy().into_owned();
-    req
-}
-
-pub fn snapshot_req(name: &str, source_volume_id: &str) -> csi::CreateSnapshotRequest {
-    let mut req = csi::CreateSnapshotRequest::new();
-    req.name = name.to_string();
-    req.source_volume_id = source_volume_id.to_string();
-    req
-}
-
-pub fn delete_snapshot_req(snapshot_id: &str) -> csi::DeleteSnapshotRequest {
-    let mut req = csi::DeleteSnapshotRequest::new();
-    req.snapshot_id = snapshot_id.to_string();
-    req
-}
-
-pub fn list_snapshots_req(snapshot_id: &str, source_volume_id: &str) -> csi::ListSnapshotsRequest {
-    let mut req = csi::ListSnapshotsRequest::new();
-    req.snapshot_id = snapshot_id.to_string();
-    req.source_volume_id = source_volume_id.to_string();
     req
 }
 
@@ -454,47 +398,131 @@ pub fn filesystem_of(handle: &str) -> u64 {
 
 /// Creates a volume, retrying transient answers as external-provisioner does.
 pub fn create_volume(dev: &Dev, name: &str, required: i64) -> csi::Volume {
-    let req = create_req(name, required);
-    retry(|| dev.controller.create_volume_opt(&req, call()))
-        .unwrap_or_else(|e| panic!("CreateVolume {name}: {e:?}"))
-        .volume
-        .unwrap()
+    dev.create(&create_req(name, required))
 }
 
 /// Stages and publishes `volume` at `targets` (space mode: no controller
 /// publish), retrying transient answers.
 pub fn mount(dev: &Dev, volume: &csi::Volume, staging: &Path, targets: &[&Path]) {
     let stage = stage_req(volume, &HashMap::new(), staging);
-    retry(|| dev.node.node_stage_volume_opt(&stage, call())).expect("NodeStageVolume");
+    retry(&SIDECAR, || dev.node.node_stage_volume_opt(&stage, call())).expect("NodeStageVolume");
     for target in targets {
         let publish = publish_req(volume, staging, target, false);
-        retry(|| dev.node.node_publish_volume_opt(&publish, call())).expect("NodePublishVolume");
+        retry(&SIDECAR, || {
+            dev.node.node_publish_volume_opt(&publish, call())
+        })
+        .expect("NodePublishVolume");
     }
+}
+
+/// [`mount`] at kubelet's paths for one pod named `pod`; returns the
+/// staging and target paths.
+pub fn mount_in_pod(
+    dev: &Dev,
+    state: &StateDir,
+    volume: &csi::Volume,
+    pod: &str,
+) -> (PathBuf, PathBuf) {
+    let staging = state.staging(&volume.volume_id);
+    let target = state.target(pod, &volume.volume_id);
+    mount(dev, volume, &staging, &[&target]);
+    (staging, target)
 }
 
 /// The reverse of [`mount`].
 pub fn unmount(dev: &Dev, volume_id: &str, staging: &Path, targets: &[&Path]) {
     for target in targets {
-        let req = unpublish_req(volume_id, target);
-        retry(|| dev.node.node_unpublish_volume_opt(&req, call())).expect("NodeUnpublishVolume");
+        let req = node_unpublish_req(volume_id, target);
+        retry(&SIDECAR, || {
+            dev.node.node_unpublish_volume_opt(&req, call())
+        })
+        .expect("NodeUnpublishVolume");
     }
-    let req = unstage_req(volume_id, staging);
-    retry(|| dev.node.node_unstage_volume_opt(&req, call())).expect("NodeUnstageVolume");
+    let req = node_unstage_req(volume_id, staging);
+    retry(&SIDECAR, || dev.node.node_unstage_volume_opt(&req, call())).expect("NodeUnstageVolume");
 }
 
-/// Deletes a volume and checks the backend no longer has it.
+/// Deletes a volume, retrying transient answers, and checks the driver no
+/// longer finds it.
 pub fn delete_volume(dev: &Dev, volume_id: &str) {
+    delete_volume_as(dev, &SIDECAR, volume_id)
+}
+
+/// [`delete_volume`] by a caller that retries as `how` says.
+pub fn delete_volume_as(dev: &Dev, how: &Retry, volume_id: &str) {
     let req = delete_req(volume_id);
-    retry(|| dev.controller.delete_volume_opt(&req, call())).expect("DeleteVolume");
+    retry(how, || dev.controller.delete_volume_opt(&req, call())).expect("DeleteVolume");
     let get = get_volume_req(volume_id);
     assert_code(
-        retry(|| dev.controller.controller_get_volume_opt(&get, call())),
-        RpcStatusCode::NOT_FOUND,
+        retry(how, || {
+            dev.controller.controller_get_volume_opt(&get, call())
+        }),
+        grpcio::RpcStatusCode::NOT_FOUND,
         "ControllerGetVolume after DeleteVolume",
     );
 }
 
-/// Polls `cond` until it holds, for at most `limit`.
-pub fn eventually(what: &str, limit: Duration, cond: impl FnMut() -> bool) {
-    crate::common::wait_for(what, limit, cond)
+/// CreateSnapshot repeated as external-snapshotter does until the snapshot
+/// is ready; every answer names the same snapshot, made at the same time.
+pub fn snapshot_until_ready(dev: &Dev, name: &str, source: &str) -> csi::Snapshot {
+    let req = snapshot_req(name, source);
+    let snapshot = || {
+        retry(&SIDECAR, || {
+            dev.controller.create_snapshot_opt(&req, call())
+        })
+        .unwrap_or_else(|e| panic!("CreateSnapshot {name}: {e:?}"))
+        .snapshot
+        .unwrap()
+    };
+    let first = snapshot();
+    assert_eq!(first.source_volume_id, source);
+    assert!(first.creation_time.is_some(), "{first:?}");
+    let mut latest = first.clone();
+    wait_for(
+        &format!("snapshot {name} to be ready"),
+        Duration::from_secs(30),
+        || {
+            if !latest.ready_to_use {
+                latest = snapshot();
+                assert_eq!(
+                    latest.snapshot_id, first.snapshot_id,
+                    "a repeated CreateSnapshot named another snapshot"
+                );
+                assert_eq!(latest.creation_time, first.creation_time);
+            }
+            latest.ready_to_use
+        },
+    );
+    assert!(latest.size_bytes > 0, "{latest:?}");
+    latest
+}
+
+/// Nothing is left of what the test made: no filesystem or snapshot in
+/// the fake, no export or snapshot copy on disk, no mount.
+pub fn assert_nothing_left(state: &StateDir, dev: &Dev) {
+    assert_eq!(
+        state.filesystems(),
+        Vec::<(u64, String, String)>::new(),
+        "leaked filesystems"
+    );
+    assert_eq!(
+        state.snapshots(),
+        Vec::<(u64, u64, String, String)>::new(),
+        "leaked snapshots"
+    );
+    assert_eq!(
+        state.entries("exports"),
+        Vec::<String>::new(),
+        "an export directory outlived its volume"
+    );
+    assert_eq!(
+        state.entries("snapshots"),
+        Vec::<String>::new(),
+        "snapshot copies outlived their snapshots"
+    );
+    assert_eq!(
+        dev.mounts_under_state(),
+        Vec::<PathBuf>::new(),
+        "mounts left behind"
+    );
 }

@@ -20,13 +20,14 @@
 //! files inside it through `/proc/<pid>/root/<path>`.
 #![allow(dead_code)]
 
+use crate::common::requests::{
+    mount_capability, node_publish_req, node_stage_req, node_stats_req, node_unpublish_req,
+    node_unstage_req, pairs, Mode,
+};
+use crate::common::rpc::call;
 use crate::common::{mounts_of, Driver, TempDir};
-use grpcio::CallOption;
 use linode_nfs_csi::proto::csi;
-use linode_nfs_csi::proto::csi::volume_capability::access_mode::Mode;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 const HELPER: &str = r#"#!/bin/sh
 set -u
@@ -66,10 +67,8 @@ mount --bind "$export" "$target" || exit 32
 if [ -e "$here/unbindable" ]; then mount --make-unbindable "$target" || exit 32; fi
 "#;
 
-/// Bounds every RPC so a broken driver fails the test instead of hanging it.
-pub fn call() -> CallOption {
-    CallOption::default().timeout(Duration::from_secs(60))
-}
+/// The volume every node test stages, publishes and reads.
+pub const VOLUME: &str = "1/2";
 
 pub struct NfsNode {
     // Declared first so the driver (and its namespace) is gone before the
@@ -205,10 +204,8 @@ impl NfsNode {
         context: &[(&str, &str)],
         flags: &[&str],
     ) -> grpcio::Result<()> {
-        let mut req = csi::NodeStageVolumeRequest::new();
-        req.volume_id = volume_id.into();
-        req.staging_target_path = staging.to_string_lossy().into_owned();
-        req.volume_capability = Some(capability(Mode::MULTI_NODE_MULTI_WRITER, flags)).into();
+        let capability = mount_capability(Mode::MULTI_NODE_MULTI_WRITER, flags);
+        let mut req = node_stage_req(volume_id, staging, capability);
         req.volume_context = pairs(context);
         self.driver
             .node()
@@ -217,12 +214,9 @@ impl NfsNode {
     }
 
     pub fn unstage(&self, volume_id: &str, staging: &Path) -> grpcio::Result<()> {
-        let mut req = csi::NodeUnstageVolumeRequest::new();
-        req.volume_id = volume_id.into();
-        req.staging_target_path = staging.to_string_lossy().into_owned();
         self.driver
             .node()
-            .node_unstage_volume_opt(&req, call())
+            .node_unstage_volume_opt(&node_unstage_req(volume_id, staging), call())
             .map(|_| ())
     }
 
@@ -234,11 +228,8 @@ impl NfsNode {
         mode: Mode,
         flags: &[&str],
     ) -> grpcio::Result<()> {
-        let mut req = csi::NodePublishVolumeRequest::new();
-        req.volume_id = "1/2".into();
-        req.staging_target_path = staging.to_string_lossy().into_owned();
-        req.target_path = target.to_string_lossy().into_owned();
-        req.volume_capability = Some(capability(mode, flags)).into();
+        let capability = mount_capability(mode, flags);
+        let mut req = node_publish_req(VOLUME, staging, target, capability);
         req.readonly = readonly;
         self.driver
             .node()
@@ -247,20 +238,16 @@ impl NfsNode {
     }
 
     pub fn unpublish(&self, target: &Path) -> grpcio::Result<()> {
-        let mut req = csi::NodeUnpublishVolumeRequest::new();
-        req.volume_id = "1/2".into();
-        req.target_path = target.to_string_lossy().into_owned();
         self.driver
             .node()
-            .node_unpublish_volume_opt(&req, call())
+            .node_unpublish_volume_opt(&node_unpublish_req(VOLUME, target), call())
             .map(|_| ())
     }
 
     pub fn stats(&self, path: &Path) -> grpcio::Result<csi::NodeGetVolumeStatsResponse> {
-        let mut req = csi::NodeGetVolumeStatsRequest::new();
-        req.volume_id = "1/2".into();
-        req.volume_path = path.to_string_lossy().into_owned();
-        self.driver.node().node_get_volume_stats_opt(&req, call())
+        self.driver
+            .node()
+            .node_get_volume_stats_opt(&node_stats_req(VOLUME, path), call())
     }
 }
 
@@ -277,11 +264,3 @@ pub fn sanitise(source: &str) -> String {
         })
         .collect()
 }
-
-pub fn pairs(list: &[(&str, &str)]) -> HashMap<String, String> {
-    list.iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-pub use crate::common::mount_capability as capability;
