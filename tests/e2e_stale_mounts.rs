@@ -7,7 +7,8 @@
 mod common;
 mod e2e_support;
 
-use common::code_of;
+use common::requests::*;
+use common::rpc::*;
 use e2e_support::*;
 use linode_nfs_csi::proto::csi;
 use std::path::{Path, PathBuf};
@@ -31,7 +32,7 @@ fn recreate_export(state: &StateDir, volume: &csi::Volume) {
 
 fn condition(dev: &Dev, volume_id: &str, path: &Path) -> csi::VolumeCondition {
     dev.node
-        .node_get_volume_stats_opt(&stats_req(volume_id, path), call())
+        .node_get_volume_stats_opt(&node_stats_req(volume_id, path), call())
         .unwrap()
         .volume_condition
         .unwrap()
@@ -61,7 +62,10 @@ fn a_stale_staging_mount_is_healed_for_the_next_pod_while_the_first_still_report
     assert!(sick.abnormal && sick.message.contains("stale"), "{sick:?}");
 
     let publish = publish_req(&v, &staging, &pod_b, false);
-    retry(|| dev.node.node_publish_volume_opt(&publish, call())).unwrap();
+    retry(&SIDECAR, || {
+        dev.node.node_publish_volume_opt(&publish, call())
+    })
+    .unwrap();
     assert_eq!(dev.read(&pod_b.join("new.txt")).unwrap(), "after");
     assert!(
         !dev.exists(&pod_b.join("old.txt")),
@@ -77,7 +81,10 @@ fn a_stale_staging_mount_is_healed_for_the_next_pod_while_the_first_still_report
     // A healthy staging mount is not mounted again.
     let pod_c = state.target("c", "v");
     let publish = publish_req(&v, &staging, &pod_c, false);
-    retry(|| dev.node.node_publish_volume_opt(&publish, call())).unwrap();
+    retry(&SIDECAR, || {
+        dev.node.node_publish_volume_opt(&publish, call())
+    })
+    .unwrap();
     assert_eq!(remounts(&dev), 1);
     unmount(&dev, &v.volume_id, &staging, &[&pod_a, &pod_b, &pod_c]);
     assert!(dev
@@ -101,7 +108,7 @@ fn twenty_publishes_to_a_stale_staging_mount_remount_it_once() {
                 let publish =
                     publish_req(&v, &staging, &state.target(&format!("p{i}"), "v"), false);
                 // kubelet retries Aborted (another call holds the volume).
-                s.spawn(move || retry(|| node.node_publish_volume_opt(&publish, call())))
+                s.spawn(move || retry(&SIDECAR, || node.node_publish_volume_opt(&publish, call())))
             })
             .collect();
         calls.into_iter().map(|c| c.join().unwrap()).collect()
