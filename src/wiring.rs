@@ -53,6 +53,7 @@ pub fn controller_service_with(
     settings.base_url = linode.url.clone();
     settings.api_version = linode.api_version.clone();
     settings.ca_file = linode.ca_file.clone();
+    settings.token_file = linode.token_file.clone();
     settings.request_timeout = linode.request_timeout;
     let cloud =
         LinodeCloud::new(settings).map_err(|e| format!("Linode client: {}", e.message()))?;

@@ -88,6 +88,7 @@ fn known_env() -> &'static BTreeSet<String> {
 
 const CONTROLLER_ONLY_ENV: &[&str] = &[
     "LINODE_TOKEN",
+    "LINODE_TOKEN_FILE",
     "DEFAULT_CAPACITY",
     "LINODE_URL",
     "LINODE_API_VERSION",
@@ -643,19 +644,39 @@ fn linode_token_reaches_the_controller_plugin_only() {
     for (variant, objects) in variants() {
         let (variant, objects) = (variant.as_str(), objects.as_slice());
         let controller = get(objects, "Deployment", CONTROLLER, variant);
-        let token = env(container(controller, PLUGIN).unwrap(), "LINODE_TOKEN")
-            .unwrap_or_else(|| panic!("{variant}: controller plugin lacks LINODE_TOKEN"));
-        assert_eq!(
-            token["valueFrom"]["secretKeyRef"]["name"], "linode-api-token",
-            "{variant}"
-        );
-        assert_eq!(
-            token["valueFrom"]["secretKeyRef"]["key"], "token",
-            "{variant}"
-        );
+        let plugin = container(controller, PLUGIN).unwrap();
+        // The token is the Secret's file, read again when kubelet rewrites
+        // it: no variable holds it.
         assert!(
-            token.get("value").is_none(),
-            "{variant}: token must not be inline"
+            env(plugin, "LINODE_TOKEN").is_none(),
+            "{variant}: the token must come from the file, not LINODE_TOKEN"
+        );
+        let file = env(plugin, "LINODE_TOKEN_FILE")
+            .unwrap_or_else(|| panic!("{variant}: controller plugin lacks LINODE_TOKEN_FILE"));
+        let file = file["value"].as_str().unwrap();
+        let mount = plugin["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "linode-api-token")
+            .unwrap_or_else(|| panic!("{variant}: the token Secret is not mounted"));
+        assert_eq!(mount["readOnly"], true, "{variant}");
+        let dir = mount["mountPath"].as_str().unwrap();
+        assert_eq!(file, format!("{dir}/token"), "{variant}");
+        let volume = pod_spec(controller)["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "linode-api-token")
+            .unwrap_or_else(|| panic!("{variant}: no token volume"));
+        assert_eq!(
+            volume["secret"]["secretName"], "linode-api-token",
+            "{variant}"
+        );
+        assert_eq!(
+            volume["secret"]["items"],
+            serde_json::json!([{"key": "token", "path": "token"}]),
+            "{variant}"
         );
 
         for workload in objects
@@ -666,24 +687,11 @@ fn linode_token_reaches_the_controller_plugin_only() {
             for c in containers(workload) {
                 let is_controller_plugin = wname == CONTROLLER && c["name"] == PLUGIN;
                 for e in c["env"].as_array().into_iter().flatten() {
-                    let uses_secret = e["valueFrom"].get("secretKeyRef").is_some();
-                    if !is_controller_plugin {
-                        assert!(
-                            !uses_secret,
-                            "{variant}: {wname}/{} reads a Secret",
-                            c["name"]
-                        );
-                        assert_ne!(
-                            e["name"], "LINODE_TOKEN",
-                            "{variant}: {wname}/{}",
-                            c["name"]
-                        );
-                    } else if uses_secret {
-                        assert_eq!(
-                            e["name"], "LINODE_TOKEN",
-                            "{variant}: only the token comes from a Secret"
-                        );
-                    }
+                    assert!(
+                        e["valueFrom"].get("secretKeyRef").is_none(),
+                        "{variant}: {wname}/{} reads a Secret into a variable",
+                        c["name"]
+                    );
                 }
                 for from in c["envFrom"].as_array().into_iter().flatten() {
                     assert!(
@@ -692,15 +700,27 @@ fn linode_token_reaches_the_controller_plugin_only() {
                         c["name"]
                     );
                 }
+                let mounts_token = c["volumeMounts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|m| m["name"] == "linode-api-token");
+                assert_eq!(
+                    mounts_token, is_controller_plugin,
+                    "{variant}: {wname}/{} and the token Secret",
+                    c["name"]
+                );
             }
             for v in pod_spec(workload)["volumes"]
                 .as_array()
                 .into_iter()
                 .flatten()
+                .filter(|v| v.get("secret").is_some())
             {
                 assert!(
-                    v.get("secret").is_none(),
-                    "{variant}: {wname} mounts a Secret volume"
+                    wname == CONTROLLER && v["name"] == "linode-api-token",
+                    "{variant}: {wname} mounts Secret volume {}",
+                    v["name"]
                 );
             }
         }

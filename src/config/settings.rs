@@ -49,6 +49,8 @@ pub struct LinodeConfig {
     pub api_version: String,
     /// A credential: it shows as `***`.
     pub token: Secret,
+    /// Where `token` was read from, to read it again (`LINODE_TOKEN_FILE`).
+    pub token_file: Option<PathBuf>,
     pub ca_file: Option<PathBuf>,
     pub request_timeout: Duration,
 }
@@ -145,18 +147,30 @@ impl Config {
         let request_timeout = lookup.timeout("LINODE_REQUEST_TIMEOUT")?;
         let linode = match role {
             Role::Controller => {
-                let token = lookup.get("LINODE_TOKEN").ok_or_else(|| {
-                    ConfigError::new(
-                        "LINODE_TOKEN: a Linode API token is required for the controller role",
-                    )
-                })?;
+                let token_file = lookup.get("LINODE_TOKEN_FILE").map(PathBuf::from);
+                let token = match (lookup.get("LINODE_TOKEN"), &token_file) {
+                    (Some(_), Some(_)) => {
+                        return Err(ConfigError::new(
+                            "LINODE_TOKEN_FILE: set it or LINODE_TOKEN, not both",
+                        ))
+                    }
+                    (Some(token), None) => Secret::new(token),
+                    (None, Some(file)) => crate::linode::token::read_file(file)
+                        .map_err(|why| ConfigError::new(format!("LINODE_TOKEN_FILE: {why}")))?,
+                    (None, None) => {
+                        return Err(ConfigError::new(
+                            "LINODE_TOKEN: a Linode API token is required for the controller role (or LINODE_TOKEN_FILE, a file holding it)",
+                        ))
+                    }
+                };
                 Some(LinodeConfig {
                     url: lookup.url("LINODE_URL")?,
                     api_version: lookup
                         .or_default("LINODE_API_VERSION")
                         .trim_matches('/')
                         .to_string(),
-                    token: Secret::new(token),
+                    token,
+                    token_file,
                     ca_file: lookup.get("LINODE_CA").map(PathBuf::from),
                     request_timeout,
                 })

@@ -21,7 +21,12 @@ pub(super) const SERVING: &[Setting] = &[
     Setting {
         var: "LINODE_TOKEN",
         default: "",
-        help: "Linode API token (controller; required there, never read by the node; environment only, no flag)",
+        help: "Linode API token (controller; this or LINODE_TOKEN_FILE is required there, never read by the node; environment only, no flag)",
+    },
+    Setting {
+        var: "LINODE_TOKEN_FILE",
+        default: "",
+        help: "file holding the Linode API token, e.g. a mounted Secret (controller, instead of LINODE_TOKEN): read again when it changes and when the API refuses the token, so a rotation needs no restart",
     },
     Setting {
         var: "LINODE_URL",

@@ -533,3 +533,43 @@ fn volume_expansion_and_the_share_mount_dir() {
         assert!(err.message.starts_with(var), "{}", err.message);
     }
 }
+
+#[test]
+fn the_token_may_come_from_a_file_read_at_start() {
+    let dir = crate::test_support::Scratch::new("config-token-file");
+    let file = dir.join("token");
+    std::fs::write(&file, "  from-the-file \n").unwrap();
+    let path = file.to_string_lossy().into_owned();
+    let c = config(&["controller", "--linode-token-file", &path], &[]);
+    let linode = c.linode.unwrap();
+    assert_eq!(linode.token.expose(), "from-the-file");
+    assert_eq!(linode.token_file.as_deref(), Some(file.as_path()));
+
+    let both = [("LINODE_TOKEN", "t"), ("LINODE_TOKEN_FILE", path.as_str())];
+    let err = parse(&["controller"], &both).unwrap_err();
+    assert!(
+        err.message.starts_with("LINODE_TOKEN_FILE: "),
+        "{}",
+        err.message
+    );
+
+    for (content, why) in [("", "holds no token"), (" \n\t", "holds no token")] {
+        std::fs::write(&file, content).unwrap();
+        let err = parse(&["controller"], &[("LINODE_TOKEN_FILE", path.as_str())]).unwrap_err();
+        assert!(
+            err.message.starts_with("LINODE_TOKEN_FILE: "),
+            "{}",
+            err.message
+        );
+        assert!(
+            err.message.contains(why) && !err.message.contains('\n'),
+            "{}",
+            err.message
+        );
+    }
+    let missing = dir.join("missing").to_string_lossy().into_owned();
+    let err = parse(&["controller"], &[("LINODE_TOKEN_FILE", missing.as_str())]).unwrap_err();
+    assert!(err.message.contains("cannot read"), "{}", err.message);
+    let err = parse(&["controller"], &[]).unwrap_err();
+    assert!(err.message.starts_with("LINODE_TOKEN: "), "{}", err.message);
+}

@@ -311,6 +311,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         url: linode.url(),
         api_version: "v4beta".to_string(),
         token: Secret::new(linode.token()),
+        token_file: None,
         ca_file: None,
         request_timeout: dev.request_timeout,
     };

@@ -14,6 +14,7 @@ use linode_nfs_csi::fake::{
 use linode_nfs_csi::linode::{Filesystem, LinodeCloud, LinodeSettings, Status};
 use linode_nfs_csi::proto::{csi, csi_grpc};
 use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub const SPACE: u64 = 7;
@@ -57,6 +58,7 @@ pub struct Setup {
     envs: Vec<(String, String)>,
     spy: bool,
     prefix: Vec<String>,
+    token_file: Option<PathBuf>,
 }
 
 impl Default for Setup {
@@ -74,6 +76,7 @@ impl Setup {
             envs: Vec::new(),
             spy: false,
             prefix: Vec::new(),
+            token_file: None,
         }
     }
 
@@ -115,6 +118,13 @@ impl Setup {
         self
     }
 
+    /// The token goes to the driver in `file` (`LINODE_TOKEN_FILE`), not
+    /// in the environment.
+    pub fn token_file(mut self, file: &Path) -> Setup {
+        self.token_file = Some(file.to_path_buf());
+        self
+    }
+
     pub fn start(self) -> Env {
         let linode = FakeLinode::start(self.seed).expect("start fake Linode");
         let kube = FakeKube::start(KUBE_TOKEN).expect("start fake Kubernetes");
@@ -126,7 +136,13 @@ impl Setup {
         let mut envs = vec![
             ("DRIVER_ROLE".to_string(), "controller".to_string()),
             ("LINODE_URL".to_string(), linode.url()),
-            ("LINODE_TOKEN".to_string(), linode.token()),
+            match &self.token_file {
+                None => ("LINODE_TOKEN".to_string(), linode.token()),
+                Some(file) => {
+                    std::fs::write(file, linode.token()).unwrap();
+                    ("LINODE_TOKEN_FILE".to_string(), file.display().to_string())
+                }
+            },
             ("NFS_ACCESS_POLICY_MODE".to_string(), "space".to_string()),
         ];
         envs.extend(self.envs);
