@@ -6,7 +6,6 @@
 mod common;
 
 use common::controller::*;
-use common::requests::*;
 use common::rpc::*;
 use common::{wait_for, TempDir};
 use linode_nfs_csi::fake::Seed;
