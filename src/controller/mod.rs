@@ -68,7 +68,7 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
             inspect::validate_capabilities,
         )
         .pooled(name!("ControllerGetVolume"), inspect::get_volume)
-        .pooled(name!("CreateSnapshot"), snapshots::create)
+        .parking(name!("CreateSnapshot"), snapshots::create)
         .pooled(name!("DeleteSnapshot"), snapshots::delete)
         .pooled(name!("ListSnapshots"), snapshots::list)
         .pooled(name!("GetSnapshot"), snapshots::get)

@@ -7,7 +7,7 @@ use super::acl::cache::AclCache;
 use super::acl::AclQueue;
 use super::cluster::Cluster;
 use super::in_doubt::InDoubt;
-use super::kind::directory::{ClassParents, Room, Shares};
+use super::kind::directory::{ClassParents, Room, Shares, SnapshotBatches};
 use super::lock_keys::Lock;
 use super::spaces::Spaces;
 use super::walks::Walks;
@@ -64,6 +64,8 @@ pub struct Controller {
     pub(super) shares: Shares,
     /// What creates and expansions under way claim of shared parents.
     pub(super) room: Room,
+    /// The directory snapshots waiting for, or in, a parent snapshot.
+    pub(super) dir_snapshots: SnapshotBatches,
 }
 
 impl Controller {
@@ -87,6 +89,7 @@ impl Controller {
                 .bounded_by(deps.nfs_mount_timeout)
                 .naming(classes),
             room: Room::default(),
+            dir_snapshots: SnapshotBatches::default(),
         }
     }
 

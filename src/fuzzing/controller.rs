@@ -8,7 +8,7 @@
 //! whole-filesystem volume, a directory that does not exist).
 
 use super::caller_mistake;
-use super::handles::{any_volume_handle, label, snapshot_handle};
+use super::handles::{any_snapshot_handle, any_volume_handle, label};
 use super::node::decode;
 use super::params::{mutable, params, tags};
 use crate::controller::{capability_problem, check_capabilities, linode_id, parse_create};
@@ -58,14 +58,14 @@ pub fn controller_requests(data: &[u8]) {
             label(&r.name);
         }),
         8 => with(bytes, |r: csi::DeleteSnapshotRequest| {
-            snapshot_handle(&r.snapshot_id);
+            any_snapshot_handle(&r.snapshot_id);
         }),
         9 => with(bytes, |r: csi::ListSnapshotsRequest| {
-            snapshot_handle(&r.snapshot_id);
+            any_snapshot_handle(&r.snapshot_id);
             any_volume_handle(&r.source_volume_id);
         }),
         10 => with(bytes, |r: csi::GetSnapshotRequest| {
-            snapshot_handle(&r.snapshot_id);
+            any_snapshot_handle(&r.snapshot_id);
         }),
         11 => with(bytes, |r: csi::ControllerGetVolumeRequest| {
             any_volume_handle(&r.volume_id);

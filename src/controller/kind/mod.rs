@@ -15,15 +15,17 @@
 pub mod directory;
 pub mod filesystem;
 mod publishing;
+mod snapshot_post;
 
 pub use publishing::{Target, Unpublish};
+use snapshot_post::post_snapshot;
 
 use super::params::{Mutable, Params};
 use super::request::CreateRequest;
 use super::volume::Described;
 use super::Controller;
-use crate::flow::Step;
-use crate::handles::{Kind, SnapshotId, VolumeHandle};
+use crate::flow::{done, Step};
+use crate::handles::{DirSnapshotId, Kind, SnapshotHandle, VolumeHandle};
 use crate::proto::csi;
 use crate::Error;
 use std::sync::Arc;
@@ -104,29 +106,40 @@ pub fn snapshot(
     c: &Arc<Controller>,
     source: VolumeHandle,
     req: &csi::CreateSnapshotRequest,
-) -> Result<csi::Snapshot, Error> {
+) -> Step<csi::Snapshot> {
     match source {
-        VolumeHandle::Filesystem(id) => filesystem::snapshots::create(c, id, req),
-        VolumeHandle::Subdirectory(id) => directory::snapshot(&id),
+        VolumeHandle::Filesystem(id) => done(filesystem::snapshots::create(c, id, req)?),
+        VolumeHandle::Subdirectory(id) => directory::snapshots::create(c, id, req),
     }
 }
 
-/// GetSnapshot: only the whole-filesystem kind has snapshots.
-pub fn get_snapshot(c: &Controller, id: SnapshotId) -> Result<csi::Snapshot, Error> {
-    filesystem::snapshots::get(c, id)
+/// GetSnapshot.
+pub fn get_snapshot(c: &Controller, id: &SnapshotHandle) -> Result<csi::Snapshot, Error> {
+    match id {
+        SnapshotHandle::Filesystem(id) => filesystem::snapshots::get(c, *id),
+        SnapshotHandle::Directory(id) => directory::snapshots::get(c, id),
+    }
 }
 
 /// DeleteSnapshot.
-pub fn delete_snapshot(c: &Controller, id: SnapshotId) -> Result<(), Error> {
-    filesystem::snapshots::delete(c, id)
+pub fn delete_snapshot(c: &Controller, id: &SnapshotHandle) -> Result<(), Error> {
+    match id {
+        SnapshotHandle::Filesystem(id) => filesystem::snapshots::delete(c, *id),
+        SnapshotHandle::Directory(id) => directory::snapshots::delete(c, id),
+    }
 }
 
-/// ListSnapshots' matches, in id order.
+/// ListSnapshots' matches of both kinds: the whole filesystems' in id
+/// order, then the directories'.
 pub fn list_snapshots(
     c: &Controller,
     req: &csi::ListSnapshotsRequest,
 ) -> Result<Vec<csi::Snapshot>, Error> {
-    filesystem::snapshots::list(c, req)
+    let mut all = filesystem::snapshots::list(c, req)?;
+    let mut dirs = directory::snapshots::list(c, req)?;
+    dirs.sort_by_cached_key(|s| DirSnapshotId::parse(&s.snapshot_id).ok());
+    all.extend(dirs);
+    Ok(all)
 }
 
 /// Whose ACL a ControllerPublishVolume of the volume changes; NotFound

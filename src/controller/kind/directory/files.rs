@@ -95,7 +95,7 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::Internal(format!("{what} {}: {e}", path.display()))
 }
 
-fn base(root: &Path) -> PathBuf {
+pub fn base(root: &Path) -> PathBuf {
     root.join(SUBDIRECTORY_BASE)
 }
 
@@ -110,7 +110,7 @@ fn marker_path(root: &Path, name: &DirName) -> PathBuf {
 
 /// Whether `path` is a real directory (`false`: nothing there); a symlink
 /// or a file where a directory belongs is FailedPrecondition.
-fn is_dir(path: &Path) -> Result<bool, Error> {
+pub fn is_dir(path: &Path) -> Result<bool, Error> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_dir() => Ok(true),
         Ok(_) => Err(Error::FailedPrecondition(format!(
@@ -123,7 +123,7 @@ fn is_dir(path: &Path) -> Result<bool, Error> {
 }
 
 /// A driver directory, made when missing.
-fn ensure_dir(path: &Path, mode: u32) -> Result<(), Error> {
+pub fn ensure_dir(path: &Path, mode: u32) -> Result<(), Error> {
     if is_dir(path)? {
         return Ok(());
     }
