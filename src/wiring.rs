@@ -71,6 +71,7 @@ pub fn controller_service_with(
             mounter,
             share_mount_dir: config.share_mount_dir.clone(),
             nfs_mount_timeout: config.nfs_mount_timeout,
+            copy_threads: config.copy_threads,
         },
         rpc.clone(),
     ))

@@ -304,3 +304,83 @@ fn orphaned_parent_snapshots_are_swept_and_dead_batches_taken_again() {
         .unwrap();
     assert!(parent_snapshots(&w).is_empty());
 }
+
+/// CreateSnapshot of `source` on its own thread, as a sidecar whose call
+/// is cut short by the controller's death.
+fn snapshot_in_background(w: &World, name: &str, source: &str) -> std::thread::JoinHandle<()> {
+    let client = w.env.driver.controller();
+    let req = snapshot_req(name, source);
+    std::thread::spawn(move || {
+        let _ = client.create_snapshot(&req);
+    })
+}
+
+#[test]
+fn killed_before_its_parent_snapshot_landed_a_retry_takes_the_batch_again() {
+    let mut w = world();
+    let a = w.create_ok("pvc-a", GIB, &[]);
+    // The POST fails unapplied (the driver cannot know): the records stay,
+    // in doubt, and the controller dies before anything else.
+    w.env.linode.inject(FaultRule::status(
+        "POST",
+        "nfs/spaces/*/filesystems/*/snapshots",
+        500,
+    ));
+    assert_code(
+        w.env.snapshot("snap-a", &a.volume_id),
+        Code::INTERNAL,
+        "the failed POST",
+    );
+    assert_eq!(
+        records(&w),
+        ["snap-a"],
+        "kept for a retry: it may have landed"
+    );
+    w.env.driver.kill();
+    w.env.linode.clear_faults();
+    w.env.restart();
+
+    let snap = ready_snapshot(&w, "snap-a", &a.volume_id);
+    assert_eq!(parent_snapshots(&w).len(), 1);
+    assert_eq!(records(&w), ["snap-a"]);
+    assert_eq!(batches(&w).len(), 1, "{:?}", batches(&w));
+    w.env
+        .client
+        .delete_snapshot(&delete_snapshot_req(&snap.snapshot_id))
+        .unwrap();
+    assert!(parent_snapshots(&w).is_empty());
+    assert!(batches(&w).is_empty());
+}
+
+#[test]
+fn killed_after_its_parent_snapshot_landed_a_retry_adopts_it() {
+    let mut w = world();
+    let a = w.create_ok("pvc-a", GIB, &[]);
+    let gate = w
+        .env
+        .linode
+        .hang("POST", "nfs/spaces/*/filesystems/*/snapshots");
+    let call = snapshot_in_background(&w, "snap-a", &a.volume_id);
+    assert!(gate.wait_for_hits(1, Duration::from_secs(30)));
+    w.env.driver.kill();
+    // The POST is served after all: the reply is lost with the controller.
+    gate.release();
+    call.join().unwrap();
+    wait_for("the late POST to land", Duration::from_secs(10), || {
+        parent_snapshots(&w).len() == 1
+    });
+    w.env.restart();
+
+    let snap = ready_snapshot(&w, "snap-a", &a.volume_id);
+    assert_eq!(snapshot_posts(&w), 1, "adopted, not taken again");
+    assert_eq!(
+        snap.snapshot_id.split('/').nth(2).unwrap(),
+        parent_snapshots(&w)[0].id.to_string()
+    );
+    w.env
+        .client
+        .delete_snapshot(&delete_snapshot_req(&snap.snapshot_id))
+        .unwrap();
+    assert!(parent_snapshots(&w).is_empty());
+    assert!(records(&w).is_empty() && batches(&w).is_empty());
+}

@@ -31,6 +31,7 @@ mod volumes;
 mod walks;
 
 pub use cluster::Cluster;
+pub use kind::directory::stop_copies;
 pub use params::{
     keys, KindParams, Mutable, OnDelete, Params, ParentRef, QuotaMode, SpaceRef, SubdirParams,
 };

@@ -25,7 +25,8 @@ use super::request::CreateRequest;
 use super::volume::Described;
 use super::Controller;
 use crate::flow::{done, Step};
-use crate::handles::{DirSnapshotId, Kind, SnapshotHandle, VolumeHandle};
+use crate::handles::{DirName, DirSnapshotId, Kind, SnapshotHandle, VolumeHandle};
+use crate::linode::Snapshot;
 use crate::proto::csi;
 use crate::Error;
 use std::sync::Arc;
@@ -110,6 +111,32 @@ pub fn snapshot(
     match source {
         VolumeHandle::Filesystem(id) => done(filesystem::snapshots::create(c, id, req)?),
         VolumeHandle::Subdirectory(id) => directory::snapshots::create(c, id, req),
+    }
+}
+
+/// What a restore from a snapshot copies: the Linode snapshot whose clone
+/// holds it, the directory in that clone (none: its root), and the most
+/// data it can hold (0: unknown).
+#[derive(Debug, Clone)]
+pub struct Restorable {
+    pub snapshot: Snapshot,
+    pub dir: Option<DirName>,
+    pub size_bytes: i64,
+}
+
+/// The snapshot `id` as a restore into a directory sees it: NotFound for
+/// one the driver did not take (or whose record is gone).
+pub fn restorable(c: &Controller, id: &SnapshotHandle) -> Result<Restorable, Error> {
+    match id {
+        SnapshotHandle::Filesystem(id) => {
+            let snapshot = filesystem::snapshots::owned(c, *id)?;
+            Ok(Restorable {
+                size_bytes: snapshot.size_bytes.unwrap_or(0),
+                snapshot,
+                dir: None,
+            })
+        }
+        SnapshotHandle::Directory(id) => directory::snapshots::restorable(c, id),
     }
 }
 

@@ -168,7 +168,9 @@ fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Described>, Error
             };
             (id, marker)
         })
-        .filter(|(id, marker)| marker.volume_id == id.to_string())
+        // One still being filled is no volume yet: its CreateVolume has not
+        // answered.
+        .filter(|(id, marker)| marker.volume_id == id.to_string() && !marker.filling)
         .map(|(id, _)| id)
         .collect();
     if marked.is_empty() {

@@ -16,12 +16,15 @@
 //! directory without a quota.
 
 mod batches;
+mod clones;
 pub(in crate::controller::kind::directory) mod records;
 mod sweep;
 
 pub use batches::SnapshotBatches;
+pub use clones::{for_clone, forget_clone};
 
 use super::parent::{existing_parent, find};
+use crate::controller::kind::Restorable;
 use crate::controller::lock_keys::{Doubt, Lock};
 use crate::controller::{tags, Controller};
 use crate::flow::{done, Step, Then};
@@ -37,7 +40,10 @@ use std::sync::Arc;
 
 /// The parent `vol` and where it is mounted here; NotFound when it is
 /// gone or is no shared filesystem.
-pub(super) fn mounted(c: &Controller, vol: VolumeId) -> Result<PathBuf, Error> {
+pub(in crate::controller::kind::directory) fn mounted(
+    c: &Controller,
+    vol: VolumeId,
+) -> Result<PathBuf, Error> {
     let fs = existing_parent(c, vol)?;
     let mtls = c.spaces.mtls_mode(vol.space)?;
     c.shares.root(&fs, mtls.as_ref())
@@ -259,6 +265,19 @@ pub(super) fn recorded(
     let parent =
         parent_snapshot(c, id.parent(), id.snapshot, &record.batch)?.ok_or_else(missing)?;
     Ok((root, record, parent))
+}
+
+/// What a restore of directory snapshot `id` copies.
+pub fn restorable(c: &Controller, id: &DirSnapshotId) -> Result<Restorable, Error> {
+    let (_, record, snapshot) = recorded(c, id, Shelf::Snapshots)?;
+    let Some(dir) = record.source else {
+        return Err(Error::NotFound(format!("snapshot {id} not found")));
+    };
+    Ok(Restorable {
+        snapshot,
+        dir: Some(dir),
+        size_bytes: record.size_bytes,
+    })
 }
 
 /// GetSnapshot of a directory snapshot.
