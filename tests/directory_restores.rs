@@ -267,3 +267,49 @@ fn a_restore_too_small_for_its_snapshot_is_refused_before_anything_is_made() {
     );
     assert!(!state.shared_base().join("pvc-forged").exists());
 }
+
+#[test]
+fn a_group_member_restores_its_own_directory_only() {
+    let (state, dev) = start_dev("restore-group", &[]);
+    let a = dev.create(&subdir_req("pvc-a", GIB));
+    let b = dev.create(&subdir_req("pvc-b", GIB));
+    let c = dev.create(&subdir_req("pvc-c", GIB));
+    std::fs::write(dir_of(&state, &a).join("a-file"), "a").unwrap();
+    fill_source(&dir_of(&state, &b));
+    std::fs::write(dir_of(&state, &c).join("canary"), "c").unwrap();
+    let b_then = tree(&dir_of(&state, &b));
+
+    let mut req = csi::CreateVolumeGroupSnapshotRequest::new();
+    req.name = "group-ab".into();
+    req.source_volume_ids = vec![a.volume_id.clone(), b.volume_id.clone()];
+    let groups = dev.driver.groups();
+    let group = retry(&SIDECAR, || {
+        groups.create_volume_group_snapshot_opt(&req, call())
+    })
+    .unwrap()
+    .group_snapshot
+    .unwrap();
+    let member = group
+        .snapshots
+        .iter()
+        .find(|s| s.source_volume_id == b.volume_id)
+        .unwrap();
+    std::fs::write(dir_of(&state, &b).join("after"), "after the group").unwrap();
+    let restored = dev.create(&from_snapshot(
+        subdir_req("pvc-b-again", GIB),
+        &member.snapshot_id,
+    ));
+    assert_eq!(tree(&dir_of(&state, &restored)), b_then);
+    let mut delete = csi::DeleteVolumeGroupSnapshotRequest::new();
+    delete.group_snapshot_id = group.group_snapshot_id.clone();
+    retry(&SIDECAR, || {
+        groups.delete_volume_group_snapshot_opt(&delete, call())
+    })
+    .unwrap();
+    let live: Vec<_> = state
+        .snapshots()
+        .into_iter()
+        .filter(|s| s.3 != "Deleting")
+        .collect();
+    assert!(live.is_empty(), "{live:?}");
+}

@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::controller::{by_id, volume_req};
 use common::linode::request;
 use common::requests::*;
 use common::rpc::*;
@@ -383,4 +384,136 @@ fn killed_after_its_parent_snapshot_landed_a_retry_adopts_it() {
         .unwrap();
     assert!(parent_snapshots(&w).is_empty());
     assert!(records(&w).is_empty() && batches(&w).is_empty());
+}
+
+fn group_req(name: &str, sources: &[&str]) -> csi::CreateVolumeGroupSnapshotRequest {
+    let mut req = csi::CreateVolumeGroupSnapshotRequest::new();
+    req.name = name.to_string();
+    req.source_volume_ids = sources.iter().map(|s| s.to_string()).collect();
+    req
+}
+
+#[test]
+fn a_group_of_directories_is_one_parent_snapshot_and_goes_as_one() {
+    let w = world();
+    let groups = w.env.driver.groups();
+    let caps = groups
+        .group_controller_get_capabilities(&Default::default())
+        .unwrap();
+    assert_eq!(caps.capabilities.len(), 1);
+    let a = w.create_ok("pvc-a", GIB, &[]).volume_id;
+    let b = w.create_ok("pvc-b", 2 * GIB, &[]).volume_id;
+    let c = w.create_ok("pvc-c", GIB, &[]).volume_id;
+
+    let group = groups
+        .create_volume_group_snapshot(&group_req("group-1", &[&a, &b]))
+        .unwrap()
+        .group_snapshot
+        .unwrap();
+    assert_eq!(snapshot_posts(&w), 1, "one instant for the whole group");
+    let parent = parent_snapshots(&w)[0].id.to_string();
+    assert_eq!(group.group_snapshot_id.split('/').nth(2).unwrap(), parent);
+    let mut sources: Vec<&str> = group
+        .snapshots
+        .iter()
+        .map(|s| s.source_volume_id.as_str())
+        .collect();
+    sources.sort();
+    assert_eq!(sources, [a.as_str(), b.as_str()]);
+    for member in &group.snapshots {
+        assert_eq!(member.group_snapshot_id, group.group_snapshot_id);
+        assert_eq!(member.snapshot_id.split('/').nth(2).unwrap(), parent);
+    }
+    // Idempotent by name; the name is taken for other members.
+    let again = groups
+        .create_volume_group_snapshot(&group_req("group-1", &[&b, &a]))
+        .unwrap()
+        .group_snapshot
+        .unwrap();
+    assert_eq!(again.group_snapshot_id, group.group_snapshot_id);
+    assert_code(
+        groups.create_volume_group_snapshot(&group_req("group-1", &[&a, &c])),
+        Code::ALREADY_EXISTS,
+        "the same name with other members",
+    );
+    let mut get = csi::GetVolumeGroupSnapshotRequest::new();
+    get.group_snapshot_id = group.group_snapshot_id.clone();
+    let got = groups
+        .get_volume_group_snapshot(&get)
+        .unwrap()
+        .group_snapshot
+        .unwrap();
+    assert_eq!(got.snapshots.len(), 2);
+
+    // Members are snapshots like any other, but go only with their group.
+    assert_eq!(listed(&w, "", "").len(), 2);
+    let member = &group.snapshots[0].snapshot_id;
+    assert_code(
+        w.env.client.delete_snapshot(&delete_snapshot_req(member)),
+        Code::FAILED_PRECONDITION,
+        "a member deleted on its own",
+    );
+    let mut delete = csi::DeleteVolumeGroupSnapshotRequest::new();
+    delete.group_snapshot_id = group.group_snapshot_id.clone();
+    delete.snapshot_ids = vec![member.clone()];
+    assert_code(
+        groups.delete_volume_group_snapshot(&delete),
+        Code::INVALID_ARGUMENT,
+        "a delete naming other members",
+    );
+    delete.snapshot_ids = group
+        .snapshots
+        .iter()
+        .map(|s| s.snapshot_id.clone())
+        .collect();
+    groups.delete_volume_group_snapshot(&delete).unwrap();
+    groups.delete_volume_group_snapshot(&delete).unwrap();
+    assert!(listed(&w, "", "").is_empty());
+    assert!(parent_snapshots(&w).is_empty());
+    assert!(records(&w).is_empty() && batches(&w).is_empty());
+    assert_code(
+        groups.get_volume_group_snapshot(&get),
+        Code::NOT_FOUND,
+        "a deleted group",
+    );
+}
+
+#[test]
+fn groups_that_cannot_be_taken_at_one_instant_are_refused_and_make_nothing() {
+    let w = world();
+    let groups = w.env.driver.groups();
+    let a = w.create_ok("pvc-a", GIB, &[]).volume_id;
+    let whole = {
+        let v = w.env.create_with(&volume_req("pvc-whole", &by_id()));
+        v.volume_id
+    };
+    std::fs::create_dir_all(w.dir("admin-dir")).unwrap();
+    let elsewhere = format!("7/{}/pvc-a", w.parent + 1000);
+    let cases: [(Vec<&str>, Code); 5] = [
+        (vec![&a, &whole], Code::INVALID_ARGUMENT),
+        (vec![&a, &elsewhere], Code::INVALID_ARGUMENT),
+        (vec![&a, &a], Code::INVALID_ARGUMENT),
+        (vec![], Code::INVALID_ARGUMENT),
+        (vec![&a, "x"], Code::NOT_FOUND),
+    ];
+    for (sources, code) in cases {
+        assert_code(
+            groups.create_volume_group_snapshot(&group_req("group-bad", &sources)),
+            code,
+            &format!("{sources:?}"),
+        );
+    }
+    let foreign = w.id("admin-dir");
+    assert_code(
+        groups.create_volume_group_snapshot(&group_req("group-bad", &[&a, &foreign])),
+        Code::NOT_FOUND,
+        "a directory that is no volume",
+    );
+    assert_code(
+        groups.create_volume_group_snapshot(&group_req("", &[&a])),
+        Code::INVALID_ARGUMENT,
+        "no name",
+    );
+    assert_eq!(snapshot_posts(&w), 0);
+    assert!(records(&w).is_empty());
 }

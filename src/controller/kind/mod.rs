@@ -25,7 +25,7 @@ use super::request::CreateRequest;
 use super::volume::Described;
 use super::Controller;
 use crate::flow::{done, Step};
-use crate::handles::{DirName, DirSnapshotId, Kind, SnapshotHandle, VolumeHandle};
+use crate::handles::{DirName, DirSnapshotId, GroupSnapshotId, Kind, SnapshotHandle, VolumeHandle};
 use crate::linode::Snapshot;
 use crate::proto::csi;
 use crate::Error;
@@ -167,6 +167,48 @@ pub fn list_snapshots(
     dirs.sort_by_cached_key(|s| DirSnapshotId::parse(&s.snapshot_id).ok());
     all.extend(dirs);
     Ok(all)
+}
+
+/// CreateVolumeGroupSnapshot of `members` (distinct): only directory
+/// volumes of one shared parent can be snapshotted at one instant.
+pub fn group_snapshot(
+    c: &Arc<Controller>,
+    members: Vec<VolumeHandle>,
+    name: &str,
+) -> Step<csi::VolumeGroupSnapshot> {
+    let mut dirs = Vec::with_capacity(members.len());
+    for member in members {
+        match member {
+            VolumeHandle::Subdirectory(id) => dirs.push(id),
+            VolumeHandle::Filesystem(id) => {
+                return Err(Error::InvalidArgument(format!(
+                    "volume {id} is a whole filesystem: Linode snapshots each filesystem on its own, never several at one instant, so a group of them would not be crash-consistent; only directory volumes of one shared filesystem form a group"
+                )))
+            }
+        }
+    }
+    let parent = dirs[0].parent();
+    if let Some(other) = dirs.iter().find(|d| d.parent() != parent) {
+        return Err(Error::InvalidArgument(format!(
+            "volumes {} and {other} are on different shared filesystems: Linode cannot snapshot two filesystems at one instant, so a group of them would not be crash-consistent",
+            dirs[0]
+        )));
+    }
+    directory::snapshots::groups::create(c, parent, dirs, name)
+}
+
+/// GetVolumeGroupSnapshot.
+pub fn get_group(c: &Controller, id: &GroupSnapshotId) -> Result<csi::VolumeGroupSnapshot, Error> {
+    directory::snapshots::groups::get(c, id)
+}
+
+/// DeleteVolumeGroupSnapshot.
+pub fn delete_group(
+    c: &Controller,
+    id: &GroupSnapshotId,
+    snapshot_ids: &[String],
+) -> Result<(), Error> {
+    directory::snapshots::groups::delete(c, id, snapshot_ids)
 }
 
 /// Whose ACL a ControllerPublishVolume of the volume changes; NotFound

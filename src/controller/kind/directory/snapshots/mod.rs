@@ -17,6 +17,7 @@
 
 mod batches;
 mod clones;
+pub mod groups;
 pub(in crate::controller::kind::directory) mod records;
 mod sweep;
 
