@@ -1367,6 +1367,36 @@ fn group_snapshots_are_on_in_the_snapshotter_and_its_class() {
 }
 
 #[test]
+fn the_snapshot_prerequisites_turn_group_snapshots_on_in_the_controller() {
+    // Rendering needs the remote upstream directories: check the patch as
+    // written. The CRD directory at the tag holds the group snapshot CRDs
+    // too (snapshot_prerequisites_pin_the_snapshotter_release pins it).
+    let prerequisites = snapshot_prerequisites();
+    let patches = prerequisites["patches"]
+        .as_array()
+        .expect("prerequisites/snapshots patches the snapshot-controller");
+    let gate = format!("--feature-gates={GROUP_SNAPSHOT_GATE}=true");
+    let patch = patches
+        .iter()
+        .find(|p| {
+            p["target"]["kind"] == "Deployment" && p["target"]["name"] == "snapshot-controller"
+        })
+        .expect("a patch of the snapshot-controller Deployment");
+    let ops: Vec<Value> =
+        serde_yaml_ng::from_str(patch["patch"].as_str().expect("an inline JSON6902 patch"))
+            .expect("the patch parses");
+    assert_eq!(
+        ops,
+        vec![serde_json::json!({
+            "op": "add",
+            "path": "/spec/template/spec/containers/0/args/-",
+            "value": gate,
+        })],
+        "prerequisites/snapshots: the snapshot-controller patch"
+    );
+}
+
+#[test]
 fn examples_are_consistent_with_the_driver() {
     let objects = render(&kustomize_dir().join("examples"));
     let classes: Vec<&Value> = objects
