@@ -1563,6 +1563,87 @@ fn examples_are_consistent_with_the_driver() {
         .is_some(),
         "the example's VolumeSnapshotClass comes with the snapshots overlay"
     );
+    // The group snapshot: a label selector (no schema validates these
+    // fields) matching PVCs of this kustomization, all of them directory
+    // volumes of one shared filesystem, as the driver requires.
+    let group = objects
+        .iter()
+        .find(|o| o["kind"] == "VolumeGroupSnapshot")
+        .expect("a VolumeGroupSnapshot");
+    assert_eq!(group["apiVersion"], GROUP_SNAPSHOT_API);
+    let spec = group["spec"].as_object().unwrap();
+    assert_eq!(
+        spec.keys().map(String::as_str).collect::<BTreeSet<_>>(),
+        BTreeSet::from(["source", "volumeGroupSnapshotClassName"])
+    );
+    let group_source = group["spec"]["source"].as_object().unwrap();
+    assert_eq!(
+        group_source.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["selector"]
+    );
+    let selector = group["spec"]["source"]["selector"].as_object().unwrap();
+    assert_eq!(
+        selector.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["matchLabels"],
+        "matchLabels only (this test matches them)"
+    );
+    let wanted = selector["matchLabels"].as_object().unwrap();
+    assert!(!wanted.is_empty(), "an empty selector selects every PVC");
+    let members: Vec<&&Value> = pvcs
+        .iter()
+        .filter(|p| {
+            wanted
+                .iter()
+                .all(|(k, v)| p["metadata"]["labels"].get(k) == Some(v))
+        })
+        .collect();
+    assert!(
+        !members.is_empty(),
+        "the VolumeGroupSnapshot selects no PVC"
+    );
+    let filesystems: BTreeSet<String> = members
+        .iter()
+        .map(|p| {
+            let class = classes
+                .iter()
+                .find(|c| c["metadata"]["name"] == p["spec"]["storageClassName"])
+                .unwrap();
+            let params = &class["parameters"];
+            assert_eq!(
+                params[format!("{DRIVER}/volume-type")],
+                "subdirectory",
+                "group member {} is not a directory volume",
+                p["metadata"]["name"]
+            );
+            [
+                "space-id",
+                "space-label",
+                "shared-filesystem-id",
+                "shared-filesystem-label",
+            ]
+            .iter()
+            .map(|k| format!("{k}={}", params[format!("{DRIVER}/{k}")]))
+            .collect::<Vec<_>>()
+            .join(",")
+        })
+        .collect();
+    assert_eq!(
+        filesystems.len(),
+        1,
+        "group members on more than one filesystem: {filesystems:?}"
+    );
+    assert!(
+        find(
+            &snapshots,
+            "VolumeGroupSnapshotClass",
+            group["spec"]["volumeGroupSnapshotClassName"]
+                .as_str()
+                .unwrap()
+        )
+        .is_some(),
+        "the example's VolumeGroupSnapshotClass comes with the snapshots overlay"
+    );
+
     let restore = pvcs
         .iter()
         .find(|p| p["spec"]["dataSource"]["kind"] == "VolumeSnapshot")
