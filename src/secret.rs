@@ -12,6 +12,18 @@ impl Secret {
         Secret(value.into())
     }
 
+    /// The value in the file at `path`, whitespace around it dropped; why
+    /// not when the file cannot be read or holds none.
+    pub fn from_file(path: &std::path::Path) -> Result<Secret, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let value = text.trim();
+        if value.is_empty() {
+            return Err(format!("{} holds no token", path.display()));
+        }
+        Ok(Secret::new(value))
+    }
+
     /// The value itself, for the header or file it belongs in.
     pub fn expose(&self) -> &str {
         &self.0

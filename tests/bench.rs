@@ -4,6 +4,7 @@
 //! release mode.
 
 mod common;
+mod e2e_support;
 mod node_support;
 
 use common::controller::published_by_volume;
@@ -1047,4 +1048,168 @@ fn bench_copy_tree_against_cp_a() {
     }
     remove("src");
     std::fs::remove_dir(&scratch).unwrap();
+}
+
+/// The driver's metrics exposition as text.
+fn metrics_text(addr: std::net::SocketAddr) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// Linode API requests the driver has sent (every attempt), by its metrics.
+fn linode_requests(addr: std::net::SocketAddr) -> u64 {
+    metrics_text(addr)
+        .lines()
+        .filter(|l| l.starts_with("csi_linode_request_duration_seconds_count{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Seconds a copy took, from the driver's "copy done in N s" line.
+fn copy_seconds(logs: &str, volume: &str) -> f64 {
+    logs.lines()
+        .filter(|l| l.contains(&format!("filling volume {volume}: copy done in ")))
+        .find_map(|l| {
+            l.split("copy done in ")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no copy of {volume} in the log"))
+}
+
+fn subdir_create_req(name: &str, size: i64) -> csi::CreateVolumeRequest {
+    let mut req = e2e_support::create_req(name, size);
+    req.parameters = e2e_support::subdirectory_params();
+    req
+}
+
+#[test]
+#[ignore = "benchmark: bash .ci/bench"]
+fn bench_directory_snapshots_and_a_restore_of_20000_files() {
+    use common::requests::{from_snapshot, snapshot_req};
+    const GIB: i64 = 1 << 30;
+    let (state, dev) = e2e_support::start_dev(
+        "bench-dirsnap",
+        &[("METRICS_ADDRESS", "127.0.0.1:0"), ("RUST_LOG", "info")],
+    );
+    let addr = announced_metrics(&dev.driver);
+
+    let ids: Vec<String> = (0..50)
+        .map(|i| {
+            dev.create(&subdir_create_req(&format!("pvc-{i}"), GIB))
+                .volume_id
+        })
+        .collect();
+    let before = linode_requests(addr);
+    let started = Instant::now();
+    let answers: Vec<csi::Snapshot> = std::thread::scope(|s| {
+        let calls: Vec<_> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let client = dev.another_controller();
+                let req = snapshot_req(&format!("snap-{i}"), id);
+                s.spawn(move || {
+                    retry(&common::rpc::SIDECAR, || {
+                        client.create_snapshot_opt(&req, common::rpc::call())
+                    })
+                })
+            })
+            .collect();
+        calls
+            .into_iter()
+            .map(|c| c.join().unwrap().unwrap().snapshot.unwrap())
+            .collect()
+    });
+    let took = started.elapsed();
+    let parents: std::collections::BTreeSet<&str> = answers
+        .iter()
+        .map(|s| s.snapshot_id.split('/').nth(2).unwrap())
+        .collect();
+    let posts = state.snapshots().len();
+    assert_eq!(posts, parents.len());
+    assert!(posts <= 2, "{posts} parent snapshots for 50 requests");
+    println!(
+        "BENCH 50 directory snapshots of one parent requested at once: {posts} Linode snapshot POSTs, {} Linode requests, answered in {:.2} s",
+        linode_requests(addr) - before,
+        took.as_secs_f64()
+    );
+
+    // The source: 20,000 files, 1 GiB, written where the volume's
+    // directory lives.
+    let src = dev.create(&subdir_create_req("pvc-src", 2 * GIB));
+    let src_dir = state
+        .shared_base()
+        .join(src.volume_id.rsplit('/').next().unwrap());
+    assert_eq!(copy_bench_tree(&src_dir), 1 << 30);
+    let scratch = state.path().join("bench-cp");
+    std::fs::create_dir(&scratch).unwrap();
+    cold_caches();
+    let started = Instant::now();
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&src_dir)
+        .arg(scratch.join("cp"))
+        .status()
+        .unwrap();
+    let cp_took = started.elapsed();
+    assert!(cp.success());
+
+    let before = linode_requests(addr);
+    let started = Instant::now();
+    let snap = e2e_support::snapshot_until_ready(&dev, "snap-src", &src.volume_id);
+    let snapshot_took = started.elapsed();
+    let snapshot_requests = linode_requests(addr) - before;
+
+    cold_caches();
+    let pid = dev.pid();
+    let rss_before = rss_kib(pid);
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(Ordering::Relaxed) {
+                peak = peak.max(rss_kib(pid));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            peak
+        })
+    };
+    let before = linode_requests(addr);
+    let started = Instant::now();
+    let restored = dev.create(&from_snapshot(
+        subdir_create_req("pvc-restored", 2 * GIB),
+        &snap.snapshot_id,
+    ));
+    let restore_took = started.elapsed();
+    done.store(true, Ordering::Relaxed);
+    let peak = sampler.join().unwrap();
+    let restore_requests = linode_requests(addr) - before;
+    let restored_name = restored.volume_id.rsplit('/').next().unwrap().to_string();
+    let restored_dir = state.shared_base().join(&restored_name);
+    let copy_took = copy_seconds(&dev.driver.logs(), &restored.volume_id);
+    let files = std::fs::read_dir(restored_dir.join("t9/d9"))
+        .unwrap()
+        .count();
+    assert_eq!(files, 200);
+    println!(
+        "BENCH restore of a directory of 20000 files, 1 GiB: copy step {copy_took:.2} s vs cp -a {:.2} s = {:.2}x; controller RSS growth {} KiB ({rss_before} KiB before, peak {peak} KiB)",
+        cp_took.as_secs_f64(),
+        copy_took / cp_took.as_secs_f64(),
+        peak.saturating_sub(rss_before)
+    );
+    println!(
+        "BENCH the whole restore (clone of the parent snapshot, mount, copy, clean-up): {:.2} s, {restore_requests} Linode requests; the snapshot before it {:.2} s, {snapshot_requests} requests",
+        restore_took.as_secs_f64(),
+        snapshot_took.as_secs_f64()
+    );
 }

@@ -891,3 +891,190 @@ fn two_hundred_subdirectory_volumes_through_faults_and_restarts() {
     );
     assert!(c.counts.violations.is_empty(), "{:#?}", c.counts.violations);
 }
+
+/// The names of the directory snapshot records on the shared parent.
+fn snapshot_records(c: &Campaign) -> BTreeSet<String> {
+    volume_names(&c.state.shared_base().join(".snapshots"))
+        .into_iter()
+        .collect()
+}
+
+/// Snapshots and filesystems the fake still holds that are not being
+/// deleted: `(snapshot ids, filesystem labels)`.
+fn live_objects(c: &Campaign) -> (BTreeSet<u64>, BTreeSet<String>) {
+    let snapshots = c
+        .state
+        .snapshots()
+        .into_iter()
+        .filter(|(_, _, _, phase)| phase != "Deleting")
+        .map(|(id, ..)| id)
+        .collect();
+    let filesystems = c
+        .state
+        .filesystems()
+        .into_iter()
+        .filter(|(_, _, phase)| phase != "Deleting")
+        .map(|(_, label, _)| label)
+        .collect();
+    (snapshots, filesystems)
+}
+
+/// The files of a volume's directory and what each holds.
+fn contents(dir: &Path) -> BTreeMap<String, String> {
+    volume_names(dir)
+        .into_iter()
+        .map(|n| {
+            let text = std::fs::read_to_string(dir.join(&n)).unwrap_or_default();
+            (n, text)
+        })
+        .collect()
+}
+
+/// Directory snapshots, restores and clones of one shared parent, each a
+/// wave of retried calls with lost replies, throttling and server errors,
+/// the driver killed part-way through the snapshots, the restores (so
+/// mid-clone and mid-copy) and the clones. Each restore holds its own
+/// source's directory at snapshot time and nothing of a sibling's, each
+/// clone its source as it was; no temporary filesystem, clone snapshot or
+/// record is left behind, and after the deletes nothing at all.
+#[test]
+fn directory_snapshots_restores_and_clones_through_faults_and_restarts() {
+    let seed = seed();
+    println!("CHAOS directory data wave: seed {seed} (replay with CHAOS_SEED={seed})");
+    let mut c = Campaign::start(&RANDOM, seed, false, 0);
+    const COUNT: usize = 12;
+    const CLONES: usize = COUNT / 2;
+    let name = |i: usize| format!("pvc-data-{i:02}");
+    let restored = |i: usize| format!("pvc-data-{i:02}-restore");
+    let cloned = |i: usize| format!("pvc-data-{i:02}-clone");
+    let subdir = |volume: String| {
+        let mut req = create_req(&volume, 64 << 20);
+        req.parameters = subdirectory_params();
+        req
+    };
+    wave(&mut c, "CreateVolume", COUNT, 0, move |client, i| {
+        client
+            .create_volume_opt(&subdir(name(i)), call())
+            .map(|_| ())
+    });
+    let base = c.state.shared_base();
+    for i in 0..COUNT {
+        std::fs::write(base.join(name(i)).join("data"), name(i)).unwrap();
+    }
+    let prefix = format!("1/{}", c.state.shared_parent().0);
+    let taken: Arc<Mutex<BTreeMap<usize, String>>> = Arc::default();
+    {
+        let (taken, prefix) = (taken.clone(), prefix.clone());
+        wave(&mut c, "CreateSnapshot", COUNT, 1, move |client, i| {
+            let req = snapshot_req(
+                &format!("snap-data-{i:02}"),
+                &format!("{prefix}/{}", name(i)),
+            );
+            let snapshot = client.create_snapshot_opt(&req, call())?.snapshot.unwrap();
+            taken.lock().unwrap().insert(i, snapshot.snapshot_id);
+            Ok(())
+        });
+    }
+    // Written after the snapshots: in the clones, never in the restores.
+    for i in 0..COUNT {
+        std::fs::write(base.join(name(i)).join("later"), "later").unwrap();
+    }
+    let snapshot_ids = taken.lock().unwrap().clone();
+    {
+        let ids = snapshot_ids.clone();
+        wave(
+            &mut c,
+            "CreateVolume (restore)",
+            COUNT,
+            2,
+            move |client, i| {
+                let req = from_snapshot(subdir(restored(i)), &ids[&i]);
+                client.create_volume_opt(&req, call()).map(|_| ())
+            },
+        );
+    }
+    {
+        let prefix = prefix.clone();
+        wave(
+            &mut c,
+            "CreateVolume (clone)",
+            CLONES,
+            1,
+            move |client, i| {
+                let req = from_volume(subdir(cloned(i)), &format!("{prefix}/{}", name(i)));
+                client.create_volume_opt(&req, call()).map(|_| ())
+            },
+        );
+    }
+    for i in 0..COUNT {
+        let at_snapshot = BTreeMap::from([("data".to_string(), name(i))]);
+        let got = contents(&base.join(restored(i)));
+        if got != at_snapshot {
+            c.violation(format!("restore {i} holds {got:?}"));
+        }
+    }
+    for i in 0..CLONES {
+        let now = BTreeMap::from([
+            ("data".to_string(), name(i)),
+            ("later".to_string(), "later".to_string()),
+        ]);
+        let got = contents(&base.join(cloned(i)));
+        if got != now {
+            c.violation(format!("clone {i} holds {got:?}"));
+        }
+    }
+    // The parent snapshots the records name, and nothing else: no
+    // temporary filesystem, no snapshot a clone was copied through.
+    let parents: BTreeSet<u64> = snapshot_ids
+        .values()
+        .map(|id| id.split('/').nth(2).unwrap().parse().unwrap())
+        .collect();
+    wait_for(
+        "only the parent snapshots the records name",
+        STEP_PATIENCE,
+        || live_objects(&c) == (parents.clone(), BTreeSet::new()),
+    );
+    if snapshot_records(&c).len() != COUNT {
+        c.violation(format!("records: {:?}", snapshot_records(&c)));
+    }
+
+    wave(&mut c, "DeleteSnapshot", COUNT, 1, move |client, i| {
+        client
+            .delete_snapshot_opt(&delete_snapshot_req(&snapshot_ids[&i]), call())
+            .map(|_| ())
+    });
+    let volumes: Vec<String> = (0..COUNT)
+        .flat_map(|i| [name(i), restored(i)])
+        .chain((0..CLONES).map(cloned))
+        .collect();
+    let count = volumes.len();
+    wave(&mut c, "DeleteVolume", count, 1, move |client, i| {
+        client
+            .delete_volume_opt(&delete_req(&format!("{prefix}/{}", volumes[i])), call())
+            .map(|_| ())
+    });
+    wait_for("no snapshot or filesystem left", STEP_PATIENCE, || {
+        live_objects(&c) == Default::default()
+    });
+    let (quotas, dirs, markers) = shared_state(&c);
+    if !quotas.is_empty() || !dirs.is_empty() || !markers.is_empty() {
+        c.violation(format!(
+            "after the deletes: {} quotas, {} directories, {} markers left",
+            quotas.len(),
+            dirs.len(),
+            markers.len()
+        ));
+    }
+    if !snapshot_records(&c).is_empty() {
+        c.violation(format!("records left: {:?}", snapshot_records(&c)));
+    }
+    let logs = c.dev().driver.logs();
+    c.count_faults(&logs);
+    println!(
+        "CHAOS directory data wave: {} restarts; faults injected: {:?}; violations: {}",
+        c.counts.restarts,
+        c.counts.faults,
+        c.counts.violations.len()
+    );
+    assert!(c.counts.violations.is_empty(), "{:#?}", c.counts.violations);
+}

@@ -1211,6 +1211,7 @@ fn namespaced_objects_land_in_kube_system() {
         "ClusterRole",
         "ClusterRoleBinding",
         "VolumeSnapshotClass",
+        "VolumeGroupSnapshotClass",
     ];
     for (variant, objects) in variants() {
         let (variant, objects) = (variant.as_str(), objects.as_slice());

@@ -157,7 +157,7 @@ impl Config {
                         ))
                     }
                     (Some(token), None) => Secret::new(token),
-                    (None, Some(file)) => crate::linode::token::read_file(file)
+                    (None, Some(file)) => Secret::from_file(file)
                         .map_err(|why| ConfigError::new(format!("LINODE_TOKEN_FILE: {why}")))?,
                     (None, None) => {
                         return Err(ConfigError::new(

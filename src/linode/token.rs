@@ -37,18 +37,6 @@ fn stamp(path: &Path) -> Option<Stamp> {
     })
 }
 
-/// The token in the file at `path`, whitespace around it dropped; why not
-/// when it cannot be read or holds none.
-pub fn read_file(path: &Path) -> Result<Secret, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let token = text.trim();
-    if token.is_empty() {
-        return Err(format!("{} holds no token", path.display()));
-    }
-    Ok(Secret::new(token))
-}
-
 struct State {
     value: Secret,
     read_at: Instant,
@@ -110,7 +98,7 @@ impl Token {
     }
 
     fn reload(&self, state: &mut State, file: &Path, now: Option<Stamp>) {
-        match read_file(file) {
+        match Secret::from_file(file) {
             Ok(value) => {
                 let changed = value != state.value;
                 state.value = value;
@@ -172,7 +160,7 @@ mod tests {
         let dir = Scratch::new("token-rotate");
         let path = dir.join("token");
         rotate(&path, "old\n");
-        let token = Token::new(read_file(&path).unwrap(), Some(path.clone()));
+        let token = Token::new(Secret::from_file(&path).unwrap(), Some(path.clone()));
         assert_eq!(token.current().expose(), "old");
         rotate(&path, "  new  \n");
         // Refused: read again at once, without waiting for the next look.
@@ -206,12 +194,12 @@ mod tests {
     #[test]
     fn an_unreadable_empty_or_blank_file_is_refused_with_the_reason() {
         let dir = Scratch::new("token-bad");
-        assert!(read_file(&dir.join("missing"))
+        assert!(Secret::from_file(&dir.join("missing"))
             .unwrap_err()
             .contains("cannot read"));
         for blank in ["", "  \n\t"] {
             std::fs::write(dir.join("blank"), blank).unwrap();
-            assert!(read_file(&dir.join("blank"))
+            assert!(Secret::from_file(&dir.join("blank"))
                 .unwrap_err()
                 .contains("holds no token"));
         }

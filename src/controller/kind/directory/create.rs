@@ -215,7 +215,11 @@ pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::Create
     made.then(move |resp| {
         let filled = match plan {
             Some(plan) => restore::fill(&c2, filling, fill_root, plan),
-            None => done(()),
+            None => {
+                let source = want.dir_source.as_ref().map(|(source, _)| source);
+                restore::after_filled(&c2, source, &filling)?;
+                done(())
+            }
         };
         filled.then(move |()| {
             drop((guard, claim));

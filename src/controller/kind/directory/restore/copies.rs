@@ -131,6 +131,7 @@ impl Copies {
         let started = id.clone();
         let spawned = std::thread::Builder::new().name(name).spawn(move || {
             log::info!("filling volume {id}: copy started");
+            let began = std::time::Instant::now();
             let result = job(&options);
             let stats = |s: &CopyStats| {
                 format!(
@@ -145,7 +146,11 @@ impl Copies {
             };
             let outcome = match &result {
                 Ok(s) => {
-                    log::info!("filling volume {id}: copy done: {}", stats(s));
+                    log::info!(
+                        "filling volume {id}: copy done in {:.2} s: {}",
+                        began.elapsed().as_secs_f64(),
+                        stats(s)
+                    );
                     CopyOutcome::Ok
                 }
                 Err(e) if options.stop.load(Ordering::SeqCst) => {

@@ -12,10 +12,12 @@
 //! a new leader never hands out a half-filled volume: they resume the copy.
 
 mod copies;
+mod holders;
 mod temporary;
 
 pub use copies::{stop_all, Copies};
-pub use temporary::{sweep as sweep_temporaries, Temporaries};
+pub use holders::Temporaries;
+pub use temporary::sweep as sweep_temporaries;
 
 use super::files;
 use super::snapshots::{self, for_clone, forget_clone};
@@ -96,6 +98,20 @@ pub fn fill(c: &Arc<Controller>, id: SubdirId, root: PathBuf, plan: Plan) -> Ste
         }
         done(())
     })
+}
+
+/// What is left once volume `id` is filled, for a call that finds it
+/// filled: a clone's snapshot is forgotten (an attempt killed between the
+/// two left it recorded).
+pub fn after_filled(
+    c: &Controller,
+    source: Option<&DirSource>,
+    id: &SubdirId,
+) -> Result<(), Error> {
+    match source {
+        Some(DirSource::Volume(from)) => forget_clone(c, from, id),
+        _ => Ok(()),
+    }
 }
 
 /// Copies what `r` holds into the directory of `id`.

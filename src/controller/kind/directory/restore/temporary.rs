@@ -19,17 +19,8 @@ use crate::handles::{SnapshotId, VolumeId};
 use crate::linode::{CloneFilesystem, Filesystem, Snapshot, Status, WriteError};
 use crate::mutex::lock;
 use crate::Error;
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-
-/// The restores of this process that hold each snapshot's clone.
-#[derive(Default)]
-pub struct Temporaries {
-    users: Mutex<HashMap<SnapshotId, usize>>,
-    /// One lookup or POST of a snapshot's clone at a time.
-    making: Mutex<HashMap<SnapshotId, Arc<Mutex<()>>>>,
-}
+use std::sync::Arc;
 
 fn label_of(snapshot: &SnapshotId) -> String {
     format!("{PREFIX}{}-{}", snapshot.filesystem, snapshot.snapshot)

@@ -4,7 +4,8 @@
 //! parent apart from the VolumeSnapshots (`Shelf::Clones`, named after the
 //! clone's directory), and forgotten once the clone is filled or deleted.
 
-use super::batches::{self, Member};
+use super::batches;
+use super::queue::Member;
 use super::records::{self, Record, Shelf};
 use super::{forget, mounted, resume};
 use crate::controller::kind::Restorable;

@@ -7,7 +7,8 @@
 //! its directory, carrying the group's id. A member goes with its group
 //! only: DeleteSnapshot of one is FailedPrecondition (`snapshots::delete`).
 
-use super::batches::{self, Member};
+use super::batches;
+use super::queue::Member;
 use super::records::{self, Record, Shelf};
 use super::{described, forget, mounted, recorded, resume};
 use crate::controller::lock_keys::Lock;

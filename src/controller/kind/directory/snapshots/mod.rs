@@ -18,11 +18,12 @@
 mod batches;
 mod clones;
 pub mod groups;
+mod queue;
 pub(in crate::controller::kind::directory) mod records;
 mod sweep;
 
-pub use batches::SnapshotBatches;
 pub use clones::{for_clone, forget_clone};
+pub use queue::SnapshotBatches;
 
 use super::parent::{existing_parent, find};
 use crate::controller::kind::Restorable;
@@ -33,8 +34,8 @@ use crate::handles::{DirName, DirSnapshotId, SubdirId, VolumeId};
 use crate::linode::{Snapshot, Status};
 use crate::proto::csi;
 use crate::Error;
-use batches::Member;
 use protobuf::well_known_types::timestamp::Timestamp;
+use queue::Member;
 use records::{Record, Shelf};
 use std::path::PathBuf;
 use std::sync::Arc;
