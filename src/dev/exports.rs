@@ -59,9 +59,13 @@ impl Exports {
         })
     }
 
-    /// The directory at absolute `path` inside `export`, confined to it.
+    /// The directory at absolute `path` inside `export`, confined to it;
+    /// `/` is the export's root.
     fn inside(&self, export: &str, path: &str) -> Option<PathBuf> {
-        let below = segments(path.strip_prefix('/')?)?;
+        let below = match path.strip_prefix('/')? {
+            "" => Vec::new(),
+            below => segments(below)?,
+        };
         confined(&self.export_dir(export).ok()?, &below).ok()
     }
 
@@ -364,6 +368,7 @@ impl Drop for DevMounter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::Scratch;
 
     #[test]
     fn export_dirs_follow_the_export_path_not_the_host() {
@@ -403,10 +408,9 @@ mod tests {
         }
     }
 
-    fn exports(tag: &str) -> (PathBuf, Exports) {
-        let root = std::env::temp_dir().join(format!("exports-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let e = Exports::new(&root).unwrap();
+    fn exports(tag: &str) -> (Scratch, Exports) {
+        let root = Scratch::new(&format!("exports-{tag}"));
+        let e = Exports::new(root.path()).unwrap();
         e.create("/a").unwrap();
         (root, e)
     }
@@ -450,12 +454,11 @@ mod tests {
         std::fs::remove_dir_all(&a).unwrap();
         std::os::unix::fs::symlink(root.join("outside"), &a).unwrap();
         assert!(matches!(e.mount_dir("h:/a"), Err(Error::Internal(_))));
-        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
     fn quota_paths_are_directories_counted_without_leaving_them() {
-        let (root, e) = exports("usage");
+        let (_root, e) = exports("usage");
         let a = e.dir_of("h:/a").unwrap();
         let v1 = a.join("csi-volumes/v1");
         std::fs::create_dir_all(v1.join("sub")).unwrap();
@@ -483,6 +486,15 @@ mod tests {
             })
         );
         assert!(e.is_directory("/a", "/csi-volumes/v1"));
+        // The root quota's figures: the whole export.
+        assert!(e.is_directory("/a", "/"));
+        assert_eq!(
+            e.usage("/a", "/"),
+            Some(DirUsage {
+                bytes: 1024 + (1 << 20),
+                files: 10
+            })
+        );
         for (export, path) in [
             ("/a", "/csi-volumes/none"),
             ("/a", "/csi-volumes/link"),
@@ -490,19 +502,19 @@ mod tests {
             ("/a", "/csi-volumes/v1/one"),
             ("/a", "/csi-volumes/../csi-volumes/v1"),
             ("/a", "csi-volumes/v1"),
-            ("/a", "/"),
+            ("/a", ""),
+            ("/a", "//"),
             ("/..", "/a"),
             ("/none", "/csi-volumes/v1"),
         ] {
             assert!(!e.is_directory(export, path), "{export} {path}");
             assert_eq!(e.usage(export, path), None, "{export} {path}");
         }
-        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
     fn snapshot_and_restore_copy_content_at_snapshot_time() {
-        let (root, e) = exports("restore");
+        let (_root, e) = exports("restore");
         std::fs::write(e.dir_of("h:/a").unwrap().join("f"), "one").unwrap();
         e.snapshot("/a", 9).unwrap();
         std::fs::write(e.dir_of("h:/a").unwrap().join("f"), "two").unwrap();
@@ -518,7 +530,6 @@ mod tests {
             e.find_snapshot(9).is_none(),
             "a snapshot outlived its filesystem"
         );
-        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
@@ -535,7 +546,6 @@ mod tests {
             std::fs::read_dir(root.join("snapshots")).unwrap().count(),
             0
         );
-        std::fs::remove_dir_all(root).unwrap();
     }
 
     /// Set on the copy of the test binary that runs in its own mount
@@ -622,6 +632,5 @@ mod tests {
                 "{source} mounted"
             );
         }
-        std::fs::remove_dir_all(root).unwrap();
     }
 }
