@@ -16,7 +16,7 @@ pub use self::kube::{
     FakeKube, FakeNode, FakePersistentVolume, FakeStorageClass, FakeVolumeAttachment,
 };
 pub use self::linode::{
-    DirUsage, ExportContent, FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Hang,
+    CloneRate, DirUsage, ExportContent, FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Hang,
     Injected, InstanceSeed, Lifecycle, PolicyPut, QuotaBehaviour, RequestRecord, Seed,
     SnapshotTimes, SpaceSeed, TagFilter, VpcAttachment,
 };

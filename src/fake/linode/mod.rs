@@ -33,7 +33,9 @@ pub use self::content::{DirUsage, ExportContent};
 pub use self::faults::{FaultProfile, FaultRule, Hang, Injected};
 pub use self::seed::{FilesystemSeed, InstanceSeed, Seed, SpaceSeed, VpcAttachment};
 pub use self::server::RequestRecord;
-pub use self::state::{FakeEvent, Lifecycle, PolicyPut, QuotaBehaviour, SnapshotTimes, TagFilter};
+pub use self::state::{
+    CloneRate, FakeEvent, Lifecycle, PolicyPut, QuotaBehaviour, SnapshotTimes, TagFilter,
+};
 
 use self::faults::{FaultAction, Gate, Gates};
 use self::server::{lock, Shared};
@@ -267,6 +269,16 @@ impl FakeLinode {
     /// How the quota API behaves (the backend variants of issue 18).
     pub fn set_quota_behaviour(&self, behaviour: QuotaBehaviour) {
         self.mutate(|s| s.quota_behaviour = behaviour);
+    }
+
+    /// Clones take time in proportion to their data (`None`, the default:
+    /// only the activation delay). A clone made from now on stays
+    /// `creating` for the activation delay plus its snapshot's bytes at
+    /// `bytes_per_second`, at most `cap` more. A snapshot's bytes are
+    /// what the installed [`ExportContent`] counted at its export's root
+    /// when it was taken, else the `size_bytes` it shows.
+    pub fn set_clone_rate(&self, rate: Option<CloneRate>) {
+        self.mutate(|s| s.clone_rate = rate);
     }
 
     /// What the backend sampled of a quota's usage now (`collected_at` is
