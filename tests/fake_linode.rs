@@ -13,8 +13,8 @@ use common::linode::{request, Reply};
 use common::{wait_for, TempDir};
 use linode_nfs_csi::dev::exports::Exports;
 use linode_nfs_csi::fake::{
-    CloneRate, FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Injected,
-    PolicyPut, Seed, TagFilter,
+    CloneRate, FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Injected, PolicyPut,
+    Seed, TagFilter,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -457,11 +457,15 @@ fn a_clone_copies_its_snapshot_s_data_at_the_clone_rate() {
         );
         assert_eq!((status, &clone["status"]), (200, &json!("creating")));
         let path = format!("v4beta/nfs/spaces/7/filesystems/{}", clone["id"]);
-        wait_for(&format!("{label} to be active"), Duration::from_secs(10), || {
-            let (_, _, fs) = raw(&fake, "GET", &path, &[], None);
-            assert_ne!(fs["status"], "error", "{fs}");
-            fs["status"] == "active"
-        });
+        wait_for(
+            &format!("{label} to be active"),
+            Duration::from_secs(10),
+            || {
+                let (_, _, fs) = raw(&fake, "GET", &path, &[], None);
+                assert_ne!(fs["status"], "error", "{fs}");
+                fs["status"] == "active"
+            },
+        );
         started.elapsed()
     };
     let about = |took: Duration, want: Duration| {

@@ -532,6 +532,14 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
+    /// The id in an answer the call must have given.
+    fn id(answer: ApiResult) -> u64 {
+        match answer {
+            Ok(answer) => answer["id"].as_u64().unwrap(),
+            Err(e) => panic!("answered {}", e.status),
+        }
+    }
+
     /// A state whose one filesystem (space 7) holds `bytes` (nothing
     /// answers for its content when `None`), with an active snapshot of
     /// it; the filesystem's id and the snapshot's. New objects then stay
@@ -539,18 +547,18 @@ mod tests {
     fn snapshotted(bytes: Option<i64>) -> (State, u64, u64) {
         let mut state = State::from_seed(&Seed::default().with_space(SpaceSeed::new(7, "s")));
         state.content = ContentHook(bytes.map(|b| Arc::new(Holding(b)) as Arc<dyn ExportContent>));
-        let fs = create_filesystem(
+        let fs = id(create_filesystem(
             &mut state,
             7,
             &body(json!({"label": "data", "region": "us-ord", "max_capacity_bytes": 1 << 30})),
-        )
-        .unwrap()["id"]
-            .as_u64()
-            .unwrap();
-        let snap = create_snapshot(&mut state, 7, fs, &body(json!({"label": "s"})), &mut vec![])
-            .unwrap()["id"]
-            .as_u64()
-            .unwrap();
+        ));
+        let snap = id(create_snapshot(
+            &mut state,
+            7,
+            fs,
+            &body(json!({"label": "s"})),
+            &mut Vec::new(),
+        ));
         state.advance(now_ms(), &mut Vec::new());
         state.activation_delay_ms = 200;
         (state, fs, snap)
@@ -561,17 +569,16 @@ mod tests {
     fn clone_after(state: &mut State, fs: u64, snap: u64) -> (u64, u64) {
         let before = now_ms();
         let label = format!("copy-{}", state.next_filesystem_id);
-        let clone = clone_snapshot(
+        let clone = id(clone_snapshot(
             state,
             7,
             fs,
             snap,
             &body(json!({"label": label, "region": "us-ord"})),
             &mut Vec::new(),
-        )
-        .unwrap();
+        ));
         let after = now_ms();
-        let at = state.filesystems[&clone["id"].as_u64().unwrap()].transition_at;
+        let at = state.filesystems[&clone].transition_at;
         (at - after, at - before)
     }
 
