@@ -8,8 +8,8 @@ use csi::node_service_capability::rpc::Type as NodeRpc;
 use csi::plugin_capability::service::Type as PluginService;
 use csi::plugin_capability::volume_expansion::Type as Expansion;
 
-/// GetPluginCapabilities: the controller service where this process serves
-/// it, and with `VOLUME_EXPANSION=subdirectory` ONLINE expansion (a quota
+/// GetPluginCapabilities: the controller and group controller services
+/// where this process serves them, and with `VOLUME_EXPANSION=subdirectory` ONLINE expansion (a quota
 /// update applies while the volume is mounted; the node has nothing to do).
 pub fn plugin(role: Role, expansion: VolumeExpansion) -> Vec<csi::PluginCapability> {
     match role {
@@ -19,6 +19,11 @@ pub fn plugin(role: Role, expansion: VolumeExpansion) -> Vec<csi::PluginCapabili
             let mut cap = csi::PluginCapability::new();
             cap.set_service(service);
             let mut caps = vec![cap];
+            let mut groups = csi::plugin_capability::Service::new();
+            groups.type_ = PluginService::GROUP_CONTROLLER_SERVICE.into();
+            let mut cap = csi::PluginCapability::new();
+            cap.set_service(groups);
+            caps.push(cap);
             if expansion == VolumeExpansion::Subdirectory {
                 let mut online = csi::plugin_capability::VolumeExpansion::new();
                 online.type_ = Expansion::ONLINE.into();
@@ -30,6 +35,16 @@ pub fn plugin(role: Role, expansion: VolumeExpansion) -> Vec<csi::PluginCapabili
         }
         Role::Node => Vec::new(),
     }
+}
+
+/// GroupControllerGetCapabilities: group snapshots of directory volumes
+/// of one shared filesystem (parts of one Linode snapshot of it).
+pub fn group_controller() -> Vec<csi::GroupControllerServiceCapability> {
+    let mut rpc = csi::group_controller_service_capability::RPC::new();
+    rpc.type_ = csi::group_controller_service_capability::rpc::Type::CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT.into();
+    let mut cap = csi::GroupControllerServiceCapability::new();
+    cap.set_rpc(rpc);
+    vec![cap]
 }
 
 /// ControllerGetCapabilities. VOLUME_CONDITION: ControllerGetVolume and

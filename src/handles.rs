@@ -4,6 +4,10 @@
 //! maps to, and the volume-context keys the controller writes and the node
 //! reads. Pure functions only: nothing here touches a path on disk.
 
+mod snapshot;
+
+pub use snapshot::{DirSnapshotId, GroupSnapshotId, SnapshotHandle};
+
 use crate::Error;
 use std::fmt;
 

@@ -25,7 +25,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
                 KubeClient::new(config.kubeconfig.as_deref(), config.kube_service.as_deref())
                     .map_err(|e| format!("Kubernetes client: {}", e.message()))?;
             Ok(Started {
-                services: vec![controller_service(config, linode, kube, rpc)?],
+                services: controller_service(config, linode, kube, rpc)?,
                 resources: Box::new(()),
                 banner: None,
             })

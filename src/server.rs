@@ -130,6 +130,9 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
         config.shutdown_grace
     );
     ready.store(false, Ordering::SeqCst);
+    // Copies that fill restored volumes stop between files, so the calls
+    // waiting for them are answered now and a later call resumes them.
+    crate::controller::stop_copies();
     let shutdown = server.shutdown();
     let left = rpc.drain(config.shutdown_grace);
     if left > 0 {

@@ -1,6 +1,6 @@
 //! The pieces roles are assembled from, shared by [`crate::roles`] and
 //! [`crate::dev`]: what a started role hands the server, and the Controller
-//! service over the real Linode client. Wiring only; no RPC logic.
+//! services over the real Linode client. Wiring only; no RPC logic.
 
 use crate::config::{Config, LinodeConfig};
 use crate::controller::{self, ControllerDeps};
@@ -28,14 +28,14 @@ impl Started {
     }
 }
 
-/// The Controller service over the real Linode client, mounting shared
-/// parents with the real mounter.
+/// The Controller and GroupController services over the real Linode
+/// client, mounting shared parents with the real mounter.
 pub fn controller_service(
     config: &Config,
     linode: &LinodeConfig,
     kube: KubeClient,
     rpc: &Rpc,
-) -> Result<grpcio::Service, String> {
+) -> Result<Vec<grpcio::Service>, String> {
     let mounter = LinuxMounter::new(config.nfs_mount_helper.clone(), config.nfs_mount_timeout);
     controller_service_with(config, linode, kube, rpc, Arc::new(mounter))
 }
@@ -48,7 +48,7 @@ pub fn controller_service_with(
     kube: KubeClient,
     rpc: &Rpc,
     mounter: Arc<dyn Mounter>,
-) -> Result<grpcio::Service, String> {
+) -> Result<Vec<grpcio::Service>, String> {
     let mut settings = LinodeSettings::new(linode.token.expose());
     settings.base_url = linode.url.clone();
     settings.api_version = linode.api_version.clone();
@@ -57,7 +57,7 @@ pub fn controller_service_with(
     settings.request_timeout = linode.request_timeout;
     let cloud =
         LinodeCloud::new(settings).map_err(|e| format!("Linode client: {}", e.message()))?;
-    Ok(controller::service(
+    Ok(controller::services(
         ControllerDeps {
             cloud: Arc::new(cloud),
             kube,
@@ -71,6 +71,7 @@ pub fn controller_service_with(
             mounter,
             share_mount_dir: config.share_mount_dir.clone(),
             nfs_mount_timeout: config.nfs_mount_timeout,
+            copy_threads: config.copy_threads,
         },
         rpc.clone(),
     ))

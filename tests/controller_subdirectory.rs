@@ -384,7 +384,7 @@ fn max_files_is_the_mutable_key_of_a_subdirectory_volume() {
 }
 
 #[test]
-fn whole_filesystem_keys_and_copies_are_refused() {
+fn whole_filesystem_keys_and_foreign_sources_are_refused() {
     let w = world();
     for key in [P_TAGS, P_SQUASH] {
         let e = w.create("pvc-x", GIB, &[(key, "none")]).unwrap_err();
@@ -392,28 +392,20 @@ fn whole_filesystem_keys_and_copies_are_refused() {
         assert!(message_of(&e).contains(key), "{}", message_of(&e));
     }
     let v = w.create_ok("pvc-src", GIB, &[]);
-    let e = w.env.snapshot("snap", &v.volume_id).unwrap_err();
-    assert_eq!(code_of(&e), Code::FAILED_PRECONDITION);
-    assert!(
-        message_of(&e).contains("whole shared filesystem"),
-        "{}",
-        message_of(&e)
-    );
+    // A snapshot the driver never took is nothing to restore.
     let clone = from_snapshot(volume_req("pvc-clone", &w.class(&[])), "7/1/2");
-    assert_eq!(err_code(w.env.create(&clone)), Code::FAILED_PRECONDITION);
+    assert_eq!(err_code(w.env.create(&clone)), Code::NOT_FOUND);
     // A source that cannot exist is NotFound first, as csi-sanity expects.
     let missing = from_snapshot(volume_req("pvc-clone", &w.class(&[])), "no-such-snapshot");
     assert_eq!(err_code(w.env.create(&missing)), Code::NOT_FOUND);
+    // A directory volume is never copied into a whole filesystem.
     let mut of_volume = volume_req("pvc-clone", &by_id());
     let mut src = csi::VolumeContentSource::new();
     let mut vol = csi::volume_content_source::VolumeSource::new();
     vol.volume_id = v.volume_id.clone();
     src.set_volume(vol);
     of_volume.volume_content_source = Some(src).into();
-    assert_eq!(
-        err_code(w.env.create(&of_volume)),
-        Code::FAILED_PRECONDITION
-    );
+    assert_eq!(err_code(w.env.create(&of_volume)), Code::INVALID_ARGUMENT);
     assert_eq!(w.dirs(), ["pvc-src"]);
 }
 

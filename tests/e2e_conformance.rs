@@ -502,6 +502,22 @@ fn capabilities_are_consistent(node: bool) {
         match cap {
             // Answered above: the controller service is there.
             PluginService::CONTROLLER_SERVICE => {}
+            // The group controller answers what it offers, and each RPC.
+            PluginService::GROUP_CONTROLLER_SERVICE => {
+                let group = GroupControllerClient::new(dev.driver.channel());
+                let caps = ok(
+                    "GroupControllerGetCapabilities",
+                    group.group_controller_get_capabilities_opt(&Default::default(), call()),
+                );
+                assert_eq!(caps.capabilities.len(), 1, "{caps:?}");
+                let mut get = csi::GetVolumeGroupSnapshotRequest::new();
+                get.group_snapshot_id = "1/2/3/not-a-group".into();
+                assert_code(
+                    group.get_volume_group_snapshot_opt(&get, call()),
+                    grpcio::RpcStatusCode::NOT_FOUND,
+                    "GetVolumeGroupSnapshot of a group that is not there",
+                );
+            }
             other => panic!(
                 "plugin capability {other:?} is advertised but this checklist has no check for it"
             ),

@@ -37,9 +37,13 @@ fn identity_answers_per_role() {
         .iter()
         .map(|c| c.service().type_.enum_value_or_default())
         .collect();
+    // Group snapshots are served by the controller beside its own service.
     assert_eq!(
         services,
-        vec![csi::plugin_capability::service::Type::CONTROLLER_SERVICE]
+        vec![
+            csi::plugin_capability::service::Type::CONTROLLER_SERVICE,
+            csi::plugin_capability::service::Type::GROUP_CONTROLLER_SERVICE
+        ]
     );
 
     let caps = node

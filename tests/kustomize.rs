@@ -5,7 +5,8 @@
 //! sidecar, the token reaches the controller only, and the node cannot read
 //! Secrets; every sidecar image is a release listed with its provenance in
 //! `kustomize/sidecar-images.md`, the controller RBAC covers what the upstream
-//! sidecars' own RBAC grants, and the leader-electing sidecars serve
+//! sidecars' own RBAC grants (group snapshots included: csi-snapshotter
+//! runs with them on), and the leader-electing sidecars serve
 //! `/healthz/leader-election` to their liveness probes; the plugin's metrics
 //! port is declared, bound where it can be scraped only when asked, and
 //! what the example ServiceMonitor selects. The sidecars deployed follow
@@ -1245,6 +1246,156 @@ fn snapshot_overlay_adds_snapshotter_and_class() {
     assert!(!base.iter().any(|o| o["kind"] == "VolumeSnapshotClass"));
 }
 
+/// The csi-snapshotter feature gate that turns VolumeGroupSnapshots on
+/// (external-snapshotter v8.6.0, pkg/features: beta, off by default).
+const GROUP_SNAPSHOT_GATE: &str = "CSIVolumeGroupSnapshot";
+/// The group snapshot API csi-snapshotter and snapshot-controller v8.6.0
+/// read; the older v1beta1 and v1beta2 are only served for migration.
+const GROUP_SNAPSHOT_API: &str = "groupsnapshot.storage.k8s.io/v1";
+
+/// `--feature-gates=A=true,B=false` of a container as gate → value.
+fn feature_gates(c: &Value) -> BTreeMap<String, String> {
+    let all: Vec<String> = args(c)
+        .iter()
+        .filter(|a| a.starts_with("--feature-gates"))
+        .cloned()
+        .collect();
+    assert!(
+        all.len() <= 1,
+        "{}: --feature-gates twice: {all:?}",
+        c["name"]
+    );
+    let Some(value) = flag(c, "feature-gates") else {
+        assert!(
+            all.is_empty(),
+            "{}: {all:?} is not --feature-gates=…",
+            c["name"]
+        );
+        return BTreeMap::new();
+    };
+    value
+        .split(',')
+        .map(|pair| {
+            let (gate, on) = pair
+                .split_once('=')
+                .unwrap_or_else(|| panic!("{}: feature gate {pair} has no value", c["name"]));
+            assert!(on == "true" || on == "false", "{}: {pair}", c["name"]);
+            (gate.to_string(), on.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn group_snapshots_are_on_in_the_snapshotter_and_its_class() {
+    let mut with_snapshotter = 0;
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        let Some(snapshotter) = containers(controller)
+            .iter()
+            .find(|c| is_sidecar(c, "csi-snapshotter"))
+        else {
+            assert!(
+                !objects
+                    .iter()
+                    .any(|o| o["kind"] == "VolumeGroupSnapshotClass"),
+                "{variant}: a VolumeGroupSnapshotClass without csi-snapshotter"
+            );
+            continue;
+        };
+        with_snapshotter += 1;
+        // The gate only exists in the release it was checked against.
+        assert_eq!(
+            snapshotter["image"],
+            format!("{SIDECAR_REGISTRY}csi-snapshotter:v8.6.0"),
+            "{variant}: recheck the group snapshot gate and API version upstream \
+             before bumping csi-snapshotter"
+        );
+        assert_eq!(
+            feature_gates(snapshotter)
+                .get(GROUP_SNAPSHOT_GATE)
+                .map(String::as_str),
+            Some("true"),
+            "{variant}: csi-snapshotter lacks --feature-gates={GROUP_SNAPSHOT_GATE}=true"
+        );
+
+        let granted = grants(&rules_for(objects, CONTROLLER));
+        for (resource, want) in [
+            (
+                "volumegroupsnapshotcontents",
+                &["get", "list", "watch", "update", "patch"][..],
+            ),
+            ("volumegroupsnapshotcontents/status", &["update", "patch"]),
+            ("volumegroupsnapshotclasses", &["get", "list", "watch"]),
+        ] {
+            let have = granted
+                .get(&format!("groupsnapshot.storage.k8s.io/{resource}"))
+                .cloned()
+                .unwrap_or_default();
+            let missing: Vec<_> = verbs(want).difference(&have).cloned().collect();
+            assert!(
+                missing.is_empty(),
+                "{variant}: csi-snapshotter lacks {missing:?} on {resource}"
+            );
+        }
+
+        let classes: Vec<&Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "VolumeGroupSnapshotClass")
+            .collect();
+        assert_eq!(classes.len(), 1, "{variant}: one VolumeGroupSnapshotClass");
+        let class = classes[0];
+        assert_eq!(class["apiVersion"], GROUP_SNAPSHOT_API, "{variant}");
+        assert_eq!(
+            class["driver"], DRIVER,
+            "{variant}: the class names our driver"
+        );
+        assert_eq!(class["deletionPolicy"], "Delete", "{variant}");
+        let keys: BTreeSet<&str> = class
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            BTreeSet::from(["apiVersion", "kind", "metadata", "driver", "deletionPolicy"]),
+            "{variant}: VolumeGroupSnapshotClass fields (no schema validates them)"
+        );
+    }
+    assert!(with_snapshotter > 0, "no variant runs csi-snapshotter");
+}
+
+#[test]
+fn the_snapshot_prerequisites_turn_group_snapshots_on_in_the_controller() {
+    // Rendering needs the remote upstream directories: check the patch as
+    // written. The CRD directory at the tag holds the group snapshot CRDs
+    // too (snapshot_prerequisites_pin_the_snapshotter_release pins it).
+    let prerequisites = snapshot_prerequisites();
+    let patches = prerequisites["patches"]
+        .as_array()
+        .expect("prerequisites/snapshots patches the snapshot-controller");
+    let gate = format!("--feature-gates={GROUP_SNAPSHOT_GATE}=true");
+    let patch = patches
+        .iter()
+        .find(|p| {
+            p["target"]["kind"] == "Deployment" && p["target"]["name"] == "snapshot-controller"
+        })
+        .expect("a patch of the snapshot-controller Deployment");
+    let ops: Vec<Value> =
+        serde_yaml_ng::from_str(patch["patch"].as_str().expect("an inline JSON6902 patch"))
+            .expect("the patch parses");
+    assert_eq!(
+        ops,
+        vec![serde_json::json!({
+            "op": "add",
+            "path": "/spec/template/spec/containers/0/args/-",
+            "value": gate,
+        })],
+        "prerequisites/snapshots: the snapshot-controller patch"
+    );
+}
+
 #[test]
 fn examples_are_consistent_with_the_driver() {
     let objects = render(&kustomize_dir().join("examples"));
@@ -1412,6 +1563,87 @@ fn examples_are_consistent_with_the_driver() {
         .is_some(),
         "the example's VolumeSnapshotClass comes with the snapshots overlay"
     );
+    // The group snapshot: a label selector (no schema validates these
+    // fields) matching PVCs of this kustomization, all of them directory
+    // volumes of one shared filesystem, as the driver requires.
+    let group = objects
+        .iter()
+        .find(|o| o["kind"] == "VolumeGroupSnapshot")
+        .expect("a VolumeGroupSnapshot");
+    assert_eq!(group["apiVersion"], GROUP_SNAPSHOT_API);
+    let spec = group["spec"].as_object().unwrap();
+    assert_eq!(
+        spec.keys().map(String::as_str).collect::<BTreeSet<_>>(),
+        BTreeSet::from(["source", "volumeGroupSnapshotClassName"])
+    );
+    let group_source = group["spec"]["source"].as_object().unwrap();
+    assert_eq!(
+        group_source.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["selector"]
+    );
+    let selector = group["spec"]["source"]["selector"].as_object().unwrap();
+    assert_eq!(
+        selector.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["matchLabels"],
+        "matchLabels only (this test matches them)"
+    );
+    let wanted = selector["matchLabels"].as_object().unwrap();
+    assert!(!wanted.is_empty(), "an empty selector selects every PVC");
+    let members: Vec<&&Value> = pvcs
+        .iter()
+        .filter(|p| {
+            wanted
+                .iter()
+                .all(|(k, v)| p["metadata"]["labels"].get(k) == Some(v))
+        })
+        .collect();
+    assert!(
+        !members.is_empty(),
+        "the VolumeGroupSnapshot selects no PVC"
+    );
+    let filesystems: BTreeSet<String> = members
+        .iter()
+        .map(|p| {
+            let class = classes
+                .iter()
+                .find(|c| c["metadata"]["name"] == p["spec"]["storageClassName"])
+                .unwrap();
+            let params = &class["parameters"];
+            assert_eq!(
+                params[format!("{DRIVER}/volume-type")],
+                "subdirectory",
+                "group member {} is not a directory volume",
+                p["metadata"]["name"]
+            );
+            [
+                "space-id",
+                "space-label",
+                "shared-filesystem-id",
+                "shared-filesystem-label",
+            ]
+            .iter()
+            .map(|k| format!("{k}={}", params[format!("{DRIVER}/{k}")]))
+            .collect::<Vec<_>>()
+            .join(",")
+        })
+        .collect();
+    assert_eq!(
+        filesystems.len(),
+        1,
+        "group members on more than one filesystem: {filesystems:?}"
+    );
+    assert!(
+        find(
+            &snapshots,
+            "VolumeGroupSnapshotClass",
+            group["spec"]["volumeGroupSnapshotClassName"]
+                .as_str()
+                .unwrap()
+        )
+        .is_some(),
+        "the example's VolumeGroupSnapshotClass comes with the snapshots overlay"
+    );
+
     let restore = pvcs
         .iter()
         .find(|p| p["spec"]["dataSource"]["kind"] == "VolumeSnapshot")
@@ -1754,9 +1986,8 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
     // From each sidecar's deploy/kubernetes/rbac.yaml at the pinned release
     // (external-snapshotter: deploy/kubernetes/csi-snapshotter/
     // rbac-csi-snapshotter.yaml), less what the driver never uses: Secrets,
-    // CSIStorageCapacity, ReferenceGrants, writes to group snapshots, and the pods
-    // only csi-resizer's resize controller reads (it does not run without
-    // EXPAND_VOLUME).
+    // CSIStorageCapacity, ReferenceGrants, and the pods only csi-resizer's
+    // resize controller reads (it does not run without EXPAND_VOLUME).
     const PROVISIONER: &[(&str, &[&str])] = &[
         (
             "/persistentvolumes",
@@ -1818,14 +2049,36 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
             "snapshot.storage.k8s.io/volumesnapshotcontents/status",
             &["update", "patch"],
         ),
-        // Read only: no group controller service, so nothing is written.
+        // The sidecar runs with its group snapshot gate on
+        // (group_snapshots_are_on_in_the_snapshotter_and_its_class).
         (
             "groupsnapshot.storage.k8s.io/volumegroupsnapshotclasses",
             &["get", "list", "watch"],
         ),
         (
             "groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents",
+            &["get", "list", "watch", "update", "patch"],
+        ),
+        (
+            "groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents/status",
+            &["update", "patch"],
+        ),
+    ];
+    // Exactly what upstream's csi-snapshotter role grants in the group: the
+    // snapshot-controller creates and deletes group contents and binds the
+    // VolumeGroupSnapshots, the sidecar only updates contents it is handed.
+    const SNAPSHOTTER_GROUP: &[(&str, &[&str])] = &[
+        (
+            "groupsnapshot.storage.k8s.io/volumegroupsnapshotclasses",
             &["get", "list", "watch"],
+        ),
+        (
+            "groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents",
+            &["get", "list", "watch", "update", "patch"],
+        ),
+        (
+            "groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents/status",
+            &["update", "patch"],
         ),
     ];
     // Every upstream sidecar's leader-election Role has exactly these.
@@ -1871,14 +2124,21 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
             verbs(LEASES),
             "{variant}: lease verbs differ from the upstream sidecars' Roles"
         );
-        for (resource, have) in &granted {
-            if resource.starts_with("groupsnapshot.storage.k8s.io/") {
-                assert_eq!(
-                    have,
-                    &verbs(&["get", "list", "watch"]),
-                    "{variant}: group snapshots are only read: {resource}"
-                );
-            }
+        let group: BTreeMap<&str, BTreeSet<String>> = granted
+            .iter()
+            .filter(|(r, _)| r.starts_with("groupsnapshot.storage.k8s.io/"))
+            .map(|(r, v)| (r.as_str(), v.clone()))
+            .collect();
+        if snapshots {
+            let upstream: BTreeMap<&str, BTreeSet<String>> = SNAPSHOTTER_GROUP
+                .iter()
+                .map(|(r, v)| (*r, verbs(v)))
+                .collect();
+            assert_eq!(
+                group, upstream,
+                "{variant}: group snapshot RBAC differs from upstream csi-snapshotter's \
+                 (no create or delete, nothing on VolumeGroupSnapshots)"
+            );
         }
         if !snapshots {
             let stray: Vec<_> = granted

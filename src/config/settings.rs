@@ -83,6 +83,8 @@ pub struct Config {
     /// `SHARE_MOUNT_DIR`: where the controller mounts the shared parents of
     /// `subdirectory` volumes (dev mode: `<state dir>/shares`).
     pub share_mount_dir: PathBuf,
+    /// `COPY_THREADS`: files a restore into a directory copies at once.
+    pub copy_threads: usize,
     pub node_name: Option<String>,
     pub kubeconfig: Option<PathBuf>,
     /// The in-cluster API server, `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`
@@ -191,6 +193,12 @@ impl Config {
             .ok_or_else(|| {
                 ConfigError::new("WORKER_THREADS: must be an integer between 1 and 1024")
             })?;
+        let copy_threads = lookup
+            .or_default("COPY_THREADS")
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=64).contains(n))
+            .ok_or_else(|| ConfigError::new("COPY_THREADS: must be an integer between 1 and 64"))?;
         let default_capacity_bytes = parse_quantity(&lookup.or_default("DEFAULT_CAPACITY"))
             .map_err(|e| ConfigError::new(format!("DEFAULT_CAPACITY: {e}")))?;
         let volume_expansion = lookup.choice("VOLUME_EXPANSION", "value", &VOLUME_EXPANSIONS)?;
@@ -229,6 +237,7 @@ impl Config {
             default_capacity_bytes,
             volume_expansion,
             share_mount_dir,
+            copy_threads,
             node_name,
             kubeconfig: lookup.get("KUBECONFIG").map(PathBuf::from),
             kube_service: kube_service(

@@ -79,6 +79,11 @@ pub(super) const SERVING: &[Setting] = &[
         help: "off or subdirectory (controller and dev roles): advertise EXPAND_VOLUME, which grows subdirectory volumes by their quota; whole filesystems cannot grow",
     },
     Setting {
+        var: "COPY_THREADS",
+        default: "8",
+        help: "controller: files copied at once when a subdirectory volume is restored or cloned (1-64)",
+    },
+    Setting {
         var: "SHARE_MOUNT_DIR",
         default: "/var/lib/linode-nfs-csi/shares",
         help: "controller: where the shared filesystems of subdirectory volumes are mounted (dev role: <DEV_STATE_DIR>/shares unless set)",

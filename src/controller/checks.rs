@@ -3,7 +3,7 @@
 //! label found exactly one object. The caller names the errors; nothing
 //! here knows a volume.
 
-use crate::handles::{SnapshotId, VolumeHandle};
+use crate::handles::{SnapshotHandle, VolumeHandle};
 use crate::Error;
 
 /// InvalidArgument saying `missing` when `value` is empty.
@@ -22,9 +22,9 @@ pub fn volume(raw: &str) -> Result<VolumeHandle, Error> {
 }
 
 /// The snapshot an RPC names, likewise.
-pub fn snapshot(raw: &str) -> Result<SnapshotId, Error> {
+pub fn snapshot(raw: &str) -> Result<SnapshotHandle, Error> {
     required(raw, "snapshot id is required")?;
-    SnapshotId::parse(raw).map_err(|_| Error::NotFound(format!("snapshot {raw:?} not found")))
+    SnapshotHandle::parse(raw).map_err(|_| Error::NotFound(format!("snapshot {raw:?} not found")))
 }
 
 /// How many entries a page holds: `None` (all of them) for 0; a negative

@@ -50,6 +50,11 @@ impl InDoubt {
             .insert(key.clone(), Instant::now() + self.window);
     }
 
+    /// Whether a write to `key` may still be applied.
+    pub fn is_recorded(&self, key: &Doubt) -> bool {
+        self.current().contains_key(key)
+    }
+
     /// The object of `key` was found: nothing is in doubt any more.
     pub fn clear(&self, key: &Doubt) {
         lock(&self.until).remove(key);

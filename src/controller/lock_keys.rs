@@ -3,7 +3,7 @@
 //! that must exclude each other cannot spell it differently. Nothing here
 //! holds a lock or a record: that is `locks` and `in_doubt`.
 
-use crate::handles::{SubdirId, VolumeId};
+use crate::handles::{DirName, SubdirId, VolumeId};
 use std::fmt;
 
 /// What an operation lock is taken on.
@@ -18,6 +18,11 @@ pub enum Lock {
     Snapshot(VolumeId),
     /// Anything that changes a directory volume.
     Directory(SubdirId),
+    /// A directory snapshot (or a clone's), by its entry on the parent.
+    DirSnapshot(VolumeId, DirName),
+    /// A group snapshot, by its entry (its parent is not known until its
+    /// members are read).
+    Group(DirName),
 }
 
 impl fmt::Display for Lock {
@@ -27,6 +32,8 @@ impl fmt::Display for Lock {
             Lock::Modify(vol) => write!(f, "modify/{vol}"),
             Lock::Snapshot(vol) => write!(f, "snapshot/{vol}"),
             Lock::Directory(id) => write!(f, "subdirectory/{id}"),
+            Lock::DirSnapshot(vol, entry) => write!(f, "dir-snapshot/{vol}/{entry}"),
+            Lock::Group(entry) => write!(f, "group-snapshot/{entry}"),
         }
     }
 }

@@ -4,7 +4,8 @@
 //! filesystems and directories of shared ones) and replying. The handlers
 //! are `volumes` (Create/Delete), `inspect` (Validate, ControllerGetVolume),
 //! `listing` (ListVolumes, GetCapacity), `publish`, `snapshots`, `modify`
-//! and `expand`; what they share is `state`'s `Controller`. RPCs that may
+//! and `expand`, and the GroupController service's `groups`; what they
+//! share is `state`'s `Controller`. RPCs that may
 //! wait for Linode return flows that park on the shared poller instead of
 //! holding a worker. Nothing here talks to Linode directly.
 
@@ -12,6 +13,7 @@ mod acl;
 mod checks;
 mod cluster;
 mod expand;
+mod groups;
 mod in_doubt;
 mod inspect;
 mod kind;
@@ -31,6 +33,7 @@ mod volumes;
 mod walks;
 
 pub use cluster::Cluster;
+pub use kind::directory::stop_copies;
 pub use params::{
     keys, KindParams, Mutable, OnDelete, Params, ParentRef, QuotaMode, SpaceRef, SubdirParams,
 };
@@ -54,9 +57,34 @@ macro_rules! name {
     };
 }
 
-/// The Controller gRPC service.
-pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
+/// The [`Name`](crate::rpc::registrar::Name) of a GroupController RPC.
+macro_rules! group_name {
+    ($rpc:literal) => {
+        rpc_name!("csi.v1.GroupController", $rpc)
+    };
+}
+
+/// The Controller and GroupController gRPC services, on one state.
+pub fn services(deps: ControllerDeps, rpc: Rpc) -> Vec<grpcio::Service> {
     let c = Arc::new(Controller::new(deps, rpc.clone()));
+    let groups = Registrar::new(rpc.clone(), c.clone())
+        .parking(group_name!("CreateVolumeGroupSnapshot"), groups::create)
+        .pooled(group_name!("GetVolumeGroupSnapshot"), groups::get)
+        .pooled(group_name!("DeleteVolumeGroupSnapshot"), groups::delete)
+        .inline(
+            group_name!("GroupControllerGetCapabilities"),
+            |_, _: csi::GroupControllerGetCapabilitiesRequest| {
+                let mut resp = csi::GroupControllerGetCapabilitiesResponse::new();
+                resp.capabilities = capabilities::group_controller();
+                Ok(resp)
+            },
+        )
+        .build();
+    vec![service(c, rpc), groups]
+}
+
+/// The Controller gRPC service.
+fn service(c: Arc<Controller>, rpc: Rpc) -> grpcio::Service {
     let expansion = c.expansion;
     let node_mode = c.mode == AccessPolicyMode::Node;
     let r = Registrar::new(rpc, c);
@@ -68,7 +96,7 @@ pub fn service(deps: ControllerDeps, rpc: Rpc) -> grpcio::Service {
             inspect::validate_capabilities,
         )
         .pooled(name!("ControllerGetVolume"), inspect::get_volume)
-        .pooled(name!("CreateSnapshot"), snapshots::create)
+        .parking(name!("CreateSnapshot"), snapshots::create)
         .pooled(name!("DeleteSnapshot"), snapshots::delete)
         .pooled(name!("ListSnapshots"), snapshots::list)
         .pooled(name!("GetSnapshot"), snapshots::get)

@@ -183,6 +183,7 @@ mod tests {
             mounter: Arc::new(Mounted),
             share_mount_dir: dir.join("shares"),
             nfs_mount_timeout: Duration::from_secs(10),
+            copy_threads: 2,
         };
         let c = Arc::new(Controller::new(deps, Rpc::new(2)));
         let vol = VolumeId {
@@ -250,6 +251,8 @@ mod tests {
             csi_name: name.into(),
             on_delete: crate::controller::OnDelete::Delete,
             retained: false,
+            source: None,
+            filling: false,
             archive_to: None,
         };
         let owner = Ownership {

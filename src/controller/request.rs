@@ -5,18 +5,27 @@
 
 use super::params::{KindParams, Mutable, Params};
 use super::volume_capability::check_capabilities;
-use crate::handles::{label_for, SnapshotId, VolumeHandle, VolumeId};
+use crate::handles::{label_for, SnapshotHandle, SnapshotId, SubdirId, VolumeHandle, VolumeId};
 use crate::limits;
 use crate::linode::SquashPolicy;
 use crate::proto::csi;
 use crate::Error;
 
-/// What a new volume is made from.
+/// What a new whole filesystem is made from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     Snapshot(SnapshotId),
     /// PVC from PVC: copied through a snapshot of the volume (see `clone`).
     Volume(VolumeId),
+}
+
+/// What a new directory volume is filled from: a snapshot of either kind
+/// (a directory's, or a whole filesystem's root), or a directory volume
+/// (a point-in-time copy through a snapshot of it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DirSource {
+    Snapshot(SnapshotHandle),
+    Volume(SubdirId),
 }
 
 /// What CreateVolume asked for, parsed.
@@ -33,27 +42,37 @@ pub struct CreateRequest {
     pub tags: Vec<String>,
     /// Likewise for the squash policy.
     pub squash: Option<SquashPolicy>,
-    /// With the handle as the caller wrote it, to echo back.
+    /// A filesystem class's source, with the handle as the caller wrote
+    /// it, to echo back...
     pub source: Option<(Source, String)>,
+    /// ...and a subdirectory class's.
+    pub dir_source: Option<(DirSource, String)>,
     /// A `subdirectory` volume's file-count limit from the
     /// VolumeAttributesClass (the StorageClass's is in `params`).
     pub max_files: Option<i64>,
 }
 
-/// Why a `subdirectory` volume is never copied: the backend snapshots
-/// whole filesystems only.
-pub const NO_SUBDIRECTORY_COPIES: &str = "a Linode snapshot covers the whole shared filesystem, so restoring or cloning it would hand every tenant's data to one requester";
+/// Why a directory is never copied into a whole filesystem: a filesystem
+/// is made from a snapshot by cloning it whole, and the parent's snapshot
+/// holds every tenant's data.
+const NO_DIRECTORY_INTO_FILESYSTEM: &str = "a whole-filesystem volume is made from a snapshot by cloning the snapshot's whole filesystem, and a directory volume's snapshot is a snapshot of its shared filesystem, which holds every tenant's data; restore it (or clone the volume) into a subdirectory class";
 
-fn parse_source(src: &csi::VolumeContentSource) -> Result<(Source, String), Error> {
+/// A content source as parsed, before the class says what it may be.
+enum Parsed {
+    Snapshot(SnapshotHandle),
+    Volume(VolumeHandle),
+}
+
+fn parse_source(src: &csi::VolumeContentSource) -> Result<(Parsed, String), Error> {
     if src.has_snapshot() {
         let id = &src.snapshot().snapshot_id;
         if id.is_empty() {
             return Err(Error::InvalidArgument("snapshot id is required".into()));
         }
         // A handle we cannot parse cannot name a snapshot we made.
-        let parsed = SnapshotId::parse(id)
+        let parsed = SnapshotHandle::parse(id)
             .map_err(|_| Error::NotFound(format!("snapshot id \"{id}\" was not found")))?;
-        return Ok((Source::Snapshot(parsed), id.clone()));
+        return Ok((Parsed::Snapshot(parsed), id.clone()));
     }
     if src.has_volume() {
         let id = &src.volume().volume_id;
@@ -65,12 +84,7 @@ fn parse_source(src: &csi::VolumeContentSource) -> Result<(Source, String), Erro
         // A handle we cannot parse cannot name a volume we made.
         let parsed = VolumeHandle::parse(id)
             .map_err(|_| Error::NotFound(format!("source volume \"{id}\" was not found")))?;
-        let Some(parsed) = parsed.as_filesystem() else {
-            return Err(Error::FailedPrecondition(format!(
-                "source volume {id} is a subdirectory volume and cannot be cloned: {NO_SUBDIRECTORY_COPIES}"
-            )));
-        };
-        return Ok((Source::Volume(parsed), id.clone()));
+        return Ok((Parsed::Volume(parsed), id.clone()));
     }
     Err(Error::InvalidArgument(
         "unsupported volume content source".into(),
@@ -111,21 +125,49 @@ pub fn parse_create(
         .transpose()?;
     let params = Params::parse(&req.parameters)?;
     let mutable = Mutable::parse(&req.mutable_parameters)?;
-    let (tags, squash) = match &params.kind {
+    let (tags, squash, source, dir_source) = match &params.kind {
         KindParams::Directory(_) => {
             mutable.check_subdirectory()?;
-            if source.is_some() {
-                return Err(Error::FailedPrecondition(format!(
-                    "a subdirectory volume cannot be made from a snapshot or volume: {NO_SUBDIRECTORY_COPIES}"
-                )));
-            }
-            (Vec::new(), None)
+            let dir_source = match source {
+                None => None,
+                Some((Parsed::Snapshot(id), raw)) => Some((DirSource::Snapshot(id), raw)),
+                Some((Parsed::Volume(VolumeHandle::Subdirectory(id)), raw)) => {
+                    Some((DirSource::Volume(id), raw))
+                }
+                Some((Parsed::Volume(VolumeHandle::Filesystem(_)), raw)) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "source volume {raw} is a whole-filesystem volume: it is cloned into a filesystem class, not into a directory"
+                    )))
+                }
+            };
+            (Vec::new(), None, None, dir_source)
         }
         KindParams::Filesystem(fs) => {
             mutable.check_filesystem()?;
+            let source = match source {
+                None => None,
+                Some((Parsed::Snapshot(SnapshotHandle::Filesystem(id)), raw)) => {
+                    Some((Source::Snapshot(id), raw))
+                }
+                Some((Parsed::Volume(VolumeHandle::Filesystem(id)), raw)) => {
+                    Some((Source::Volume(id), raw))
+                }
+                Some((Parsed::Snapshot(SnapshotHandle::Directory(_)), raw)) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "snapshot {raw} is a directory volume's: {NO_DIRECTORY_INTO_FILESYSTEM}"
+                    )))
+                }
+                Some((Parsed::Volume(VolumeHandle::Subdirectory(_)), raw)) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "source volume {raw} is a directory volume: {NO_DIRECTORY_INTO_FILESYSTEM}"
+                    )))
+                }
+            };
             (
                 mutable.tags.unwrap_or_else(|| fs.tags.clone()),
                 mutable.squash.or_else(|| fs.squash.clone()),
+                source,
+                None,
             )
         }
     };
@@ -140,6 +182,7 @@ pub fn parse_create(
         squash,
         params,
         source,
+        dir_source,
     })
 }
 

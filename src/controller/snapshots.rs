@@ -1,12 +1,13 @@
 //! The snapshot RPCs: CreateSnapshot, DeleteSnapshot, GetSnapshot and
 //! ListSnapshots (with offset tokens). Each checks its request, parses the
 //! handle and hands it to the volume kinds' seam (`kind`); creation does
-//! not wait for `active`: the snapshotter calls again until
-//! `ready_to_use`, so no worker is held.
+//! not wait for `active` (the snapshotter calls again until
+//! `ready_to_use`), only, parked, for a directory snapshot's batch POST.
 
 use super::checks::{self, page_end, page_size, required};
 use super::{kind, Controller};
-use crate::handles::{SnapshotId, VolumeHandle};
+use crate::flow::{done, Step, Then};
+use crate::handles::{SnapshotHandle, VolumeHandle};
 use crate::limits;
 use crate::proto::csi;
 use crate::Error;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 pub fn create(
     c: &Arc<Controller>,
     req: csi::CreateSnapshotRequest,
-) -> Result<csi::CreateSnapshotResponse, Error> {
+) -> Step<csi::CreateSnapshotResponse> {
     required(&req.name, "snapshot name is required")?;
     required(&req.source_volume_id, "source volume ID is not set")?;
     limits::string("snapshot name", &req.name)?;
@@ -29,9 +30,11 @@ pub fn create(
             req.source_volume_id
         ))
     })?;
-    let mut resp = csi::CreateSnapshotResponse::new();
-    resp.snapshot = Some(kind::snapshot(c, source, &req)?).into();
-    Ok(resp)
+    kind::snapshot(c, source, &req).then(|snapshot| {
+        let mut resp = csi::CreateSnapshotResponse::new();
+        resp.snapshot = Some(snapshot).into();
+        done(resp)
+    })
 }
 
 /// GetSnapshot: ListSnapshots' lookup by id. NotFound for an id we could
@@ -43,7 +46,7 @@ pub fn get(
 ) -> Result<csi::GetSnapshotResponse, Error> {
     let id = checks::snapshot(&req.snapshot_id)?;
     let mut resp = csi::GetSnapshotResponse::new();
-    resp.snapshot = Some(kind::get_snapshot(c, id)?).into();
+    resp.snapshot = Some(kind::get_snapshot(c, &id)?).into();
     Ok(resp)
 }
 
@@ -54,8 +57,8 @@ pub fn delete(
     req: csi::DeleteSnapshotRequest,
 ) -> Result<csi::DeleteSnapshotResponse, Error> {
     required(&req.snapshot_id, "snapshot id is required")?;
-    if let Ok(id) = SnapshotId::parse(&req.snapshot_id) {
-        kind::delete_snapshot(c, id)?;
+    if let Ok(id) = SnapshotHandle::parse(&req.snapshot_id) {
+        kind::delete_snapshot(c, &id)?;
     }
     Ok(csi::DeleteSnapshotResponse::new())
 }

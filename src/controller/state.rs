@@ -7,7 +7,7 @@ use super::acl::cache::AclCache;
 use super::acl::AclQueue;
 use super::cluster::Cluster;
 use super::in_doubt::InDoubt;
-use super::kind::directory::{ClassParents, Room, Shares};
+use super::kind::directory::{ClassParents, Copies, Room, Shares, SnapshotBatches, Temporaries};
 use super::lock_keys::Lock;
 use super::spaces::Spaces;
 use super::walks::Walks;
@@ -43,6 +43,8 @@ pub struct ControllerDeps {
     pub share_mount_dir: PathBuf,
     /// ...and checks them within `NFS_MOUNT_TIMEOUT`.
     pub nfs_mount_timeout: Duration,
+    /// `COPY_THREADS`.
+    pub copy_threads: usize,
 }
 
 /// Shared state of every controller RPC.
@@ -64,6 +66,11 @@ pub struct Controller {
     pub(super) shares: Shares,
     /// What creates and expansions under way claim of shared parents.
     pub(super) room: Room,
+    /// The directory snapshots waiting for, or in, a parent snapshot.
+    pub(super) dir_snapshots: SnapshotBatches,
+    /// The temporary filesystems restores copy from, and the copies.
+    pub(super) temporaries: Temporaries,
+    pub(super) copies: Copies,
 }
 
 impl Controller {
@@ -87,6 +94,9 @@ impl Controller {
                 .bounded_by(deps.nfs_mount_timeout)
                 .naming(classes),
             room: Room::default(),
+            dir_snapshots: SnapshotBatches::default(),
+            temporaries: Temporaries::default(),
+            copies: Copies::new(deps.copy_threads),
         }
     }
 

@@ -16,6 +16,13 @@ pub const MANAGED: &str = "csi.linodenfs.csi.linode.com";
 /// On the snapshot a volume clone is copied through: not a VolumeSnapshot,
 /// so never listed or returned as one.
 pub const CLONE_SNAPSHOT: &str = "csi-clone-snapshot";
+/// On a snapshot of a shared parent that directory snapshots are parts
+/// of: never a whole-filesystem snapshot, never listed, returned, restored
+/// or deleted as one (restoring it would hand over every tenant's data).
+pub const DIRECTORY_SNAPSHOTS: &str = "csi-directory-snapshots";
+/// On a temporary filesystem a restore copies a directory out of: never a
+/// volume, never a parent, deleted once no restore needs it.
+pub const RESTORE_SOURCE: &str = "csi-restore-source";
 
 /// Whether `fs` is one of the driver's whole-filesystem volumes. Only such a
 /// filesystem is ever deleted, snapshotted, cloned or changed as a volume;
@@ -95,9 +102,21 @@ pub fn records_a_source(tags: &[String]) -> bool {
     tags.iter().any(|t| t.starts_with(source_prefix!()))
 }
 
+/// Whether `s` is a snapshot of a shared parent taken for directory snapshots.
+pub fn is_directory_snapshots(s: &Snapshot) -> bool {
+    s.tags.iter().any(|t| t == DIRECTORY_SNAPSHOTS)
+}
+
+/// Whether `fs` is a temporary filesystem of a restore.
+pub fn is_restore_source(fs: &Filesystem) -> bool {
+    fs.tags.iter().any(|t| t == RESTORE_SOURCE)
+}
+
 fn is_driver_tag(tag: &str) -> bool {
     tag == MANAGED
         || tag == CLONE_SNAPSHOT
+        || tag == DIRECTORY_SNAPSHOTS
+        || tag == RESTORE_SOURCE
         || [SOURCE_SNAPSHOT, SOURCE_VOLUME, KEPT_SNAPSHOT]
             .iter()
             .any(|p| tag.starts_with(p))

@@ -237,20 +237,19 @@ fn confined(root: &Path, below: &[&str]) -> std::result::Result<PathBuf, Refusal
     Ok(dir)
 }
 
+/// A copy of `from` at `to` keeping what a filesystem snapshot keeps:
+/// modes, owners, times, symlinks and hard links.
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let dest = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &dest)?;
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &dest)?;
-        } else {
-            std::fs::copy(entry.path(), &dest)?;
-        }
-    }
+    let options = crate::fs_tree::CopyOptions {
+        threads: 2,
+        ..Default::default()
+    };
+    crate::fs_tree::copy_tree(
+        &crate::fs_tree::Dir::open(from)?,
+        &crate::fs_tree::Dir::open(to)?,
+        &options,
+    )?;
     Ok(())
 }
 

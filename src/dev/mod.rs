@@ -319,14 +319,14 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         LinuxMounter::new(config.nfs_mount_helper.clone(), config.nfs_mount_timeout),
         exports,
     ));
-    let controller = wiring::controller_service_with(
+    let mut services = wiring::controller_service_with(
         config,
         &linode_config,
         kube_client()?,
         rpc,
         mounter.clone(),
     )?;
-    let node = node::service(
+    services.push(node::service(
         NodeDeps {
             mounter: mounter.clone(),
             node_name: DEV_NODE.to_string(),
@@ -334,12 +334,12 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
             kube: Some(kube_client()?),
         },
         rpc.clone(),
-    );
+    ));
 
     let storage_class = write_storage_class(&state)?;
     let banner = banner(config, &state, &storage_class);
     Ok(Started {
-        services: vec![controller, node],
+        services,
         resources: Box::new(DevResources {
             mounter,
             state_dir: state,

@@ -1,14 +1,16 @@
 //! A directory held open by descriptor, and what the tree walks do through
 //! it: open a child or the parent without following a symlink, read the
-//! entries, unlink, remove a subdirectory, change the mode. Every call is
-//! relative to a descriptor, so no path is ever resolved again (a tenant
-//! cannot swap a component for a symlink between two steps) and depth
-//! never meets `PATH_MAX`. Thin `*at(2)` wrappers only: what to do with a
-//! tree is `remove`'s.
+//! entries (and come back to a place among them), inspect, make, link,
+//! unlink, rename and remove entries, change modes, owners and times. Every
+//! call is relative to a descriptor, so no path is ever resolved again (a
+//! tenant cannot swap a component for a symlink between two steps) and
+//! depth never meets `PATH_MAX`. Thin `*at(2)` wrappers only: what to do
+//! with a tree is `remove`'s and `copy`'s.
 
 use std::ffi::{CStr, CString, OsStr};
+use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -90,12 +92,157 @@ impl Dir {
             .map(drop)
     }
 
-    fn stat(&self) -> io::Result<libc::stat> {
+    /// Another descriptor of the same directory.
+    pub fn reopen(&self) -> io::Result<Dir> {
+        self.child(c".")
+    }
+
+    /// The directory's own status.
+    pub fn stat(&self) -> io::Result<libc::stat> {
         // SAFETY: `st` is plain data the call fills in.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: a valid descriptor and a valid out pointer.
         check(unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) })?;
         Ok(st)
+    }
+
+    /// The status of the entry `name` itself (a symlink is not followed).
+    pub fn stat_at(&self, name: &CStr) -> io::Result<libc::stat> {
+        // SAFETY: `st` is plain data the call fills in.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid descriptor, NUL-terminated name and out pointer.
+        check(unsafe {
+            libc::fstatat(
+                self.fd.as_raw_fd(),
+                name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })?;
+        Ok(st)
+    }
+
+    /// Opens the entry `name` for reading: `ELOOP` when it is a symlink.
+    /// Non-blocking, so a fifo put there meanwhile does not hang the open
+    /// (the caller checks what it opened); no controlling terminal either.
+    pub fn open_file(&self, name: &CStr) -> io::Result<File> {
+        self.open_at(
+            name,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+        .map(File::from)
+    }
+
+    /// Creates the file `name` with `mode` (less the umask) for writing;
+    /// `EEXIST` when anything, even a dangling symlink, stands there.
+    pub fn create_file(&self, name: &CStr, mode: u32) -> io::Result<File> {
+        let flags =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid descriptor and NUL-terminated name; the mode is
+        // passed as the variadic argument `O_CREAT` reads.
+        let fd = check(unsafe {
+            libc::openat(
+                self.fd.as_raw_fd(),
+                name.as_ptr(),
+                flags,
+                mode as libc::c_uint,
+            )
+        })?;
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// The text of the symlink `name`, as stored (never resolved).
+    pub fn read_link(&self, name: &CStr) -> io::Result<CString> {
+        let mut buf = vec![0u8; 256];
+        loop {
+            // SAFETY: a valid descriptor and NUL-terminated name; `buf` is
+            // writable for its whole length.
+            let n = unsafe {
+                libc::readlinkat(
+                    self.fd.as_raw_fd(),
+                    name.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let n = n as usize;
+            // A full buffer may have cut the text short: read it again
+            // into a larger one.
+            if n < buf.len() {
+                buf.truncate(n);
+                return CString::new(buf).map_err(|_| {
+                    io::Error::new(io::ErrorKind::InvalidData, "a symlink with a NUL byte")
+                });
+            }
+            buf.resize(buf.len() * 2, 0);
+        }
+    }
+
+    /// Creates the symlink `name` with the text `target`; `EEXIST` when
+    /// anything stands there.
+    pub fn symlink(&self, target: &CStr, name: &CStr) -> io::Result<()> {
+        // SAFETY: a valid descriptor and NUL-terminated strings.
+        check(unsafe { libc::symlinkat(target.as_ptr(), self.fd.as_raw_fd(), name.as_ptr()) })
+            .map(drop)
+    }
+
+    /// Makes `to` in `into` another name of the entry `from` of this
+    /// directory (a symlink itself, not what it points to); `EEXIST` when
+    /// anything stands at `to`.
+    pub fn link(&self, from: &CStr, into: &Dir, to: &CStr) -> io::Result<()> {
+        // SAFETY: valid descriptors and NUL-terminated names; flags 0
+        // links a symlink itself.
+        check(unsafe {
+            libc::linkat(
+                self.fd.as_raw_fd(),
+                from.as_ptr(),
+                into.fd.as_raw_fd(),
+                to.as_ptr(),
+                0,
+            )
+        })
+        .map(drop)
+    }
+
+    /// Changes the owner of the entry `name` itself (a symlink is not
+    /// followed).
+    pub fn set_owner_at(&self, name: &CStr, uid: u32, gid: u32) -> io::Result<()> {
+        // SAFETY: a valid descriptor and NUL-terminated name.
+        check(unsafe {
+            libc::fchownat(
+                self.fd.as_raw_fd(),
+                name.as_ptr(),
+                uid,
+                gid,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })
+        .map(drop)
+    }
+
+    /// Sets the access and modification times (in that order) of the
+    /// entry `name` itself (a symlink is not followed).
+    pub fn set_times_at(&self, name: &CStr, times: &[libc::timespec; 2]) -> io::Result<()> {
+        // SAFETY: a valid descriptor, NUL-terminated name and two times.
+        check(unsafe {
+            libc::utimensat(
+                self.fd.as_raw_fd(),
+                name.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })
+        .map(drop)
+    }
+
+    /// Sets the directory's own access and modification times.
+    pub fn set_times(&self, times: &[libc::timespec; 2]) -> io::Result<()> {
+        // SAFETY: a valid descriptor and two times.
+        check(unsafe { libc::futimens(self.fd.as_raw_fd(), times.as_ptr()) }).map(drop)
     }
 
     pub fn identity(&self) -> io::Result<Identity> {
@@ -203,14 +350,44 @@ impl Dir {
             return Err(io::Error::last_os_error());
         }
         std::mem::forget(own);
-        Ok(Entries { dir: self, stream })
+        Ok(Entries {
+            dir: self,
+            stream,
+            last: Position(0),
+        })
+    }
+
+    /// Reads the entries from `at`, a place an earlier stream of this
+    /// directory gave. The filesystem's cookie, so the caller checks it
+    /// still leads where it led.
+    pub fn entries_at(&self, at: Position) -> io::Result<Entries<'_>> {
+        let entries = self.entries()?;
+        // SAFETY: the stream is open; `seekdir` takes any value `telldir`
+        // gave for this directory.
+        unsafe { libc::seekdir(entries.stream, at.0) };
+        Ok(entries)
     }
 }
+
+/// A place among the entries of a directory, to read on from there later
+/// through another stream (`Dir::entries_at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position(libc::c_long);
 
 /// The entries of a directory as they are read.
 pub struct Entries<'a> {
     dir: &'a Dir,
     stream: *mut libc::DIR,
+    /// Where the entry `next` returned last was read from.
+    last: Position,
+}
+
+impl Entries<'_> {
+    /// Where the entry returned last is: reading from there returns it
+    /// again.
+    pub fn position(&self) -> Position {
+        self.last
+    }
 }
 
 impl Iterator for Entries<'_> {
@@ -218,6 +395,8 @@ impl Iterator for Entries<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
+            // SAFETY: `stream` is open until drop.
+            let at = Position(unsafe { libc::telldir(self.stream) });
             // `readdir` tells the end from an error only through errno.
             // SAFETY: errno is thread-local.
             unsafe { *libc::__errno_location() = 0 };
@@ -247,6 +426,7 @@ impl Iterator for Entries<'_> {
                 },
                 _ => Kind::Other,
             };
+            self.last = at;
             return Some(Ok((name, kind)));
         }
     }
@@ -257,6 +437,44 @@ impl Drop for Entries<'_> {
         // SAFETY: `stream` is open and closed only here.
         unsafe { libc::closedir(self.stream) };
     }
+}
+
+/// Closes `file`, reporting what the close reports: on NFS that is where
+/// a failed write-back (`ENOSPC`, `EDQUOT`) shows, which dropping the
+/// `File` would lose.
+pub fn close(file: File) -> io::Result<()> {
+    // SAFETY: the descriptor is taken out of `file`, so it is closed once.
+    check(unsafe { libc::close(file.into_raw_fd()) }).map(drop)
+}
+
+/// Where `lseek(2)` looks from `offset` of `file`.
+#[derive(Debug, Clone, Copy)]
+pub enum Seek {
+    /// The next byte that holds data.
+    Data,
+    /// The next hole (the end of the file counts as one).
+    Hole,
+}
+
+/// Moves `file` to the next data or hole from `offset` and returns where
+/// that is; `None` when no data follows (`ENXIO`).
+pub fn seek(file: &File, offset: u64, to: Seek) -> io::Result<Option<u64>> {
+    let whence = match to {
+        Seek::Data => libc::SEEK_DATA,
+        Seek::Hole => libc::SEEK_HOLE,
+    };
+    let offset = libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "an offset past off_t"))?;
+    // SAFETY: a valid descriptor; `lseek` only moves its offset.
+    let at = unsafe { libc::lseek(file.as_raw_fd(), offset, whence) };
+    if at < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENXIO) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(at as u64))
 }
 
 /// A name as the `*at` calls take it.

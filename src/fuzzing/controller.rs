@@ -8,7 +8,7 @@
 //! whole-filesystem volume, a directory that does not exist).
 
 use super::caller_mistake;
-use super::handles::{any_volume_handle, label, snapshot_handle};
+use super::handles::{any_snapshot_handle, any_volume_handle, label};
 use super::node::decode;
 use super::params::{mutable, params, tags};
 use crate::controller::{capability_problem, check_capabilities, linode_id, parse_create};
@@ -18,13 +18,13 @@ use csi::volume_capability::access_mode::Mode;
 /// What the fuzzed CreateVolume falls back to without a capacity range.
 const DEFAULT_CAPACITY: i64 = 10 << 30;
 
-/// A selector byte, then one of the thirteen controller requests that
-/// carry input.
+/// A selector byte, then one of the thirteen controller requests and
+/// three group controller requests that carry input.
 pub fn controller_requests(data: &[u8]) {
     let Some((&kind, bytes)) = data.split_first() else {
         return;
     };
-    match kind % 13 {
+    match kind % 16 {
         0 => with(bytes, create_volume),
         1 => with(bytes, |r: csi::DeleteVolumeRequest| {
             any_volume_handle(&r.volume_id);
@@ -58,17 +58,32 @@ pub fn controller_requests(data: &[u8]) {
             label(&r.name);
         }),
         8 => with(bytes, |r: csi::DeleteSnapshotRequest| {
-            snapshot_handle(&r.snapshot_id);
+            any_snapshot_handle(&r.snapshot_id);
         }),
         9 => with(bytes, |r: csi::ListSnapshotsRequest| {
-            snapshot_handle(&r.snapshot_id);
+            any_snapshot_handle(&r.snapshot_id);
             any_volume_handle(&r.source_volume_id);
         }),
         10 => with(bytes, |r: csi::GetSnapshotRequest| {
-            snapshot_handle(&r.snapshot_id);
+            any_snapshot_handle(&r.snapshot_id);
         }),
         11 => with(bytes, |r: csi::ControllerGetVolumeRequest| {
             any_volume_handle(&r.volume_id);
+        }),
+        13 => with(bytes, |r: csi::CreateVolumeGroupSnapshotRequest| {
+            label(&r.name);
+            for id in &r.source_volume_ids {
+                any_volume_handle(id);
+            }
+        }),
+        14 => with(bytes, |r: csi::GetVolumeGroupSnapshotRequest| {
+            any_snapshot_handle(&r.group_snapshot_id);
+        }),
+        15 => with(bytes, |r: csi::DeleteVolumeGroupSnapshotRequest| {
+            any_snapshot_handle(&r.group_snapshot_id);
+            for id in &r.snapshot_ids {
+                any_snapshot_handle(id);
+            }
         }),
         _ => with(bytes, |r: csi::ControllerModifyVolumeRequest| {
             any_volume_handle(&r.volume_id);
@@ -107,8 +122,15 @@ fn create_volume(req: csi::CreateVolumeRequest) {
     assert_eq!(want.capacity, expected);
     tags(&want.tags);
     let source = req.volume_content_source.as_ref();
-    assert_eq!(want.source.is_some(), source.is_some());
-    if let (Some((_, raw)), Some(source)) = (&want.source, source) {
+    // One source, the class's kind's: never both.
+    assert!(want.source.is_none() || want.dir_source.is_none());
+    let echoed = want
+        .source
+        .as_ref()
+        .map(|(_, raw)| raw)
+        .or(want.dir_source.as_ref().map(|(_, raw)| raw));
+    assert_eq!(echoed.is_some(), source.is_some());
+    if let (Some(raw), Some(source)) = (echoed, source) {
         let named = if source.has_snapshot() {
             &source.snapshot().snapshot_id
         } else {

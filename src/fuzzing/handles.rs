@@ -2,8 +2,8 @@
 
 use super::{caller_mistake, text};
 use crate::handles::{
-    label_for, DirName, SnapshotId, SubdirId, VolumeHandle, VolumeId, MAX_LABEL_BYTES,
-    SUBDIRECTORY_BASE,
+    label_for, DirName, DirSnapshotId, GroupSnapshotId, SnapshotHandle, SnapshotId, SubdirId,
+    VolumeHandle, VolumeId, MAX_LABEL_BYTES, SUBDIRECTORY_BASE,
 };
 
 /// Any text as a volume and as a snapshot handle; and the handles of ids
@@ -13,6 +13,7 @@ pub fn handles(data: &[u8]) {
         volume_handle(raw);
         snapshot_handle(raw);
         any_volume_handle(raw);
+        any_snapshot_handle(raw);
     }
     let mut ids = data
         .chunks_exact(8)
@@ -83,6 +84,40 @@ fn directory_name(name: &DirName) {
     let path = name.path_in_share();
     let parts: Vec<&str> = path.split('/').collect();
     assert_eq!(parts, ["", SUBDIRECTORY_BASE, s], "{path:?}");
+}
+
+/// Either kind of snapshot handle: one handle per snapshot, never a
+/// volume's too; a directory snapshot's entry is a directory name, and
+/// its parent and parent snapshot are the ids in front of it. A group's
+/// id reads as a directory snapshot's, and nothing else does.
+pub(super) fn any_snapshot_handle(raw: &str) -> Option<SnapshotHandle> {
+    let group = GroupSnapshotId::parse(raw);
+    match SnapshotHandle::parse(raw) {
+        Ok(handle) => {
+            assert_eq!(handle.to_string(), raw, "a snapshot has exactly one handle");
+            assert!(VolumeHandle::parse(raw).is_err(), "{raw:?} is both");
+            match &handle {
+                SnapshotHandle::Directory(id) => {
+                    directory_name(&id.entry);
+                    assert_eq!(DirSnapshotId::parse(raw).as_ref(), Ok(id));
+                    assert_eq!(group.as_ref().map(|g| &g.0), Ok(id));
+                    let front = format!("{}/", id.parent_snapshot());
+                    assert!(raw.starts_with(&front), "{raw:?}");
+                    assert_eq!(handle.filesystem(), id.parent());
+                }
+                SnapshotHandle::Filesystem(id) => {
+                    assert_eq!(SnapshotId::parse(raw).as_ref(), Ok(id));
+                    assert!(group.is_err(), "{raw:?}");
+                }
+            }
+            Some(handle)
+        }
+        Err(e) => {
+            caller_mistake("SnapshotHandle::parse", &e, false);
+            assert!(group.is_err(), "{raw:?}");
+            None
+        }
+    }
 }
 
 /// As `volume_handle`; the volume part of a snapshot handle is its volume's.

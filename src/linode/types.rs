@@ -382,6 +382,17 @@ pub struct Snapshot {
     pub tags: Vec<String>,
 }
 
+impl Snapshot {
+    /// When it was taken, in seconds since the epoch: `created`, else
+    /// `updated` (the nearest time the backend shows; `created` is nullable).
+    pub fn taken_at(&self) -> Option<i64> {
+        [&self.created, &self.updated]
+            .into_iter()
+            .flatten()
+            .find_map(|t| naive_to_unix(t))
+    }
+}
+
 /// A per-path quota of a filesystem (`…/filesystems/{id}/quotas`). Usage is
 /// sampled by the backend: `used_*` and `collected_at` are `None` until the
 /// first sample. `path` is as the backend writes it (a backend may put the

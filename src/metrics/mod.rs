@@ -144,6 +144,36 @@ static STATVFS_STUCK: Sampled = Sampled::new(
     "statvfs calls of NodeGetVolumeStats still running past their bound (each holds one thread; a dead NFS server).",
     &[],
 );
+static RESTORE_COPIES: Counter = Counter::new(
+    "csi_restore_copies_total",
+    "Copies that filled a subdirectory volume from a snapshot (restores and clones), by outcome: ok, failed, stopped (SIGTERM or DeleteVolume; a later call resumes it).",
+    &["outcome"],
+);
+static RESTORE_COPIED_FILES: Counter = Counter::new(
+    "csi_restore_copied_files_total",
+    "Files (and symlinks and extra hard links) the copies of restores wrote, counted as each copy ends.",
+    &[],
+);
+static RESTORE_COPIED_BYTES: Counter = Counter::new(
+    "csi_restore_copied_bytes_total",
+    "Bytes of file data the copies of restores wrote, counted as each copy ends.",
+    &[],
+);
+static RESTORE_RUNNING: Sampled = Sampled::new(
+    "csi_restore_copies_running",
+    "Copies filling subdirectory volumes now.",
+    &[],
+);
+static RESTORE_PROGRESS_FILES: Sampled = Sampled::new(
+    "csi_restore_copying_files",
+    "Files the copies running now have written so far.",
+    &[],
+);
+static RESTORE_PROGRESS_BYTES: Sampled = Sampled::new(
+    "csi_restore_copying_bytes",
+    "Bytes the copies running now have written so far.",
+    &[],
+);
 static BUILD_INFO: Computed = Computed::gauge(
     "csi_build_info",
     "Always 1: the driver's version, git revision and role.",
@@ -181,7 +211,7 @@ static CPU_SECONDS: Computed = Computed::counter(
 );
 
 /// Every family, in scrape order.
-static FAMILIES: [&dyn Family; 27] = [
+static FAMILIES: [&dyn Family; 33] = [
     &BUILD_INFO,
     &RPC_DURATION,
     &RPC_IN_FLIGHT,
@@ -204,6 +234,12 @@ static FAMILIES: [&dyn Family; 27] = [
     &UNMOUNTS_DETACHED,
     &STAGING_REMOUNTS,
     &STATVFS_STUCK,
+    &RESTORE_COPIES,
+    &RESTORE_COPIED_FILES,
+    &RESTORE_COPIED_BYTES,
+    &RESTORE_RUNNING,
+    &RESTORE_PROGRESS_FILES,
+    &RESTORE_PROGRESS_BYTES,
     &START_TIME,
     &RESIDENT_MEMORY,
     &OPEN_FDS,
@@ -240,6 +276,11 @@ pub fn init(role: Role) {
             LINODE_TOKEN_RELOADS.touch(&[outcome]);
         }
         LINODE_UNAUTHORIZED.touch(&[]);
+        for outcome in COPY_OUTCOMES {
+            RESTORE_COPIES.touch(&[outcome]);
+        }
+        RESTORE_COPIED_FILES.touch(&[]);
+        RESTORE_COPIED_BYTES.touch(&[]);
     }
     if role != Role::Controller {
         for outcome in MOUNT_OUTCOMES {
@@ -487,6 +528,33 @@ pub fn staging_remounted(why: Remount) {
 /// Stuck statvfs calls, asked at each scrape until `read` answers `None`.
 pub fn watch_stuck_statvfs(read: impl FnMut() -> Option<usize> + Send + 'static) {
     STATVFS_STUCK.register(single(read));
+}
+
+/// How a restore's copy ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyOutcome {
+    Ok,
+    Failed,
+    Stopped,
+}
+
+const COPY_OUTCOMES: [&str; 3] = ["ok", "failed", "stopped"];
+
+/// A restore's copy ended, having written `files` files and `bytes` bytes.
+pub fn restore_copy_ended(outcome: CopyOutcome, files: u64, bytes: u64) {
+    RESTORE_COPIES.inc(&[COPY_OUTCOMES[outcome as usize]]);
+    RESTORE_COPIED_FILES.add(&[], files);
+    RESTORE_COPIED_BYTES.add(&[], bytes);
+}
+
+/// The copies running now, and what they wrote so far: `read` answers
+/// `(copies, files, bytes)` at each scrape, `None` once the controller is gone.
+pub fn watch_restore_copies(read: impl Fn() -> Option<(usize, u64, u64)> + Send + Sync + 'static) {
+    let read = std::sync::Arc::new(read);
+    let (r1, r2, r3) = (read.clone(), read.clone(), read);
+    RESTORE_RUNNING.register(single(move || r1().map(|(n, _, _)| n)));
+    RESTORE_PROGRESS_FILES.register(single(move || r2().map(|(_, f, _)| f as usize)));
+    RESTORE_PROGRESS_BYTES.register(single(move || r3().map(|(_, _, b)| b as usize)));
 }
 
 #[cfg(test)]

@@ -103,7 +103,11 @@ impl<V> Recorded<V> {
 
 impl Counter {
     pub fn inc(&self, values: &[&str]) {
-        self.update(values, || 0, |n| *n += 1);
+        self.add(values, 1);
+    }
+
+    pub fn add(&self, values: &[&str], by: u64) {
+        self.update(values, || 0, |n| *n += by);
     }
 
     /// Shows the series at 0 before its first event, so `increase()` over

@@ -325,6 +325,10 @@ impl Driver {
         ChannelBuilder::new(self.env.clone()).connect(&format!("unix:{}", self.socket.display()))
     }
 
+    pub fn groups(&self) -> csi_grpc::GroupControllerClient {
+        csi_grpc::GroupControllerClient::new(self.channel())
+    }
+
     pub fn identity(&self) -> csi_grpc::IdentityClient {
         csi_grpc::IdentityClient::new(self.channel())
     }

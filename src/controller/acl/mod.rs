@@ -87,6 +87,18 @@ pub fn access(
     start(c, vol, queued)
 }
 
+/// Admits every node of `ids` to `vol`, a filesystem the driver made for
+/// its own use (a restore's temporary one), parked until applied.
+pub fn admit_all(c: &Arc<Controller>, vol: VolumeId, ids: Vec<u64>) -> Step<()> {
+    let mut all = done(());
+    for id in ids {
+        let queued = c.acl.enqueue(vol, Change::Allow(id));
+        let c = c.clone();
+        all = all.then(move |()| start(&c, vol, queued));
+    }
+    all
+}
+
 /// Parks until the change queued is applied. The first change for an
 /// idle filesystem starts the batches, on this worker.
 fn start(c: &Arc<Controller>, vol: VolumeId, (result, first): (Answer, bool)) -> Step<()> {

@@ -15,15 +15,18 @@
 pub mod directory;
 pub mod filesystem;
 mod publishing;
+mod snapshot_post;
 
 pub use publishing::{Target, Unpublish};
+use snapshot_post::post_snapshot;
 
 use super::params::{Mutable, Params};
 use super::request::CreateRequest;
 use super::volume::Described;
 use super::Controller;
-use crate::flow::Step;
-use crate::handles::{Kind, SnapshotId, VolumeHandle};
+use crate::flow::{done, Step};
+use crate::handles::{DirName, DirSnapshotId, GroupSnapshotId, Kind, SnapshotHandle, VolumeHandle};
+use crate::linode::Snapshot;
 use crate::proto::csi;
 use crate::Error;
 use std::sync::Arc;
@@ -104,29 +107,108 @@ pub fn snapshot(
     c: &Arc<Controller>,
     source: VolumeHandle,
     req: &csi::CreateSnapshotRequest,
-) -> Result<csi::Snapshot, Error> {
+) -> Step<csi::Snapshot> {
     match source {
-        VolumeHandle::Filesystem(id) => filesystem::snapshots::create(c, id, req),
-        VolumeHandle::Subdirectory(id) => directory::snapshot(&id),
+        VolumeHandle::Filesystem(id) => done(filesystem::snapshots::create(c, id, req)?),
+        VolumeHandle::Subdirectory(id) => directory::snapshots::create(c, id, req),
     }
 }
 
-/// GetSnapshot: only the whole-filesystem kind has snapshots.
-pub fn get_snapshot(c: &Controller, id: SnapshotId) -> Result<csi::Snapshot, Error> {
-    filesystem::snapshots::get(c, id)
+/// What a restore from a snapshot copies: the Linode snapshot whose clone
+/// holds it, the directory in that clone (none: its root), and the most
+/// data it can hold (0: unknown).
+#[derive(Debug, Clone)]
+pub struct Restorable {
+    pub snapshot: Snapshot,
+    pub dir: Option<DirName>,
+    pub size_bytes: i64,
+}
+
+/// The snapshot `id` as a restore into a directory sees it: NotFound for
+/// one the driver did not take (or whose record is gone).
+pub fn restorable(c: &Controller, id: &SnapshotHandle) -> Result<Restorable, Error> {
+    match id {
+        SnapshotHandle::Filesystem(id) => {
+            let snapshot = filesystem::snapshots::owned(c, *id)?;
+            Ok(Restorable {
+                size_bytes: snapshot.size_bytes.unwrap_or(0),
+                snapshot,
+                dir: None,
+            })
+        }
+        SnapshotHandle::Directory(id) => directory::snapshots::restorable(c, id),
+    }
+}
+
+/// GetSnapshot.
+pub fn get_snapshot(c: &Controller, id: &SnapshotHandle) -> Result<csi::Snapshot, Error> {
+    match id {
+        SnapshotHandle::Filesystem(id) => filesystem::snapshots::get(c, *id),
+        SnapshotHandle::Directory(id) => directory::snapshots::get(c, id),
+    }
 }
 
 /// DeleteSnapshot.
-pub fn delete_snapshot(c: &Controller, id: SnapshotId) -> Result<(), Error> {
-    filesystem::snapshots::delete(c, id)
+pub fn delete_snapshot(c: &Controller, id: &SnapshotHandle) -> Result<(), Error> {
+    match id {
+        SnapshotHandle::Filesystem(id) => filesystem::snapshots::delete(c, *id),
+        SnapshotHandle::Directory(id) => directory::snapshots::delete(c, id),
+    }
 }
 
-/// ListSnapshots' matches, in id order.
+/// ListSnapshots' matches of both kinds: the whole filesystems' in id
+/// order, then the directories'.
 pub fn list_snapshots(
     c: &Controller,
     req: &csi::ListSnapshotsRequest,
 ) -> Result<Vec<csi::Snapshot>, Error> {
-    filesystem::snapshots::list(c, req)
+    let mut all = filesystem::snapshots::list(c, req)?;
+    let mut dirs = directory::snapshots::list(c, req)?;
+    dirs.sort_by_cached_key(|s| DirSnapshotId::parse(&s.snapshot_id).ok());
+    all.extend(dirs);
+    Ok(all)
+}
+
+/// CreateVolumeGroupSnapshot of `members` (distinct): only directory
+/// volumes of one shared parent can be snapshotted at one instant.
+pub fn group_snapshot(
+    c: &Arc<Controller>,
+    members: Vec<VolumeHandle>,
+    name: &str,
+) -> Step<csi::VolumeGroupSnapshot> {
+    let mut dirs = Vec::with_capacity(members.len());
+    for member in members {
+        match member {
+            VolumeHandle::Subdirectory(id) => dirs.push(id),
+            VolumeHandle::Filesystem(id) => {
+                return Err(Error::InvalidArgument(format!(
+                    "volume {id} is a whole filesystem: Linode snapshots each filesystem on its own, never several at one instant, so a group of them would not be crash-consistent; only directory volumes of one shared filesystem form a group"
+                )))
+            }
+        }
+    }
+    let parent = dirs[0].parent();
+    if let Some(other) = dirs.iter().find(|d| d.parent() != parent) {
+        return Err(Error::InvalidArgument(format!(
+            "volumes {} and {other} are on different shared filesystems: Linode cannot snapshot two filesystems at one instant, so a group of them would not be crash-consistent",
+            dirs[0]
+        )));
+    }
+    directory::snapshots::groups::create(c, parent, dirs, name)
+}
+
+/// GetVolumeGroupSnapshot.
+pub fn get_group(c: &Controller, id: &GroupSnapshotId) -> Result<csi::VolumeGroupSnapshot, Error> {
+    directory::snapshots::groups::get(c, id)
+}
+
+/// DeleteVolumeGroupSnapshot.
+pub fn delete_group(
+    c: &Controller,
+    id: &GroupSnapshotId,
+    snapshot_ids: &[String],
+) -> Result<(), Error> {
+    directory::snapshots::groups::delete(c, id, snapshot_ids)
 }
 
 /// Whose ACL a ControllerPublishVolume of the volume changes; NotFound

@@ -10,10 +10,10 @@
 use super::files::{self, Marker, Ownership};
 use super::parent::parent_of;
 use super::room::Listed;
-use super::{kept, quotas};
+use super::{kept, quotas, restore};
 use crate::controller::lock_keys::{Doubt, Lock};
 use crate::controller::params::{KindParams, QuotaMode, SubdirParams};
-use crate::controller::request::CreateRequest;
+use crate::controller::request::{CreateRequest, DirSource};
 use crate::controller::volume::directory_volume;
 use crate::controller::Controller;
 use crate::flow::{done, Step, Then};
@@ -128,11 +128,19 @@ pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::Create
         csi_name: want.name.clone(),
         on_delete: sub.on_delete,
         retained: false,
+        source: want.dir_source.as_ref().map(|(_, raw)| raw.clone()),
+        filling: want.dir_source.is_some(),
         archive_to: None,
     };
     // Another name's, another setting's or a foreign directory: refused
     // before anything is claimed or made.
     let repeat = files::prior(&root, &id.name, &marker)?;
+    // So is a source that cannot fill it (unless an earlier attempt did).
+    let filled = repeat && files::read_marker(&root, &id.name)?.is_some_and(|m| !m.filling);
+    let plan = match &want.dir_source {
+        Some((source, _)) if !filled => Some(restore::plan(c, source, want.capacity)?),
+        _ => None,
+    };
     let kept = kept::total(&root)?;
     let read_at = Instant::now();
     let quotas = match sub.quota {
@@ -185,6 +193,7 @@ pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::Create
         gid: sub.gid,
     };
     files::create(&root, &id.name, &marker, owner)?;
+    let (filling, fill_root, c2) = (id.clone(), root.clone(), c.clone());
     let making = Making {
         c: c.clone(),
         id,
@@ -204,9 +213,42 @@ pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::Create
         (Ok(_), None) => post_quota(making),
     };
     made.then(move |resp| {
-        drop((guard, claim));
-        done(resp)
+        let filled = match plan {
+            Some(plan) => restore::fill(&c2, filling, fill_root, plan),
+            None => done(()),
+        };
+        filled.then(move |()| {
+            drop((guard, claim));
+            done(with_source(resp, &want))
+        })
     })
+}
+
+/// The answer, naming what the volume was made from.
+fn with_source(
+    mut resp: csi::CreateVolumeResponse,
+    want: &CreateRequest,
+) -> csi::CreateVolumeResponse {
+    let Some((source, raw)) = &want.dir_source else {
+        return resp;
+    };
+    let mut content = csi::VolumeContentSource::new();
+    match source {
+        DirSource::Snapshot(_) => {
+            let mut snap = csi::volume_content_source::SnapshotSource::new();
+            snap.snapshot_id = raw.clone();
+            content.set_snapshot(snap);
+        }
+        DirSource::Volume(_) => {
+            let mut vol = csi::volume_content_source::VolumeSource::new();
+            vol.volume_id = raw.clone();
+            content.set_volume(vol);
+        }
+    }
+    if let Some(volume) = resp.volume.as_mut() {
+        volume.content_source = Some(content).into();
+    }
+    resp
 }
 
 /// POSTs the volume's quota and waits for it. A POST whose outcome is

@@ -1,10 +1,14 @@
 //! DeleteVolume of a directory volume: the directory removed, archived or
 //! kept as its marker says (`files`), what it keeps recorded (`kept`), its
 //! quota deleted, the marker last. Only a directory with the driver's
-//! marker is a volume; nothing else on the parent is touched.
+//! marker is a volume; nothing else on the parent is touched. A volume
+//! still being filled has its copy stopped first, and a clone the
+//! snapshot it was copied through.
 
 use super::files::{self, Removed};
 use super::quotas;
+use super::restore::sweep_temporaries;
+use super::snapshots::forget_clone;
 use crate::controller::lock_keys::{Doubt, Lock};
 use crate::controller::tags::is_volume;
 use crate::controller::Controller;
@@ -22,6 +26,11 @@ use std::sync::Arc;
 /// the marker there is no volume: a quota at its path is someone else's.
 pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
     let _guard = c.lock(Lock::Directory(id.clone()))?;
+    if c.copies.stop(&id) {
+        return Err(Error::Unavailable(format!(
+            "the copy filling volume {id} is being stopped; retry the delete"
+        )));
+    }
     let parent = match c.cloud.get_filesystem(id.space, id.filesystem) {
         Ok(fs) if is_volume(&fs) => {
             log::info!(
@@ -41,6 +50,21 @@ pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
     };
     let mtls = c.spaces.mtls_mode(id.space)?;
     let root = c.shares.root(&parent, mtls.as_ref())?;
+    // A clone that never finished filling leaves the snapshot it was
+    // copied through: it goes with the clone.
+    let marker = files::read_marker(&root, &id.name)?.filter(|m| m.volume_id == id.to_string());
+    let filling = marker.as_ref().is_some_and(|m| m.filling);
+    let cloned_from = marker
+        .and_then(|m| m.source)
+        .and_then(|s| SubdirId::parse(&s).ok());
+    if let Some(source) = &cloned_from {
+        forget_clone(c, source, &id)?;
+    }
+    // Its copy may have died with an earlier controller, leaving the
+    // temporary filesystem it copied from.
+    if filling {
+        sweep_temporaries(c, id.space)?;
+    }
     let quotas = match c.cloud.list_quotas(id.space, id.filesystem) {
         Ok(all) => all,
         Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),

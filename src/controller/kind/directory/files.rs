@@ -36,6 +36,11 @@ pub struct Marker {
     pub on_delete: OnDelete,
     /// Deleted with `on-delete: retain`: the directory stays, the volume is gone.
     pub retained: bool,
+    /// What the volume is made from (a snapshot or volume handle, as the
+    /// request wrote it), if anything.
+    pub source: Option<String>,
+    /// Being filled from `source`: not a volume until the copy is done.
+    pub filling: bool,
     /// The archive entry a delete with `on-delete: archive` reserved, so a
     /// retry moves the directory to the same one.
     pub archive_to: Option<String>,
@@ -51,6 +56,12 @@ impl Marker {
         );
         if self.retained {
             text.push_str("state: retained\n");
+        }
+        if let Some(source) = &self.source {
+            text.push_str(&format!("source: {source}\n"));
+        }
+        if self.filling {
+            text.push_str("filling: true\n");
         }
         if let Some(entry) = &self.archive_to {
             text.push_str(&format!("archive-to: {entry}\n"));
@@ -68,6 +79,8 @@ impl Marker {
             csi_name: field("csi-name").unwrap_or("").to_string(),
             on_delete: OnDelete::parse(field("on-delete")?).ok()?,
             retained: field("state") == Some("retained"),
+            source: field("source").map(str::to_string),
+            filling: field("filling") == Some("true"),
             archive_to: field("archive-to").map(str::to_string),
         })
     }
@@ -95,7 +108,7 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::Internal(format!("{what} {}: {e}", path.display()))
 }
 
-fn base(root: &Path) -> PathBuf {
+pub fn base(root: &Path) -> PathBuf {
     root.join(SUBDIRECTORY_BASE)
 }
 
@@ -110,7 +123,7 @@ fn marker_path(root: &Path, name: &DirName) -> PathBuf {
 
 /// Whether `path` is a real directory (`false`: nothing there); a symlink
 /// or a file where a directory belongs is FailedPrecondition.
-fn is_dir(path: &Path) -> Result<bool, Error> {
+pub fn is_dir(path: &Path) -> Result<bool, Error> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_dir() => Ok(true),
         Ok(_) => Err(Error::FailedPrecondition(format!(
@@ -123,7 +136,7 @@ fn is_dir(path: &Path) -> Result<bool, Error> {
 }
 
 /// A driver directory, made when missing.
-fn ensure_dir(path: &Path, mode: u32) -> Result<(), Error> {
+pub fn ensure_dir(path: &Path, mode: u32) -> Result<(), Error> {
     if is_dir(path)? {
         return Ok(());
     }
@@ -186,6 +199,12 @@ fn check(found: Option<&Marker>, want: &Marker, dir: &Path) -> Result<bool, Erro
         Some(format!(
             "belongs to the volume named {:?}, which maps to the same directory as {:?}",
             found.csi_name, want.csi_name
+        ))
+    } else if found.source != want.source {
+        Some(format!(
+            "was made from {}, not {}",
+            found.source.as_deref().unwrap_or("nothing"),
+            want.source.as_deref().unwrap_or("nothing")
         ))
     } else if found.on_delete != want.on_delete {
         Some(format!(
@@ -258,6 +277,29 @@ fn open(path: &Path) -> Result<Dir, Error> {
 /// A name of the driver's own making (no NUL in it).
 fn c_string(name: &str) -> CString {
     CString::new(name).expect("driver names hold no NUL")
+}
+
+/// Records that the volume `volume_id` under `name` is filled: it is a
+/// volume from now on.
+pub fn mark_filled(root: &Path, name: &DirName, volume_id: &str) -> Result<(), Error> {
+    match read_marker(root, name)? {
+        Some(m) if m.volume_id == volume_id => {
+            if m.filling {
+                write_marker(
+                    root,
+                    name,
+                    &Marker {
+                        filling: false,
+                        ..m
+                    },
+                )?;
+            }
+            Ok(())
+        }
+        _ => Err(Error::Aborted(format!(
+            "the marker of volume {volume_id} changed while it was being filled"
+        ))),
+    }
 }
 
 /// Deletes, archives or keeps the directory of `name` as its marker says,
@@ -446,6 +488,8 @@ mod tests {
             csi_name: "pvc-x".to_string(),
             on_delete,
             retained: false,
+            source: None,
+            filling: false,
             archive_to: None,
         }
     }

@@ -18,7 +18,7 @@ use crate::handles::{self, DirName, SubdirId, VolumeHandle, VolumeId};
 use crate::linode::{Filesystem, Quota, Status};
 use crate::proto::csi;
 use crate::Error;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Directory volume `id` as CSI reports it, with its quota (if any).
 fn described(
@@ -123,15 +123,21 @@ fn subdirectory_problem(
 
 /// Every directory volume of the parents the controller knows.
 pub fn list(c: &Controller) -> Result<Vec<Described>, Error> {
+    let mut all = Vec::new();
+    for parent in parents(c)? {
+        all.extend(directories_of(c, parent)?);
+    }
+    Ok(all)
+}
+
+/// The shared parents the controller knows: those the StorageClasses
+/// name, and those it has mounted before.
+pub fn parents(c: &Controller) -> Result<BTreeSet<VolumeId>, Error> {
     let mut parents = c.shares.known();
     if let Some(classes) = c.shares.classes() {
         parents.extend(classes.parents(|space, parent| resolve(c, space, parent))?);
     }
-    let mut all = Vec::new();
-    for parent in parents {
-        all.extend(directories_of(c, parent)?);
-    }
-    Ok(all)
+    Ok(parents)
 }
 
 /// The directory volumes of shared parent `vol`: those its markers
@@ -162,7 +168,9 @@ fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Described>, Error
             };
             (id, marker)
         })
-        .filter(|(id, marker)| marker.volume_id == id.to_string())
+        // One still being filled is no volume yet: its CreateVolume has not
+        // answered.
+        .filter(|(id, marker)| marker.volume_id == id.to_string() && !marker.filling)
         .map(|(id, _)| id)
         .collect();
     if marked.is_empty() {

@@ -7,7 +7,8 @@
 //! (`room`) and what deleted volumes keep (`kept`); the parents a cluster
 //! uses are the ones its StorageClasses name (`classes`). A directory
 //! volume is its marker: without it nothing is listed, published, grown
-//! or removed.
+//! or removed. Its snapshots are parts of snapshots of the parent
+//! (`snapshots`).
 
 mod classes;
 mod create;
@@ -19,20 +20,23 @@ mod own_files;
 mod parent;
 mod quota_changes;
 mod quotas;
+mod restore;
 mod room;
 mod shares;
+pub mod snapshots;
 
 pub use classes::ClassParents;
 pub use create::create;
 pub use delete::delete;
 pub use inspect::{describe, list, validate};
 pub use quota_changes::{expand, modify};
+pub use restore::{stop_all as stop_copies, Copies, Temporaries};
 pub use room::Room;
 pub use shares::Shares;
+pub use snapshots::SnapshotBatches;
 
 use super::publishing::{Target, Unpublish};
 use crate::controller::params::{KindParams, Params};
-use crate::controller::request::NO_SUBDIRECTORY_COPIES;
 use crate::controller::tags::is_volume;
 use crate::controller::Controller;
 use crate::handles::SubdirId;
@@ -57,13 +61,6 @@ pub fn capacity(c: &Controller, params: &Params) -> Result<i64, Error> {
         Err(e) => return Err(e),
     };
     Ok((fs.capacity_bytes().unwrap_or(0) - promised - kept).max(0))
-}
-
-/// A snapshot covers the whole parent: refused.
-pub fn snapshot(id: &SubdirId) -> Result<crate::proto::csi::Snapshot, Error> {
-    Err(Error::FailedPrecondition(format!(
-        "volume {id} is a subdirectory volume and cannot be snapshotted: {NO_SUBDIRECTORY_COPIES}"
-    )))
 }
 
 /// A directory has no ACL of its own: its publish admits the node to the

@@ -9,7 +9,7 @@ use super::files;
 use super::quotas;
 use crate::controller::checks::exactly_one;
 use crate::controller::params::ParentRef;
-use crate::controller::tags::is_volume;
+use crate::controller::tags::{is_restore_source, is_volume};
 use crate::controller::volume::require_mount_target;
 use crate::controller::Controller;
 use crate::handles::{SubdirId, VolumeId};
@@ -58,9 +58,9 @@ pub fn parent_of(
             )?
         }
     };
-    if is_volume(&fs) {
+    if is_volume(&fs) || is_restore_source(&fs) {
         return Err(Error::FailedPrecondition(format!(
-            "NFS filesystem {space_id}/{} is a volume of this driver, not a shared filesystem",
+            "NFS filesystem {space_id}/{} is a volume of this driver (or a restore's temporary filesystem), not a shared filesystem",
             fs.id
         )));
     }
@@ -84,7 +84,9 @@ pub fn parent_of(
 /// is no shared filesystem (a whole-filesystem volume of the driver).
 pub fn existing_parent(c: &Controller, parent: VolumeId) -> Result<Filesystem, Error> {
     match c.cloud.get_filesystem(parent.space, parent.filesystem) {
-        Ok(fs) if fs.status != Status::Deleting && !is_volume(&fs) => Ok(fs),
+        Ok(fs) if fs.status != Status::Deleting && !is_volume(&fs) && !is_restore_source(&fs) => {
+            Ok(fs)
+        }
         Ok(_) | Err(Error::NotFound(_)) => Err(Error::NotFound(format!(
             "shared NFS filesystem {parent} was not found"
         ))),
@@ -108,13 +110,13 @@ pub struct Found {
 
 /// The current state of directory volume `id`: NotFound unless the
 /// driver's marker says it exists (a quota at its path alone is not a
-/// volume: an admin may have made it).
+/// volume: an admin may have made it), and is not still being filled.
 pub fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
     let parent = existing_parent(c, id.parent())?;
     let mtls = c.spaces.mtls_mode(id.space)?;
     let root = c.shares.root(&parent, mtls.as_ref())?;
     match files::read_marker(&root, &id.name)? {
-        Some(m) if m.volume_id == id.to_string() && !m.retained => {}
+        Some(m) if m.volume_id == id.to_string() && !m.retained && !m.filling => {}
         _ => return Err(Error::NotFound(format!("volume {id} not found"))),
     }
     let read_at = Instant::now();

@@ -24,6 +24,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const MTLS_OPTION: &str = "xprtsec=mtls";
+/// Where restores' temporary filesystems are mounted, under the share dir.
+const TEMPORARY: &str = ".restores";
 /// `NFS_MOUNT_TIMEOUT`'s default.
 const DEFAULT_STATVFS_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -102,7 +104,63 @@ impl Shares {
             space: fs.space_id,
             filesystem: fs.id,
         };
-        let target = self.mount_point(parent);
+        self.mounted(fs, mtls, self.mount_point(parent), &[])
+    }
+
+    /// Where the temporary filesystem `vol` of a restore is (or would be)
+    /// mounted: apart from the parents, so never taken for one.
+    fn temporary_mount_point(&self, vol: VolumeId) -> PathBuf {
+        self.dir
+            .join(TEMPORARY)
+            .join(format!("{}-{}", vol.space, vol.filesystem))
+    }
+
+    /// The root of the temporary filesystem `fs` of a restore, mounted
+    /// read-only like a parent (see `root`).
+    pub fn temporary_root(
+        &self,
+        fs: &Filesystem,
+        mtls: Option<&MtlsMode>,
+    ) -> Result<PathBuf, Error> {
+        let vol = VolumeId {
+            space: fs.space_id,
+            filesystem: fs.id,
+        };
+        self.mounted(fs, mtls, self.temporary_mount_point(vol), &["ro"])
+    }
+
+    /// Unmounts the temporary filesystem `vol` when it is mounted here, and
+    /// removes its mount point.
+    pub fn release_temporary(&self, vol: VolumeId) -> Result<(), Error> {
+        let target = self.temporary_mount_point(vol);
+        let this = lock(&self.mounting).entry(vol).or_default().clone();
+        let _one = lock(&this);
+        if self.mounter.is_mount_point(&target)? {
+            self.mounter.unmount(&target)?;
+        }
+        match std::fs::remove_dir(&target) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::Internal(format!(
+                "SHARE_MOUNT_DIR: remove {}: {e}",
+                target.display()
+            ))),
+        }
+    }
+
+    /// `fs` mounted at `target` with `extra` options, mounted first when
+    /// it is not (or no longer answers there).
+    fn mounted(
+        &self,
+        fs: &Filesystem,
+        mtls: Option<&MtlsMode>,
+        target: PathBuf,
+        extra: &[&str],
+    ) -> Result<PathBuf, Error> {
+        let parent = VolumeId {
+            space: fs.space_id,
+            filesystem: fs.id,
+        };
         let this = lock(&self.mounting).entry(parent).or_default().clone();
         let _one = lock(&this);
         if self.mounter.is_mount_point(&target)? {
@@ -128,7 +186,8 @@ impl Shares {
             Error::Internal(format!("SHARE_MOUNT_DIR: create {}: {e}", target.display()))
         })?;
         let mut last = None;
-        for options in attempts(mtls) {
+        for mut options in attempts(mtls) {
+            options.extend(extra.iter().map(|o| o.to_string()));
             let mount = NfsMount {
                 source: &source,
                 target: &target,

@@ -6,7 +6,7 @@
 //! exists keeps it, and the clone's tags say so, so that deleting the
 //! clone's volume deletes the copy too. Nothing here decides codes.
 
-use super::snapshots;
+use super::super::post_snapshot;
 use crate::controller::lock_keys::Doubt;
 use crate::controller::{tags, Controller};
 use crate::flow::{done, Step};
@@ -76,7 +76,7 @@ pub(super) fn copy_of(c: &Arc<Controller>, fs: &Filesystem, clone_label: &str) -
             c.in_doubt.clear(&doubt);
             copy
         }
-        None => snapshots::post(c, source, &label, &[tags::CLONE_SNAPSHOT.to_string()], find)?,
+        None => post_snapshot(c, source, &label, &[tags::CLONE_SNAPSHOT.to_string()], find)?,
     };
     c.poller.snapshot(copy, |copy| done(snapshot_id(&copy)))
 }

@@ -10,10 +10,11 @@
 //! tenant's data) is never listed, returned or restored (NotFound) and
 //! never deleted (FailedPrecondition).
 
+use super::super::post_snapshot;
 use crate::controller::lock_keys::{Doubt, Lock};
 use crate::controller::{tags, Controller};
 use crate::handles::{label_for, SnapshotId, VolumeId};
-use crate::linode::{naive_to_unix, Filesystem, Snapshot, Status, WriteError};
+use crate::linode::{Filesystem, Snapshot, Status};
 use crate::proto::csi;
 use crate::Error;
 use protobuf::well_known_types::timestamp::Timestamp;
@@ -22,7 +23,9 @@ use protobuf::well_known_types::timestamp::Timestamp;
 /// backend lets go of a snapshot, and CSI expects it gone from lists and
 /// free for reuse at once), and not a clone's copy.
 fn is_live(s: &Snapshot) -> bool {
-    s.status != Status::Deleting && !s.tags.iter().any(|t| t == tags::CLONE_SNAPSHOT)
+    s.status != Status::Deleting
+        && !s.tags.iter().any(|t| t == tags::CLONE_SNAPSHOT)
+        && !tags::is_directory_snapshots(s)
 }
 
 fn id_of(s: &Snapshot) -> SnapshotId {
@@ -31,15 +34,6 @@ fn id_of(s: &Snapshot) -> SnapshotId {
         filesystem: s.filesystem_id,
         snapshot: s.id,
     }
-}
-
-/// When `s` was taken, in seconds since the epoch: `created`, else
-/// `updated` (the nearest time the backend shows; `created` is nullable).
-fn taken_at(s: &Snapshot) -> Option<i64> {
-    [&s.created, &s.updated]
-        .into_iter()
-        .flatten()
-        .find_map(|t| naive_to_unix(t))
 }
 
 fn snapshot_of(s: &Snapshot, seconds: i64) -> csi::Snapshot {
@@ -80,44 +74,6 @@ pub fn owned(c: &Controller, id: SnapshotId) -> Result<Snapshot, Error> {
         Ok(snap)
     } else {
         Err(missing())
-    }
-}
-
-/// POSTs snapshot `label` of `source` with `tags`, unless an earlier POST
-/// of it may still land (Unavailable, see `in_doubt`). A POST refused as a
-/// duplicate (409) or whose reply was lost is looked up again with `find`
-/// before it fails; one that may have been applied puts the label in doubt.
-pub(super) fn post(
-    c: &Controller,
-    source: VolumeId,
-    label: &str,
-    tags: &[String],
-    find: impl Fn() -> Result<Option<Snapshot>, Error>,
-) -> Result<Snapshot, Error> {
-    let doubt = Doubt::Snapshot {
-        source,
-        label: label.to_string(),
-    };
-    c.in_doubt
-        .check(&doubt, &format!("create NFS snapshot \"{label}\""))?;
-    match c
-        .cloud
-        .create_snapshot(source.space, source.filesystem, label, tags)
-    {
-        Ok(s) => Ok(s),
-        Err(WriteError {
-            error: e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
-            maybe_applied,
-        }) => match find()? {
-            Some(s) => Ok(s),
-            None => {
-                if maybe_applied {
-                    c.in_doubt.record(&doubt);
-                }
-                Err(e)
-            }
-        },
-        Err(e) => Err(e.error),
     }
 }
 
@@ -208,7 +164,7 @@ pub fn create(
                     "NFS snapshot \"{label}\" already exists with a different source volume"
                 )));
             }
-            post(c, source, &label, &[tags::MANAGED.to_string()], || {
+            post_snapshot(c, source, &label, &[tags::MANAGED.to_string()], || {
                 Ok(c.cloud
                     .list_snapshots(source.space, source.filesystem)?
                     .into_iter()
@@ -224,7 +180,7 @@ pub fn create(
     }
     // CSI requires a creation time; the moment of this answer is the
     // closest to the truth a snapshot without timestamps allows.
-    let seconds = taken_at(&snapshot).unwrap_or_else(|| {
+    let seconds = snapshot.taken_at().unwrap_or_else(|| {
         log::warn!(
             "NFS snapshot {} has no usable created or updated time; reporting the current time",
             id_of(&snapshot)
@@ -238,7 +194,7 @@ pub fn create(
 /// copy, or one the driver did not take.
 pub fn get(c: &Controller, id: SnapshotId) -> Result<csi::Snapshot, Error> {
     let snap = owned(c, id)?;
-    let seconds = taken_at(&snap).unwrap_or_else(|| Timestamp::now().seconds);
+    let seconds = snap.taken_at().unwrap_or_else(|| Timestamp::now().seconds);
     Ok(snapshot_of(&snap, seconds))
 }
 
@@ -273,7 +229,7 @@ pub fn list(c: &Controller, req: &csi::ListSnapshotsRequest) -> Result<Vec<csi::
     found.sort_by_key(|s| (s.space_id, s.filesystem_id, s.id));
     Ok(found
         .iter()
-        .filter_map(|s| match taken_at(s) {
+        .filter_map(|s| match s.taken_at() {
             Some(seconds) => Some(snapshot_of(s, seconds)),
             None => {
                 log::warn!(

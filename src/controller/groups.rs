@@ -1,0 +1,82 @@
+//! The CSI GroupController service: CreateVolumeGroupSnapshot,
+//! GetVolumeGroupSnapshot and DeleteVolumeGroupSnapshot. Each checks its
+//! request, parses the handles and hands them to the volume kinds' seam
+//! (`kind`), which says which volumes can be snapshotted together.
+
+use super::checks::required;
+use super::{kind, Controller};
+use crate::flow::{done, Step, Then};
+use crate::handles::{GroupSnapshotId, VolumeHandle};
+use crate::limits;
+use crate::proto::csi;
+use crate::Error;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// CreateVolumeGroupSnapshot. InvalidArgument without a name or sources,
+/// with a source named twice, or with sources that cannot be snapshotted
+/// at one instant; NotFound for a source that is no volume.
+pub fn create(
+    c: &Arc<Controller>,
+    req: csi::CreateVolumeGroupSnapshotRequest,
+) -> Step<csi::CreateVolumeGroupSnapshotResponse> {
+    required(&req.name, "group snapshot name is required")?;
+    limits::string("group snapshot name", &req.name)?;
+    limits::map("parameters", &req.parameters)?;
+    limits::map("secrets", &req.secrets)?;
+    if req.source_volume_ids.is_empty() {
+        return Err(Error::InvalidArgument(
+            "source volume ids are required".into(),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    let mut members = Vec::with_capacity(req.source_volume_ids.len());
+    for raw in &req.source_volume_ids {
+        if !seen.insert(raw.as_str()) {
+            return Err(Error::InvalidArgument(format!(
+                "source volume {raw} is named twice"
+            )));
+        }
+        // A handle we cannot parse cannot name a volume we made.
+        members.push(
+            VolumeHandle::parse(raw)
+                .map_err(|_| Error::NotFound(format!("source volume {raw:?} not found")))?,
+        );
+    }
+    kind::group_snapshot(c, members, &req.name).then(|group| {
+        let mut resp = csi::CreateVolumeGroupSnapshotResponse::new();
+        resp.group_snapshot = Some(group).into();
+        done(resp)
+    })
+}
+
+/// GetVolumeGroupSnapshot: NotFound for an id the driver could not have
+/// issued or a group that is gone.
+pub fn get(
+    c: &Arc<Controller>,
+    req: csi::GetVolumeGroupSnapshotRequest,
+) -> Result<csi::GetVolumeGroupSnapshotResponse, Error> {
+    required(&req.group_snapshot_id, "group snapshot id is required")?;
+    let id = GroupSnapshotId::parse(&req.group_snapshot_id).map_err(|_| {
+        Error::NotFound(format!(
+            "group snapshot {:?} not found",
+            req.group_snapshot_id
+        ))
+    })?;
+    let mut resp = csi::GetVolumeGroupSnapshotResponse::new();
+    resp.group_snapshot = Some(kind::get_group(c, &id)?).into();
+    Ok(resp)
+}
+
+/// DeleteVolumeGroupSnapshot: OK for an id the driver could not have
+/// issued or a group that is gone.
+pub fn delete(
+    c: &Arc<Controller>,
+    req: csi::DeleteVolumeGroupSnapshotRequest,
+) -> Result<csi::DeleteVolumeGroupSnapshotResponse, Error> {
+    required(&req.group_snapshot_id, "group snapshot id is required")?;
+    if let Ok(id) = GroupSnapshotId::parse(&req.group_snapshot_id) {
+        kind::delete_group(c, &id, &req.snapshot_ids)?;
+    }
+    Ok(csi::DeleteVolumeGroupSnapshotResponse::new())
+}

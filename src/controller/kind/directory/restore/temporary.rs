@@ -1,0 +1,249 @@
+//! The temporary filesystems restores copy from: a clone of one Linode
+//! snapshot (a shared parent's, or a whole-filesystem volume's), made
+//! once while any restore of this process needs it, mounted read-only on
+//! the controller only (`Shares::temporary_root`), and deleted when the
+//! last of them is done. Each is labelled `csi-restore-<fs>-<snapshot>`
+//! and tagged `tags::RESTORE_SOURCE`: never a volume, a parent, or a
+//! user's. One that no restore of this process holds (a crash, a lost
+//! reply, a new leader) is an orphan: a restore of the same snapshot
+//! adopts it, any other restore in its Space deletes it (`sweep`). In
+//! node mode a new one is given the source filesystem's ACL, which admits
+//! the controller where the source's mounts do.
+
+use crate::config::AccessPolicyMode;
+use crate::controller::lock_keys::Doubt;
+use crate::controller::volume::require_mount_target;
+use crate::controller::{acl, tags, Controller};
+use crate::flow::{done, Step, Then};
+use crate::handles::{SnapshotId, VolumeId};
+use crate::linode::{CloneFilesystem, Filesystem, Snapshot, Status, WriteError};
+use crate::mutex::lock;
+use crate::Error;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// The restores of this process that hold each snapshot's clone.
+#[derive(Default)]
+pub struct Temporaries {
+    users: Mutex<HashMap<SnapshotId, usize>>,
+    /// One lookup or POST of a snapshot's clone at a time.
+    making: Mutex<HashMap<SnapshotId, Arc<Mutex<()>>>>,
+}
+
+fn label_of(snapshot: &SnapshotId) -> String {
+    format!("{PREFIX}{}-{}", snapshot.filesystem, snapshot.snapshot)
+}
+
+const PREFIX: &str = "csi-restore-";
+
+/// The snapshot a temporary filesystem of `space` is a clone of, by its label.
+fn snapshot_of(space: u64, label: &str) -> Option<SnapshotId> {
+    let (fs, snap) = label.strip_prefix(PREFIX)?.split_once('-')?;
+    Some(SnapshotId {
+        space,
+        filesystem: fs.parse().ok()?,
+        snapshot: snap.parse().ok()?,
+    })
+}
+
+fn vol_of(fs: &Filesystem) -> VolumeId {
+    VolumeId {
+        space: fs.space_id,
+        filesystem: fs.id,
+    }
+}
+
+/// One restore's hold on a snapshot's clone: the last one let go deletes it.
+pub struct Hold {
+    c: Arc<Controller>,
+    snapshot: SnapshotId,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let last = {
+            let mut users = lock(&self.c.temporaries.users);
+            let n = users.entry(self.snapshot).or_insert(1);
+            *n -= 1;
+            if *n == 0 {
+                users.remove(&self.snapshot);
+                true
+            } else {
+                false
+            }
+        };
+        if last {
+            if let Err(e) = remove(&self.c, self.snapshot) {
+                log::warn!(
+                    "the temporary filesystem of snapshot {} is left for a later restore to delete: {e}",
+                    self.snapshot
+                );
+            }
+        }
+    }
+}
+
+/// A restore's temporary filesystem, mounted: `root` is its root here.
+pub struct Lease {
+    pub root: PathBuf,
+    _hold: Hold,
+}
+
+/// Unmounts and deletes every clone of `snapshot` (several only after a
+/// create whose outcome was unknown landed late).
+fn remove(c: &Controller, snapshot: SnapshotId) -> Result<(), Error> {
+    let label = label_of(&snapshot);
+    for fs in c
+        .cloud
+        .find_filesystems_by_tag(snapshot.space, tags::RESTORE_SOURCE)?
+        .into_iter()
+        .filter(|fs| fs.label == label && fs.status != Status::Deleting)
+    {
+        delete(c, &fs)?;
+    }
+    Ok(())
+}
+
+fn delete(c: &Controller, fs: &Filesystem) -> Result<(), Error> {
+    c.shares.release_temporary(vol_of(fs))?;
+    match c.cloud.delete_filesystem(fs.space_id, fs.id) {
+        Ok(()) | Err(Error::NotFound(_)) => {
+            log::info!(
+                "deleted temporary filesystem {}/{} (\"{}\")",
+                fs.space_id,
+                fs.id,
+                fs.label
+            );
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes the temporary filesystems of `space` that no restore of this
+/// process holds.
+pub fn sweep(c: &Controller, space: u64) -> Result<(), Error> {
+    let held: Vec<SnapshotId> = lock(&c.temporaries.users).keys().copied().collect();
+    for fs in c
+        .cloud
+        .find_filesystems_by_tag(space, tags::RESTORE_SOURCE)?
+    {
+        let orphan = fs.status != Status::Deleting
+            && snapshot_of(space, &fs.label).is_some_and(|s| !held.contains(&s));
+        if orphan {
+            log::info!(
+                "temporary filesystem {space}/{} (\"{}\") is held by no restore",
+                fs.id,
+                fs.label
+            );
+            delete(c, &fs)?;
+        }
+    }
+    Ok(())
+}
+
+/// The clone of `snap` in its Space, active and mounted here, made when
+/// there is none (orphans of other snapshots in the Space are deleted
+/// first). Parked while it becomes active.
+pub fn acquire(c: &Arc<Controller>, snap: &Snapshot) -> Step<Lease> {
+    let key = SnapshotId {
+        space: snap.space_id,
+        filesystem: snap.filesystem_id,
+        snapshot: snap.id,
+    };
+    *lock(&c.temporaries.users).entry(key).or_insert(0) += 1;
+    let hold = Hold {
+        c: c.clone(),
+        snapshot: key,
+    };
+    sweep(c, key.space)?;
+    let source = c.cloud.get_filesystem(key.space, key.filesystem)?;
+    let fs = {
+        let one = lock(&c.temporaries.making).entry(key).or_default().clone();
+        let _one = lock(&one);
+        clone_of(c, key, &source)?
+    };
+    let c2 = c.clone();
+    let admitted = match c.mode {
+        AccessPolicyMode::Node => admit_like(c, &source, &fs),
+        AccessPolicyMode::Space => done(()),
+    };
+    admitted.then(move |()| {
+        let c3 = c2.clone();
+        c2.poller.filesystem(fs, move |fs| {
+            require_mount_target(&fs)?;
+            let mtls = c3.spaces.mtls_mode(fs.space_id)?;
+            let root = c3.shares.temporary_root(&fs, mtls.as_ref())?;
+            done(Lease { root, _hold: hold })
+        })
+    })
+}
+
+/// The live clone of `key`, found or POSTed now.
+fn clone_of(c: &Controller, key: SnapshotId, source: &Filesystem) -> Result<Filesystem, Error> {
+    let label = label_of(&key);
+    let find = || -> Result<Option<Filesystem>, Error> {
+        Ok(c.cloud
+            .find_filesystems(key.space, &label, &source.region)?
+            .into_iter()
+            .find(|fs| tags::is_restore_source(fs) && fs.status != Status::Deleting))
+    };
+    if let Some(fs) = find()? {
+        return Ok(fs);
+    }
+    let doubt = Doubt::Filesystem {
+        space: key.space,
+        label: label.clone(),
+    };
+    c.in_doubt
+        .check(&doubt, &format!("create temporary filesystem \"{label}\""))?;
+    let posted = c.cloud.clone_snapshot(
+        key.space,
+        key.filesystem,
+        key.snapshot,
+        &CloneFilesystem {
+            label: label.clone(),
+            region: source.region.clone(),
+            space_id: Some(key.space),
+            size_gib: None,
+            tags: vec![tags::RESTORE_SOURCE.to_string()],
+        },
+    );
+    match posted {
+        Ok(fs) => {
+            log::info!(
+                "cloning NFS snapshot {key} into temporary filesystem {}/{} to restore from",
+                fs.space_id,
+                fs.id
+            );
+            Ok(fs)
+        }
+        Err(WriteError {
+            error: e,
+            maybe_applied,
+        }) => match find()? {
+            Some(fs) => Ok(fs),
+            None => {
+                if maybe_applied {
+                    c.in_doubt.record(&doubt);
+                }
+                Err(e)
+            }
+        },
+    }
+}
+
+/// Node mode: the temporary filesystem admits the nodes the source
+/// filesystem's ACL does (the controller among them, since it reaches the
+/// source's data the same way).
+fn admit_like(c: &Arc<Controller>, source: &Filesystem, fs: &Filesystem) -> Step<()> {
+    let ids = match c
+        .cloud
+        .get_filesystem_access_policy(source.space_id, source.id)?
+    {
+        Some(policy) => policy.linode_ids(),
+        None => return done(()),
+    };
+    acl::admit_all(c, vol_of(fs), ids)
+}

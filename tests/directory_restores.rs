@@ -1,0 +1,315 @@
+//! Restores and clones of directory volumes, against `linode-nfs-csi dev`
+//! (whose emulated NFS gives snapshots and clones their export's content):
+//! the restored tree equals the source at snapshot time (bytes, modes,
+//! owners, times, symlinks, hard links), nothing of a neighbour's appears,
+//! nothing temporary is left, and what cannot be restored is refused
+//! before anything is made.
+
+mod common;
+mod e2e_support;
+
+use common::requests::*;
+use common::rpc::*;
+use e2e_support::*;
+use grpcio::RpcStatusCode as Code;
+use linode_nfs_csi::proto::csi;
+use std::collections::BTreeMap;
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+fn subdir_req(name: &str, size: i64) -> csi::CreateVolumeRequest {
+    let mut req = create_req(name, size);
+    req.parameters = subdirectory_params();
+    req
+}
+
+fn dir_of(state: &StateDir, volume: &csi::Volume) -> PathBuf {
+    let name = volume.volume_id.rsplit('/').next().unwrap();
+    state.shared_base().join(name)
+}
+
+/// Everything about a tree a restore must keep, by path below its top.
+fn tree(top: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut inodes: BTreeMap<u64, String> = BTreeMap::new();
+    let mut todo = vec![top.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let rel = path.strip_prefix(top).unwrap().display().to_string();
+            let m = std::fs::symlink_metadata(&path).unwrap();
+            let kind = if m.file_type().is_symlink() {
+                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
+            } else if m.is_dir() {
+                todo.push(path.clone());
+                "dir".to_string()
+            } else {
+                let first = inodes.entry(m.ino()).or_insert_with(|| rel.clone()).clone();
+                let data = std::fs::read(&path).unwrap();
+                format!(
+                    "file {} bytes {:x} first-name {first}",
+                    data.len(),
+                    fnv(&data)
+                )
+            };
+            let mtime = if m.file_type().is_symlink() {
+                0
+            } else {
+                m.mtime()
+            };
+            out.insert(
+                rel,
+                format!(
+                    "{kind} mode {:o} owner {}:{} mtime {mtime}",
+                    m.mode() & 0o7777,
+                    m.uid(),
+                    m.gid()
+                ),
+            );
+        }
+    }
+    out
+}
+
+fn fnv(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// A tree with a bit of everything a tenant makes.
+fn fill_source(dir: &Path) {
+    std::fs::create_dir_all(dir.join("a/b/c")).unwrap();
+    std::fs::write(dir.join("hello.txt"), "hello").unwrap();
+    std::fs::write(dir.join("a/b/c/deep.bin"), vec![7u8; 100_000]).unwrap();
+    std::fs::write(dir.join("empty"), "").unwrap();
+    std::fs::write(dir.join("a/secret"), "600").unwrap();
+    std::fs::set_permissions(dir.join("a/secret"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(dir.join("a/b"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    std::os::unix::fs::chown(dir.join("hello.txt"), Some(1234), Some(5678)).unwrap();
+    std::fs::hard_link(dir.join("hello.txt"), dir.join("a/hello-again")).unwrap();
+    symlink("../hello.txt", dir.join("a/rel-link")).unwrap();
+    symlink("/etc/passwd", dir.join("abs-link")).unwrap();
+    symlink("nowhere", dir.join("dangling")).unwrap();
+    let old = std::fs::File::options()
+        .write(true)
+        .open(dir.join("a/b/c/deep.bin"))
+        .unwrap();
+    old.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000))
+        .unwrap();
+}
+
+#[test]
+fn a_restore_holds_the_directory_at_snapshot_time_and_nothing_else() {
+    let (state, dev) = start_dev("restore-dir", &[]);
+    let src = dev.create(&subdir_req("pvc-src", GIB));
+    let neighbour = dev.create(&subdir_req("pvc-neighbour", GIB));
+    let src_dir = dir_of(&state, &src);
+    fill_source(&src_dir);
+    std::fs::write(dir_of(&state, &neighbour).join("canary"), "not yours").unwrap();
+    let at_snapshot = tree(&src_dir);
+
+    let snap = snapshot_until_ready(&dev, "snap-src", &src.volume_id);
+    // Written after the snapshot: never in a restore of it.
+    std::fs::write(src_dir.join("hello.txt"), "changed").unwrap();
+    std::fs::write(src_dir.join("later"), "later").unwrap();
+
+    let mut req = subdir_req("pvc-restored", GIB);
+    req = from_snapshot(req, &snap.snapshot_id);
+    let restored = dev.create(&req);
+    assert_eq!(
+        restored.content_source.snapshot().snapshot_id,
+        snap.snapshot_id
+    );
+    let restored_dir = dir_of(&state, &restored);
+    assert_eq!(tree(&restored_dir), at_snapshot);
+    assert!(!restored_dir.join("canary").exists());
+    // A repeat answers the same volume and copies nothing again.
+    let again = dev.create(&req);
+    assert_eq!(again.volume_id, restored.volume_id);
+
+    // Nothing temporary is left: no clone, no mount of one.
+    let labels: Vec<String> = state.filesystems().into_iter().map(|f| f.1).collect();
+    assert!(
+        labels.iter().all(|l| !l.starts_with("csi-restore-")),
+        "{labels:?}"
+    );
+    let restores = state.path().join("shares/.restores");
+    assert!(
+        common::names_in(&restores).is_empty(),
+        "{:?}",
+        common::names_in(&restores)
+    );
+    assert!(dev
+        .mounts_under_state()
+        .iter()
+        .all(|m| !m.starts_with(&restores)));
+}
+
+#[test]
+fn a_clone_is_a_copy_of_one_instant_and_leaves_no_snapshot() {
+    let (state, dev) = start_dev("restore-clone", &[]);
+    let src = dev.create(&subdir_req("pvc-src", GIB));
+    let src_dir = dir_of(&state, &src);
+    fill_source(&src_dir);
+    let before = tree(&src_dir);
+
+    let mut req = subdir_req("pvc-clone", GIB);
+    let mut source = csi::VolumeContentSource::new();
+    let mut vol = csi::volume_content_source::VolumeSource::new();
+    vol.volume_id = src.volume_id.clone();
+    source.set_volume(vol);
+    req.volume_content_source = Some(source).into();
+    let clone = dev.create(&req);
+    assert_eq!(clone.content_source.volume().volume_id, src.volume_id);
+    assert_eq!(tree(&dir_of(&state, &clone)), before);
+    let live: Vec<_> = state
+        .snapshots()
+        .into_iter()
+        .filter(|s| s.3 != "Deleting")
+        .collect();
+    assert!(
+        live.is_empty(),
+        "the snapshot a clone is copied through goes: {live:?}"
+    );
+    assert!(common::names_in(&state.shared_base().join(".snapshots/.clones")).is_empty());
+    // Deleting the clone leaves the source as it was.
+    delete_volume(&dev, &clone.volume_id);
+    assert_eq!(tree(&src_dir), before);
+}
+
+#[test]
+fn across_kinds_a_filesystem_snapshot_fills_a_directory_and_never_the_reverse() {
+    let (state, dev) = start_dev("restore-kinds", &[]);
+    let whole = create_volume(&dev, "pvc-whole", GIB);
+    let id = filesystem_of(&whole.volume_id);
+    let label = state
+        .filesystems()
+        .into_iter()
+        .find(|f| f.0 == id)
+        .unwrap()
+        .1;
+    let export = state.export_dir(&label, id);
+    std::fs::write(export.join("root-file"), "from a whole filesystem").unwrap();
+    let snap = snapshot_until_ready(&dev, "snap-whole", &whole.volume_id);
+    let into_dir = dev.create(&from_snapshot(
+        subdir_req("pvc-from-whole", GIB),
+        &snap.snapshot_id,
+    ));
+    assert_eq!(
+        std::fs::read_to_string(dir_of(&state, &into_dir).join("root-file")).unwrap(),
+        "from a whole filesystem"
+    );
+
+    let dir_vol = dev.create(&subdir_req("pvc-dir", GIB));
+    let dir_snap = snapshot_until_ready(&dev, "snap-dir", &dir_vol.volume_id);
+    let filesystems = state.filesystems().len();
+    for req in [
+        from_snapshot(create_req("pvc-fs-from-dir", GIB), &dir_snap.snapshot_id),
+        {
+            let mut req = create_req("pvc-fs-clone-of-dir", GIB);
+            let mut source = csi::VolumeContentSource::new();
+            let mut vol = csi::volume_content_source::VolumeSource::new();
+            vol.volume_id = dir_vol.volume_id.clone();
+            source.set_volume(vol);
+            req.volume_content_source = Some(source).into();
+            req
+        },
+    ] {
+        let e = dev.controller.create_volume(&req).unwrap_err();
+        assert_eq!(code_of(&e), Code::INVALID_ARGUMENT, "{e:?}");
+        assert!(
+            message_of(&e).contains("every tenant"),
+            "{}",
+            message_of(&e)
+        );
+    }
+    assert_eq!(state.filesystems().len(), filesystems, "nothing was made");
+}
+
+#[test]
+fn a_restore_too_small_for_its_snapshot_is_refused_before_anything_is_made() {
+    let (state, dev) = start_dev("restore-small", &[]);
+    let src = dev.create(&subdir_req("pvc-src", 2 * GIB));
+    let snap = snapshot_until_ready(&dev, "snap-src", &src.volume_id);
+    assert_eq!(snap.size_bytes, 2 * GIB);
+    let e = dev
+        .controller
+        .create_volume(&from_snapshot(
+            subdir_req("pvc-small", GIB),
+            &snap.snapshot_id,
+        ))
+        .unwrap_err();
+    assert_eq!(code_of(&e), Code::OUT_OF_RANGE, "{e:?}");
+    let message = message_of(&e);
+    assert!(
+        message.contains(&(2 * GIB).to_string()) && message.contains(&GIB.to_string()),
+        "{message}"
+    );
+    assert!(!state.shared_base().join("pvc-small").exists());
+    assert!(!state.shared_base().join(".owners/pvc-small").exists());
+    assert!(
+        state.quotas().iter().all(|q| !q.1.contains("pvc-small")),
+        "{:?}",
+        state.quotas()
+    );
+    // A forged snapshot id is NotFound, and makes nothing either.
+    let forged = format!("{}/{}/999999/snap-src", 1, state.shared_parent().0);
+    assert_code(
+        dev.controller
+            .create_volume(&from_snapshot(subdir_req("pvc-forged", GIB), &forged)),
+        Code::NOT_FOUND,
+        "a forged directory snapshot",
+    );
+    assert!(!state.shared_base().join("pvc-forged").exists());
+}
+
+#[test]
+fn a_group_member_restores_its_own_directory_only() {
+    let (state, dev) = start_dev("restore-group", &[]);
+    let a = dev.create(&subdir_req("pvc-a", GIB));
+    let b = dev.create(&subdir_req("pvc-b", GIB));
+    let c = dev.create(&subdir_req("pvc-c", GIB));
+    std::fs::write(dir_of(&state, &a).join("a-file"), "a").unwrap();
+    fill_source(&dir_of(&state, &b));
+    std::fs::write(dir_of(&state, &c).join("canary"), "c").unwrap();
+    let b_then = tree(&dir_of(&state, &b));
+
+    let mut req = csi::CreateVolumeGroupSnapshotRequest::new();
+    req.name = "group-ab".into();
+    req.source_volume_ids = vec![a.volume_id.clone(), b.volume_id.clone()];
+    let groups = dev.driver.groups();
+    let group = retry(&SIDECAR, || {
+        groups.create_volume_group_snapshot_opt(&req, call())
+    })
+    .unwrap()
+    .group_snapshot
+    .unwrap();
+    let member = group
+        .snapshots
+        .iter()
+        .find(|s| s.source_volume_id == b.volume_id)
+        .unwrap();
+    std::fs::write(dir_of(&state, &b).join("after"), "after the group").unwrap();
+    let restored = dev.create(&from_snapshot(
+        subdir_req("pvc-b-again", GIB),
+        &member.snapshot_id,
+    ));
+    assert_eq!(tree(&dir_of(&state, &restored)), b_then);
+    let mut delete = csi::DeleteVolumeGroupSnapshotRequest::new();
+    delete.group_snapshot_id = group.group_snapshot_id.clone();
+    retry(&SIDECAR, || {
+        groups.delete_volume_group_snapshot_opt(&delete, call())
+    })
+    .unwrap();
+    let live: Vec<_> = state
+        .snapshots()
+        .into_iter()
+        .filter(|s| s.3 != "Deleting")
+        .collect();
+    assert!(live.is_empty(), "{live:?}");
+}
