@@ -317,6 +317,7 @@ fn observer_sees_exports_appear_snapshot_clone_and_go() {
                 space_id: 7,
                 filesystem_id: id,
                 snapshot_id: snap_id,
+                label: "s1".to_string(),
                 source_export: export.clone()
             },
             FakeEvent::CloneCreated {
@@ -425,8 +426,8 @@ fn a_clone_may_grow_by_size_gib_but_never_shrink() {
 
 /// `set_clone_rate`: a clone stays `creating` while it copies its
 /// snapshot's data, which is what the export held when the snapshot was
-/// taken (counted by dev mode's emulated exports), at the rate and at most
-/// the cap; without a rate it is active at once.
+/// taken (counted by dev mode's emulated exports), after the rate's setup,
+/// at the rate and at most the cap; without a rate it is active at once.
 #[test]
 fn a_clone_copies_its_snapshot_s_data_at_the_clone_rate() {
     const MIB: u64 = 1 << 20;
@@ -477,11 +478,13 @@ fn a_clone_copies_its_snapshot_s_data_at_the_clone_rate() {
 
     about(creating("at-once"), Duration::ZERO);
     fake.set_clone_rate(Some(CloneRate {
+        setup: Duration::from_millis(300),
         bytes_per_second: 2 * MIB,
         cap: Duration::from_secs(10),
     }));
-    about(creating("copied"), Duration::from_millis(1500));
+    about(creating("copied"), Duration::from_millis(300 + 1500));
     fake.set_clone_rate(Some(CloneRate {
+        setup: Duration::ZERO,
         bytes_per_second: MIB / 8,
         cap: Duration::from_millis(700),
     }));

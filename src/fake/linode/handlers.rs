@@ -375,6 +375,7 @@ pub(super) fn create_snapshot(
         space_id,
         filesystem_id: fs_id,
         snapshot_id: id,
+        label: state.snapshots[&id].label.clone(),
         source_export,
     });
     Ok(state.snap_json(&state.snapshots[&id]))
@@ -408,6 +409,8 @@ pub(super) fn delete_snapshot(
         ));
     }
     let delay = state.deletion_delay_ms;
+    let fs = &state.filesystems[&fs_id];
+    let source_export = export_path(&fs.label, fs.id);
     let snap = state
         .snapshots
         .get_mut(&snap_id)
@@ -418,6 +421,8 @@ pub(super) fn delete_snapshot(
         snap.updated = Some(now_secs());
         events.push(FakeEvent::SnapshotDeleted {
             snapshot_id: snap_id,
+            label: snap.label.clone(),
+            source_export,
         });
     }
     Ok(json!({}))
@@ -595,6 +600,7 @@ mod tests {
 
         let rate = |bytes_per_second, cap| {
             Some(CloneRate {
+                setup: Duration::ZERO,
                 bytes_per_second,
                 cap: Duration::from_millis(cap),
             })
@@ -608,6 +614,13 @@ mod tests {
         state.clone_rate = rate(0, 1500);
         let stalled = clone_after(&mut state, fs, snap);
         assert!(within(stalled, 200 + 1500), "rate 0: {stalled:?}");
+        // The setup comes before the copy, outside its cap.
+        state.clone_rate = rate(1 << 20, 1000).map(|r| CloneRate {
+            setup: Duration::from_millis(500),
+            ..r
+        });
+        let set_up = clone_after(&mut state, fs, snap);
+        assert!(within(set_up, 200 + 500 + 1000), "setup: {set_up:?}");
 
         // Without content the snapshot holds what it shows as its size.
         let (mut state, fs, snap) = snapshotted(None);

@@ -423,6 +423,21 @@ impl FakeLinode {
         })
     }
 
+    /// `(export, snapshot id, label)` of every snapshot not being deleted:
+    /// what a backend showing snapshots in their export shows.
+    pub fn snapshot_exports(&self) -> Vec<(String, u64, String)> {
+        self.mutate(|s| {
+            s.snapshots
+                .values()
+                .filter(|x| x.phase != Phase::Deleting)
+                .filter_map(|x| {
+                    let fs = s.filesystems.get(&x.filesystem_id)?;
+                    Some((export_path(&fs.label, fs.id), x.id, x.label.clone()))
+                })
+                .collect()
+        })
+    }
+
     pub fn snapshots(&self) -> Vec<Snapshot> {
         self.mutate(|s| {
             s.snapshots

@@ -75,6 +75,8 @@ pub enum FakeEvent {
         space_id: u64,
         filesystem_id: u64,
         snapshot_id: u64,
+        /// What a backend showing snapshots in the export names it by.
+        label: String,
         source_export: String,
     },
     CloneCreated {
@@ -90,6 +92,8 @@ pub enum FakeEvent {
     },
     SnapshotDeleted {
         snapshot_id: u64,
+        label: String,
+        source_export: String,
     },
 }
 
@@ -177,11 +181,15 @@ pub(super) struct SnapRec {
 pub(super) const SNAPSHOT_SIZE_BYTES: i64 = 4_194_304;
 
 /// How fast a clone copies its snapshot's data: a filesystem cloned from a
-/// snapshot stays `creating` for the activation delay plus the snapshot's
-/// bytes at this rate, at most `cap` more. Modelled, not documented: how
-/// long the real backend takes is not said anywhere.
+/// snapshot stays `creating` for the activation delay plus `setup` plus
+/// the snapshot's bytes at this rate, at most `cap` more. Modelled, not
+/// documented: how long the real backend takes is not said anywhere.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CloneRate {
+    /// What every clone takes before its first byte, however small its
+    /// snapshot (state files written before it existed read it as none).
+    #[serde(default)]
+    pub setup: std::time::Duration,
     /// A rate of 0 never finishes a copy: every clone takes the cap.
     pub bytes_per_second: u64,
     pub cap: std::time::Duration,
@@ -192,9 +200,10 @@ impl CloneRate {
     fn copy_ms(self, bytes: i64) -> u64 {
         let cap = self.cap.as_millis();
         let bytes = u128::try_from(bytes).unwrap_or(0);
-        (bytes * 1000)
+        let copying = (bytes * 1000)
             .checked_div(u128::from(self.bytes_per_second))
-            .map_or(cap, |ms| ms.min(cap))
+            .map_or(cap, |ms| ms.min(cap));
+        (self.setup.as_millis() + copying)
             .try_into()
             .unwrap_or(u64::MAX)
     }
