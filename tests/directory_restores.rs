@@ -3,13 +3,16 @@
 //! the restored tree equals the source at snapshot time (bytes, modes,
 //! owners, times, symlinks, hard links), nothing of a neighbour's appears,
 //! nothing temporary is left, and what cannot be restored is refused
-//! before anything is made.
+//! before anything is made. With `DEV_QUIRKS=snapshot-directory` a restore
+//! copies from the parent's `.snapshot`; with `slow-clones` the driver is
+//! killed or stopped mid-restore and the next process finishes it.
 
 mod common;
 mod e2e_support;
 
 use common::requests::*;
 use common::rpc::*;
+use common::wait_for;
 use e2e_support::*;
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::proto::csi;
@@ -312,4 +315,212 @@ fn a_group_member_restores_its_own_directory_only() {
         .filter(|s| s.3 != "Deleting")
         .collect();
     assert!(live.is_empty(), "{live:?}");
+}
+
+/// `(id, label, phase)` of the temporary clones restores copy from that
+/// are not being deleted.
+fn temporaries(state: &StateDir) -> Vec<(u64, String, String)> {
+    state
+        .filesystems()
+        .into_iter()
+        .filter(|f| f.1.starts_with("csi-restore-") && f.2 != "Deleting")
+        .collect()
+}
+
+/// The Linode snapshot behind a CSI snapshot id (`space/fs/snapshot/…`):
+/// its id and label.
+fn linode_snapshot(state: &StateDir, snapshot_id: &str) -> (u64, String) {
+    let id: u64 = snapshot_id.split('/').nth(2).unwrap().parse().unwrap();
+    let label = state
+        .snapshots()
+        .into_iter()
+        .find(|s| s.0 == id)
+        .unwrap_or_else(|| panic!("no snapshot {id} in the fake"))
+        .2;
+    (id, label)
+}
+
+/// The Linode snapshots not being deleted, by id.
+fn live_snapshots(state: &StateDir) -> Vec<u64> {
+    state
+        .snapshots()
+        .into_iter()
+        .filter(|s| s.3 != "Deleting")
+        .map(|s| s.0)
+        .collect()
+}
+
+/// How many entries the last completed copy of `logs` found in place from
+/// an earlier attempt.
+fn reused_in(logs: &str) -> u64 {
+    let done = logs
+        .lines()
+        .rfind(|l| l.contains("copy done"))
+        .unwrap_or_else(|| panic!("no copy done:\n{logs}"));
+    done.split(", ")
+        .find_map(|part| part.strip_suffix(" reused from an earlier attempt"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no reused count in {done}"))
+}
+
+#[test]
+fn a_parent_showing_its_snapshots_restores_from_them_without_a_clone() {
+    let (state, dev) = start_dev("restore-shown", &[("DEV_QUIRKS", "snapshot-directory")]);
+    let src = dev.create(&subdir_req("pvc-src", GIB));
+    let src_dir = dir_of(&state, &src);
+    fill_source(&src_dir);
+    let at_snapshot = tree(&src_dir);
+    let snap = snapshot_until_ready(&dev, "snap-src", &src.volume_id);
+    std::fs::write(src_dir.join("hello.txt"), "changed").unwrap();
+    let (_, label) = linode_snapshot(&state, &snap.snapshot_id);
+    let shown = state.shared_base().parent().unwrap().join(".snapshot");
+    assert!(
+        shown.join(&label).is_dir(),
+        "{:?}",
+        common::names_in(&shown)
+    );
+
+    let made = state.linode()["next_filesystem_id"].clone();
+    let restored = dev.create(&from_snapshot(
+        subdir_req("pvc-restored", GIB),
+        &snap.snapshot_id,
+    ));
+    assert_eq!(tree(&dir_of(&state, &restored)), at_snapshot);
+    let logs = dev.driver.logs();
+    let from = format!("/.snapshot/{label}/csi-volumes/");
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("filling volume") && l.contains(&from)),
+        "no fill from {from}:\n{logs}"
+    );
+    // No clone of the snapshot was ever posted, let alone left.
+    assert!(!logs.contains("into temporary filesystem"), "{logs}");
+    assert_eq!(state.linode()["next_filesystem_id"], made);
+    assert!(state
+        .filesystems()
+        .iter()
+        .all(|f| !f.1.starts_with("csi-restore-")));
+
+    retry(&SIDECAR, || {
+        dev.controller
+            .delete_snapshot_opt(&delete_snapshot_req(&snap.snapshot_id), call())
+    })
+    .expect("DeleteSnapshot");
+    wait_for(
+        "the deleted snapshot to leave .snapshot",
+        std::time::Duration::from_secs(30),
+        || !shown.join(&label).exists(),
+    );
+}
+
+#[test]
+fn a_restore_killed_mid_clone_resumes_in_the_next_process_and_leaves_nothing() {
+    let quirks = [("DEV_QUIRKS", "slow-clones")];
+    let (state, mut first) = start_dev("restore-kill-clone", &quirks);
+    let src = first.create(&subdir_req("pvc-src", GIB));
+    let src_dir = dir_of(&state, &src);
+    fill_source(&src_dir);
+    let at_snapshot = tree(&src_dir);
+    let snap = snapshot_until_ready(&first, "snap-src", &src.volume_id);
+    let (snapshot, _) = linode_snapshot(&state, &snap.snapshot_id);
+    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
+
+    let controller = first.another_controller();
+    let sent = req.clone();
+    let parked = std::thread::spawn(move || controller.create_volume_opt(&sent, call()));
+    // Logged once the POST is answered, so its export holds the data.
+    wait_for(
+        "the temporary clone to be posted",
+        std::time::Duration::from_secs(30),
+        || first.driver.logs().contains("into temporary filesystem"),
+    );
+    let posted = temporaries(&state);
+    assert!(
+        matches!(posted.as_slice(), [(_, _, phase)] if phase == "Creating"),
+        "{posted:?}"
+    );
+    first.driver.kill();
+    assert!(parked.join().unwrap().is_err(), "a killed driver answered");
+
+    let second = Dev::start(&state, &quirks);
+    let restored = second.create(&req);
+    assert_eq!(tree(&dir_of(&state, &restored)), at_snapshot);
+    let logs = second.driver.logs();
+    assert!(
+        !logs.contains("into temporary filesystem"),
+        "the orphan clone was not adopted:\n{logs}"
+    );
+    wait_for(
+        "no temporary clone to be left",
+        std::time::Duration::from_secs(30),
+        || temporaries(&state).is_empty(),
+    );
+    assert_eq!(live_snapshots(&state), [snapshot], "a stray snapshot");
+    let restores = state.path().join("shares/.restores");
+    assert!(second
+        .mounts_under_state()
+        .iter()
+        .all(|m| !m.starts_with(&restores)));
+}
+
+#[test]
+fn sigterm_mid_copy_answers_unavailable_and_the_next_process_reuses_the_copied() {
+    // One file at a time, so the copy of a few thousand takes a moment.
+    let env = [("DEV_QUIRKS", "slow-clones"), ("COPY_THREADS", "1")];
+    let (state, mut first) = start_dev("restore-term-copy", &env);
+    let src = first.create(&subdir_req("pvc-src", GIB));
+    let src_dir = dir_of(&state, &src);
+    fill_source(&src_dir);
+    for d in 0..40 {
+        let dir = src_dir.join(format!("many/{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..200 {
+            std::fs::write(dir.join(f.to_string()), format!("{d}/{f}")).unwrap();
+        }
+    }
+    let at_snapshot = tree(&src_dir);
+    let snap = snapshot_until_ready(&first, "snap-src", &src.volume_id);
+    let (snapshot, _) = linode_snapshot(&state, &snap.snapshot_id);
+    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
+
+    let controller = first.another_controller();
+    let sent = req.clone();
+    let parked = std::thread::spawn(move || controller.create_volume_opt(&sent, call()));
+    wait_for(
+        "the copy to start",
+        std::time::Duration::from_secs(60),
+        || first.driver.logs().contains("copy started"),
+    );
+    // Without its marker, dev mode's clean exit keeps the state dir for
+    // the next process.
+    std::fs::remove_file(state.path().join(".linode-nfs-csi-dev")).unwrap();
+    first.driver.signal(libc::SIGTERM);
+    let answer = parked.join().unwrap();
+    let status = first.driver.wait_exit(std::time::Duration::from_secs(30));
+    let logs = first.driver.logs();
+    assert_eq!(status.code(), Some(0), "{logs}");
+    let stopped = logs.contains("copy stopped");
+    match &answer {
+        Err(e) => assert_eq!(code_of(e), Code::UNAVAILABLE, "{e:?}"),
+        Ok(_) => assert!(!stopped, "a stopped copy answered OK"),
+    }
+    // What the stopped copy finished, as the next one finds it.
+    let copied = tree(&state.shared_base().join("pvc-restored"))
+        .into_iter()
+        .filter(|(path, what)| !what.starts_with("dir") && at_snapshot.get(path) == Some(what))
+        .count();
+
+    let second = Dev::start(&state, &env);
+    let restored = second.create(&req);
+    assert_eq!(tree(&dir_of(&state, &restored)), at_snapshot);
+    if stopped && copied > 0 {
+        let reused = reused_in(&second.driver.logs());
+        assert!(reused > 0, "{copied} were copied, none reused");
+    }
+    wait_for(
+        "no temporary clone to be left",
+        std::time::Duration::from_secs(30),
+        || temporaries(&state).is_empty(),
+    );
+    assert_eq!(live_snapshots(&state), [snapshot], "a stray snapshot");
 }

@@ -4,14 +4,17 @@
 //! persistence across restarts, the event hook, the latency/hang faults, and
 //! the backend variants (`DEV_QUIRKS`): tag filters refused or ignored,
 //! missing filesystem policy endpoints, capacity in `stats`, Go nulls, 408s
-//! and nginx pages among the injected faults, filesystems others made.
+//! and nginx pages among the injected faults, filesystems others made; and
+//! clones that take time in proportion to their snapshot's data.
 
 mod common;
 
 use common::linode::{request, Reply};
+use common::{wait_for, TempDir};
+use linode_nfs_csi::dev::exports::Exports;
 use linode_nfs_csi::fake::{
-    FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Injected, PolicyPut, Seed,
-    TagFilter,
+    CloneRate, FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Injected, PolicyPut,
+    Seed, TagFilter,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -314,6 +317,7 @@ fn observer_sees_exports_appear_snapshot_clone_and_go() {
                 space_id: 7,
                 filesystem_id: id,
                 snapshot_id: snap_id,
+                label: "s1".to_string(),
                 source_export: export.clone()
             },
             FakeEvent::CloneCreated {
@@ -418,6 +422,75 @@ fn a_clone_may_grow_by_size_gib_but_never_shrink() {
         assert_eq!(status, 400, "size_gib {bad}: {body}");
         assert_eq!(body["errors"][0]["field"], "size_gib", "{body}");
     }
+}
+
+/// `set_clone_rate`: a clone stays `creating` while it copies its
+/// snapshot's data, which is what the export held when the snapshot was
+/// taken (counted by dev mode's emulated exports), after the rate's setup,
+/// at the rate and at most the cap; without a rate it is active at once.
+#[test]
+fn a_clone_copies_its_snapshot_s_data_at_the_clone_rate() {
+    const MIB: u64 = 1 << 20;
+    let fake = fake();
+    let dir = TempDir::new("fake-clone-rate");
+    let exports = Arc::new(Exports::new(dir.path()).unwrap());
+    fake.set_export_content(exports.clone());
+    let id = create_fs(&fake, "data");
+    let export = format!("/data-{id:x}");
+    exports.create(&export).unwrap();
+    let data = exports.dir_of(&format!("h:{export}")).unwrap().join("data");
+    std::fs::write(&data, vec![0u8; 3 * MIB as usize]).unwrap();
+    let snaps = format!("v4beta/nfs/spaces/7/filesystems/{id}/snapshots");
+    let (_, _, snap) = raw(&fake, "POST", &snaps, &[], Some(json!({"label": "s"})));
+    // Only what the export held at the snapshot counts.
+    std::fs::write(&data, "").unwrap();
+    let clone_path = format!("{snaps}/{}/clone", snap["id"]);
+
+    // How long a clone stays `creating`, polled through the API.
+    let creating = |label: &str| {
+        let started = Instant::now();
+        let (status, _, clone) = raw(
+            &fake,
+            "POST",
+            &clone_path,
+            &[],
+            Some(json!({"label": label, "region": "us-ord"})),
+        );
+        assert_eq!((status, &clone["status"]), (200, &json!("creating")));
+        let path = format!("v4beta/nfs/spaces/7/filesystems/{}", clone["id"]);
+        wait_for(
+            &format!("{label} to be active"),
+            Duration::from_secs(10),
+            || {
+                let (_, _, fs) = raw(&fake, "GET", &path, &[], None);
+                assert_ne!(fs["status"], "error", "{fs}");
+                fs["status"] == "active"
+            },
+        );
+        started.elapsed()
+    };
+    let about = |took: Duration, want: Duration| {
+        assert!(
+            took >= want && took < want + Duration::from_secs(1),
+            "{took:?}, not about {want:?}"
+        );
+    };
+
+    about(creating("at-once"), Duration::ZERO);
+    fake.set_clone_rate(Some(CloneRate {
+        setup: Duration::from_millis(300),
+        bytes_per_second: 2 * MIB,
+        cap: Duration::from_secs(10),
+    }));
+    about(creating("copied"), Duration::from_millis(300 + 1500));
+    fake.set_clone_rate(Some(CloneRate {
+        setup: Duration::ZERO,
+        bytes_per_second: MIB / 8,
+        cap: Duration::from_millis(700),
+    }));
+    about(creating("capped"), Duration::from_millis(700));
+    fake.set_clone_rate(None);
+    about(creating("at-once-again"), Duration::ZERO);
 }
 
 /// One raw GET-style exchange, with `filter` as its `X-Filter`.

@@ -35,7 +35,7 @@ pub(super) const SETTINGS: &[Setting] = &[
     Setting {
         var: "DEV_QUIRKS",
         default: "",
-        help: "dev role: backend variants to emulate, comma-separated: no-source-snapshot-id, snapshots-held-by-clones, no-id-filter, tag-filter-refused, tag-filter-ignored, no-filesystem-policy, capacity-in-stats, null-fields, html-errors, foreign-filesystems, no-quotas, quota-refused, quota-needs-directory, quota-path-with-export, quota-stuck-updating, quota-error, quota-limit=N (docs/configuration.md)",
+        help: "dev role: backend variants to emulate, comma-separated: no-source-snapshot-id, snapshots-held-by-clones, no-id-filter, tag-filter-refused, tag-filter-ignored, no-filesystem-policy, capacity-in-stats, null-fields, html-errors, foreign-filesystems, no-quotas, quota-refused, quota-needs-directory, quota-path-with-export, quota-stuck-updating, quota-error, quota-limit=N, slow-clones, snapshot-directory (docs/configuration.md)",
     },
     Setting {
         var: "DEV_RATE_LIMITS",

@@ -42,6 +42,10 @@ pub enum DevQuirk {
     QuotaError,
     /// At most this many quotas per filesystem; the next POST answers 400.
     QuotaLimit(usize),
+    /// A clone stays `creating` while it copies its snapshot's data.
+    SlowClones,
+    /// Each filesystem shows its snapshots at `<export>/.snapshot/<label>/`.
+    SnapshotDirectory,
 }
 
 impl DevQuirk {
@@ -73,7 +77,7 @@ impl DevQuirk {
 const QUOTA_LIMIT: &str = "quota-limit";
 
 /// Every quirk without a value by its `DEV_QUIRKS` name.
-pub(super) const QUIRK_NAMES: [(&str, DevQuirk); 16] = [
+pub(super) const QUIRK_NAMES: [(&str, DevQuirk); 18] = [
     ("no-source-snapshot-id", DevQuirk::NoSourceSnapshotId),
     ("snapshots-held-by-clones", DevQuirk::SnapshotsHeldByClones),
     ("no-id-filter", DevQuirk::NoIdFilter),
@@ -90,6 +94,8 @@ pub(super) const QUIRK_NAMES: [(&str, DevQuirk); 16] = [
     ("quota-path-with-export", DevQuirk::QuotaPathWithExport),
     ("quota-stuck-updating", DevQuirk::QuotaStuckUpdating),
     ("quota-error", DevQuirk::QuotaError),
+    ("slow-clones", DevQuirk::SlowClones),
+    ("snapshot-directory", DevQuirk::SnapshotDirectory),
 ];
 
 fn parse_one(q: &str) -> Result<DevQuirk, String> {

@@ -508,6 +508,27 @@ fn quirk_lists_combine_and_reject_contradictions() {
 }
 
 #[test]
+fn the_restore_quirks_parse_and_combine_with_every_other() {
+    assert_eq!(
+        parse_quirks("slow-clones, snapshot-directory"),
+        Ok(vec![DevQuirk::SlowClones, DevQuirk::SnapshotDirectory])
+    );
+    // Neither contradicts another quirk: a backend may be slow to clone,
+    // show its snapshots, and differ in any other way too.
+    for (name, _) in QUIRK_NAMES {
+        for with in ["slow-clones", "snapshot-directory"] {
+            let list = format!("{with},{name}");
+            assert!(parse_quirks(&list).is_ok(), "{list}");
+        }
+    }
+    let e = parse_quirks("slow-clone").unwrap_err();
+    assert!(
+        e.contains("slow-clones") && e.contains("snapshot-directory"),
+        "{e}"
+    );
+}
+
+#[test]
 fn volume_expansion_and_the_share_mount_dir() {
     let controller = [("DRIVER_ROLE", "controller"), ("LINODE_TOKEN", "t")];
     let c = config(&[], &controller);

@@ -3,11 +3,14 @@
 //! clone copies the snapshot back, deleting the filesystem removes it and
 //! its snapshots (the backend keeps snapshots under their filesystem); and
 //! the node's "NFS mount" is a bind mount of that directory, or of a
-//! directory inside it (a subpath never leaves its export). The fake API
+//! directory inside it (a subpath never leaves its export). With
+//! `snapshot-directory` an export also shows its snapshots (`shown.rs`),
+//! outside its usage and its snapshots' content. The fake API
 //! asks it whether a quota's path exists and what it holds. Only the NFS
 //! step is emulated: bind, remount, unmount and stats go to the real
 //! `LinuxMounter`, as in production.
 
+use super::shown::{self, SNAPSHOT_DIRECTORY};
 use super::usage::tree_usage;
 use crate::fake::{DirUsage, ExportContent};
 use crate::mount::{
@@ -21,6 +24,11 @@ use std::sync::Mutex;
 /// The directories behind the emulated exports.
 pub struct Exports {
     root: PathBuf,
+    /// Each export shows its snapshots in `.snapshot` (`snapshot-directory`).
+    shows_snapshots: bool,
+    /// Held while a snapshot is copied or shown: a copy of an export must
+    /// not see its `.snapshot` change under it.
+    snapshotting: Mutex<()>,
 }
 
 impl Exports {
@@ -30,7 +38,15 @@ impl Exports {
         }
         Ok(Exports {
             root: root.to_path_buf(),
+            shows_snapshots: false,
+            snapshotting: Mutex::new(()),
         })
+    }
+
+    /// These exports, showing their snapshots or not.
+    pub fn showing_snapshots(mut self, on: bool) -> Exports {
+        self.shows_snapshots = on;
+        self
     }
 
     /// The directory serving an NFS source `host:/export[/sub/dir…]` (or
@@ -59,9 +75,13 @@ impl Exports {
         })
     }
 
-    /// The directory at absolute `path` inside `export`, confined to it.
+    /// The directory at absolute `path` inside `export`, confined to it;
+    /// `/` is the export's root.
     fn inside(&self, export: &str, path: &str) -> Option<PathBuf> {
-        let below = segments(path.strip_prefix('/')?)?;
+        let below = match path.strip_prefix('/')? {
+            "" => Vec::new(),
+            below => segments(below)?,
+        };
         confined(&self.export_dir(export).ok()?, &below).ok()
     }
 
@@ -98,11 +118,45 @@ impl Exports {
         Ok(())
     }
 
-    /// Copies the export's content as it is now.
-    pub fn snapshot(&self, export: &str, snapshot: u64) -> Result<()> {
+    /// Copies the export's content as it is now, and shows the copy as
+    /// `label` when exports show their snapshots. What the export shows is
+    /// no content of it: copied along (the copy engine takes no
+    /// exclusions), then dropped from the copy.
+    pub fn snapshot(&self, export: &str, snapshot: u64, label: &str) -> Result<()> {
+        let _one = lock(&self.snapshotting);
         let to = self.snapshots_of(export)?.join(snapshot.to_string());
         let _ = std::fs::remove_dir_all(&to);
-        copy_tree(&self.export_dir(export)?, &to)
+        let from = self.export_dir(export)?;
+        copy_tree(&from, &to)?;
+        if !self.shows_snapshots {
+            return Ok(());
+        }
+        match std::fs::remove_dir_all(to.join(SNAPSHOT_DIRECTORY)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        shown::show(&from, label, &to)
+    }
+
+    /// Makes what the exports show match `snapshots` (`(export, id,
+    /// label)` of every live snapshot) when a session starts: the state
+    /// dir may come from one with another `DEV_QUIRKS`. Shows what is
+    /// missing; without the quirk, shows nothing.
+    pub fn show_snapshots(&self, snapshots: &[(String, u64, String)]) -> Result<()> {
+        let _one = lock(&self.snapshotting);
+        if !self.shows_snapshots {
+            return shown::hide_all(&self.root.join("exports"));
+        }
+        for (export, snapshot, label) in snapshots {
+            let dir = self.export_dir(export)?;
+            if !dir.is_dir() || shown::is_shown(&dir, label) {
+                continue;
+            }
+            if let Some(copy) = self.find_snapshot(*snapshot) {
+                shown::show(&dir, label, &copy)?;
+            }
+        }
+        Ok(())
     }
 
     /// A new export holding what the snapshot held.
@@ -126,7 +180,10 @@ impl Exports {
         Ok(())
     }
 
-    pub fn remove_snapshot(&self, snapshot: u64) {
+    /// Removes the copy of `snapshot`, and what `export` shows of it as
+    /// `label`.
+    pub fn remove_snapshot(&self, snapshot: u64, export: &str, label: &str) -> Result<()> {
+        let _one = lock(&self.snapshotting);
         if let Some(dir) = self.find_snapshot(snapshot) {
             let _ = std::fs::remove_dir_all(&dir);
             // The filesystem's directory goes with its last snapshot.
@@ -134,6 +191,10 @@ impl Exports {
                 let _ = std::fs::remove_dir(parent);
             }
         }
+        if self.shows_snapshots {
+            shown::hide(&self.export_dir(export)?, label)?;
+        }
+        Ok(())
     }
 }
 
@@ -145,9 +206,14 @@ impl ExportContent for Exports {
         self.inside(export, path).is_some()
     }
 
+    /// What the export shows of its snapshots is never counted.
     fn usage(&self, export: &str, path: &str) -> Option<DirUsage> {
         let dir = self.inside(export, path)?;
-        tree_usage(&dir)
+        let shown = match self.shows_snapshots {
+            true => Some(self.export_dir(export).ok()?.join(SNAPSHOT_DIRECTORY)),
+            false => None,
+        };
+        tree_usage(&dir, shown.as_deref())
             .map_err(|e| log::warn!("dev: usage of {}: {e}", dir.display()))
             .ok()
     }
@@ -235,7 +301,7 @@ fn confined(root: &Path, below: &[&str]) -> std::result::Result<PathBuf, Refusal
 
 /// A copy of `from` at `to` keeping what a filesystem snapshot keeps:
 /// modes, owners, times, symlinks and hard links.
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+pub(super) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to)?;
     let options = crate::fs_tree::CopyOptions {
         threads: 2,
@@ -363,11 +429,14 @@ impl Drop for DevMounter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::Scratch;
 
     #[test]
     fn export_dirs_follow_the_export_path_not_the_host() {
         let e = Exports {
             root: PathBuf::from("/state"),
+            shows_snapshots: false,
+            snapshotting: Mutex::new(()),
         };
         assert_eq!(
             e.dir_of("space.nfs.us-dev.example:/pvc-1").unwrap(),
@@ -402,10 +471,9 @@ mod tests {
         }
     }
 
-    fn exports(tag: &str) -> (PathBuf, Exports) {
-        let root = std::env::temp_dir().join(format!("exports-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let e = Exports::new(&root).unwrap();
+    fn exports(tag: &str) -> (Scratch, Exports) {
+        let root = Scratch::new(&format!("exports-{tag}"));
+        let e = Exports::new(root.path()).unwrap();
         e.create("/a").unwrap();
         (root, e)
     }
@@ -449,12 +517,11 @@ mod tests {
         std::fs::remove_dir_all(&a).unwrap();
         std::os::unix::fs::symlink(root.join("outside"), &a).unwrap();
         assert!(matches!(e.mount_dir("h:/a"), Err(Error::Internal(_))));
-        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
     fn quota_paths_are_directories_counted_without_leaving_them() {
-        let (root, e) = exports("usage");
+        let (_root, e) = exports("usage");
         let a = e.dir_of("h:/a").unwrap();
         let v1 = a.join("csi-volumes/v1");
         std::fs::create_dir_all(v1.join("sub")).unwrap();
@@ -482,6 +549,15 @@ mod tests {
             })
         );
         assert!(e.is_directory("/a", "/csi-volumes/v1"));
+        // The root quota's figures: the whole export.
+        assert!(e.is_directory("/a", "/"));
+        assert_eq!(
+            e.usage("/a", "/"),
+            Some(DirUsage {
+                bytes: 1024 + (1 << 20),
+                files: 10
+            })
+        );
         for (export, path) in [
             ("/a", "/csi-volumes/none"),
             ("/a", "/csi-volumes/link"),
@@ -489,21 +565,21 @@ mod tests {
             ("/a", "/csi-volumes/v1/one"),
             ("/a", "/csi-volumes/../csi-volumes/v1"),
             ("/a", "csi-volumes/v1"),
-            ("/a", "/"),
+            ("/a", ""),
+            ("/a", "//"),
             ("/..", "/a"),
             ("/none", "/csi-volumes/v1"),
         ] {
             assert!(!e.is_directory(export, path), "{export} {path}");
             assert_eq!(e.usage(export, path), None, "{export} {path}");
         }
-        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
     fn snapshot_and_restore_copy_content_at_snapshot_time() {
-        let (root, e) = exports("restore");
+        let (_root, e) = exports("restore");
         std::fs::write(e.dir_of("h:/a").unwrap().join("f"), "one").unwrap();
-        e.snapshot("/a", 9).unwrap();
+        e.snapshot("/a", 9, "s9").unwrap();
         std::fs::write(e.dir_of("h:/a").unwrap().join("f"), "two").unwrap();
         e.restore(9, "/b").unwrap();
         assert_eq!(
@@ -517,24 +593,82 @@ mod tests {
             e.find_snapshot(9).is_none(),
             "a snapshot outlived its filesystem"
         );
-        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
     fn deleting_a_snapshot_keeps_the_others() {
         let (root, e) = exports("snapshots");
-        e.snapshot("/a", 1).unwrap();
-        e.snapshot("/a", 2).unwrap();
-        e.remove_snapshot(1);
-        e.remove_snapshot(1);
+        e.snapshot("/a", 1, "s1").unwrap();
+        e.snapshot("/a", 2, "s2").unwrap();
+        e.remove_snapshot(1, "/a", "s1").unwrap();
+        e.remove_snapshot(1, "/a", "s1").unwrap();
         assert!(e.find_snapshot(1).is_none());
         assert!(e.find_snapshot(2).is_some());
-        e.remove_snapshot(2);
+        e.remove_snapshot(2, "/a", "s2").unwrap();
         assert_eq!(
             std::fs::read_dir(root.join("snapshots")).unwrap().count(),
             0
         );
-        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_shown_snapshot_is_the_export_at_snapshot_time_outside_its_usage_and_clones() {
+        let (root, e) = exports("shown");
+        let e = e.showing_snapshots(true);
+        let a = e.dir_of("h:/a").unwrap();
+        std::fs::create_dir_all(a.join("csi-volumes/v1")).unwrap();
+        std::fs::write(a.join("csi-volumes/v1/f"), "one").unwrap();
+        let before = e.usage("/a", "/").unwrap();
+        e.snapshot("/a", 1, "s1").unwrap();
+        std::fs::write(a.join("csi-volumes/v1/f"), "two").unwrap();
+        e.snapshot("/a", 2, "s2").unwrap();
+
+        let shown = a.join(".snapshot");
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
+        assert_eq!(read(shown.join("s1/csi-volumes/v1/f")), "one");
+        assert_eq!(read(shown.join("s2/csi-volumes/v1/f")), "two");
+        // A snapshot never holds what the export showed when it was taken.
+        assert!(!shown.join("s2/.snapshot").exists());
+        assert!(!e.find_snapshot(2).unwrap().join(".snapshot").exists());
+        // Nor does a usage count it, of the root or of any path.
+        assert_eq!(e.usage("/a", "/"), Some(before));
+        assert_eq!(e.usage("/a", "/csi-volumes/v1").map(|u| u.bytes), Some(3));
+        // A clone holds the export's content, and shows nothing.
+        e.restore(2, "/b").unwrap();
+        let b = e.dir_of("h:/b").unwrap();
+        assert_eq!(read(b.join("csi-volumes/v1/f")), "two");
+        assert!(!b.join(".snapshot").exists());
+
+        e.remove_snapshot(1, "/a", "s1").unwrap();
+        assert!(!shown.join("s1").exists() && shown.join("s2").is_dir());
+        e.remove_snapshot(2, "/a", "s2").unwrap();
+        assert!(!shown.exists(), "the last snapshot takes .snapshot along");
+        assert_eq!(
+            std::fs::read_dir(root.join("snapshots")).unwrap().count(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_session_shows_the_live_snapshots_only_with_the_quirk() {
+        let (root, e) = exports("reshown");
+        let a = e.dir_of("h:/a").unwrap();
+        std::fs::write(a.join("f"), "one").unwrap();
+        // Taken without the quirk: nothing is shown.
+        e.snapshot("/a", 1, "s1").unwrap();
+        assert!(!a.join(".snapshot").exists());
+        let live = [("/a".to_string(), 1, "s1".to_string())];
+
+        let on = Exports::new(root.path()).unwrap().showing_snapshots(true);
+        on.show_snapshots(&live).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(a.join(".snapshot/s1/f")).unwrap(),
+            "one"
+        );
+        let off = Exports::new(root.path()).unwrap();
+        off.show_snapshots(&live).unwrap();
+        assert!(!a.join(".snapshot").exists());
+        assert!(off.find_snapshot(1).is_some(), "the snapshot itself stays");
     }
 
     /// Set on the copy of the test binary that runs in its own mount
@@ -621,6 +755,5 @@ mod tests {
                 "{source} mounted"
             );
         }
-        std::fs::remove_dir_all(root).unwrap();
     }
 }

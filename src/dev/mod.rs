@@ -6,14 +6,15 @@
 //! what they are wired to.
 
 pub mod exports;
+mod shown;
 mod usage;
 
 use crate::client::DEV_SPACE_LABEL;
 use crate::config::{Config, DevQuirk, LinodeConfig};
 use crate::controller::keys::SPACE_LABEL;
 use crate::fake::{
-    FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile, FilesystemSeed,
-    InstanceSeed, Lifecycle, QuotaBehaviour, RateLimit, Seed, SpaceSeed, TagFilter,
+    CloneRate, FakeEvent, FakeKube, FakeLinode, FakeMetadata, FakeNode, FaultProfile,
+    FilesystemSeed, InstanceSeed, Lifecycle, QuotaBehaviour, RateLimit, Seed, SpaceSeed, TagFilter,
 };
 use crate::identity::DRIVER_NAME;
 use crate::kube::KubeClient;
@@ -44,6 +45,15 @@ pub const DEV_LINODE_TOKEN: &str = "dev-linode-token";
 /// Marks a directory as a dev state dir, so cleanup never removes anything else.
 const MARKER: &str = ".linode-nfs-csi-dev";
 const KUBE_TOKEN: &str = "dev-kube-token";
+/// `slow-clones`: 2 s before a clone's first byte, then 1 MiB a second,
+/// at most a minute more. Even a clone of a nearly empty tree stays
+/// `creating` long enough to watch, or to kill the driver mid-clone; one of
+/// a few MiB visibly longer.
+const SLOW_CLONES: CloneRate = CloneRate {
+    setup: Duration::from_secs(2),
+    bytes_per_second: 1 << 20,
+    cap: Duration::from_secs(60),
+};
 /// Set on the re-executed process so it does not try again.
 const REEXEC_MARK: &str = "LINODE_NFS_CSI_DEV_USERNS";
 
@@ -206,14 +216,16 @@ fn mirror(exports: &Exports, event: &FakeEvent) {
         } => exports.restore(*snapshot_id, export),
         FakeEvent::SnapshotCreated {
             snapshot_id,
+            label,
             source_export,
             ..
-        } => exports.snapshot(source_export, *snapshot_id),
+        } => exports.snapshot(source_export, *snapshot_id, label),
         FakeEvent::FilesystemDeleted { export, .. } => exports.remove(export),
-        FakeEvent::SnapshotDeleted { snapshot_id } => {
-            exports.remove_snapshot(*snapshot_id);
-            Ok(())
-        }
+        FakeEvent::SnapshotDeleted {
+            snapshot_id,
+            label,
+            source_export,
+        } => exports.remove_snapshot(*snapshot_id, source_export, label),
     };
     if let Err(e) = done {
         log::warn!("dev: mirroring {event:?}: {e}");
@@ -240,7 +252,9 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         .map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
     std::fs::write(state.join(MARKER), "")
         .map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
-    let exports = Arc::new(Exports::new(&state).map_err(|e| fail("exports", e))?);
+    let exports = Exports::new(&state).map_err(|e| fail("exports", e))?;
+    let exports =
+        Arc::new(exports.showing_snapshots(dev.quirks.contains(&DevQuirk::SnapshotDirectory)));
 
     let mut linode_seed = seed(dev.activation_delay);
     linode_seed.filesystems = seed_filesystems(&dev.quirks);
@@ -254,6 +268,9 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     linode.set_observer(Arc::new(move |event| mirror(&observed, event)));
     linode.set_export_content(exports.clone());
     recreate_exports(&linode, &exports);
+    exports
+        .show_snapshots(&linode.snapshot_exports())
+        .map_err(|e| fail("snapshot directories", e))?;
     if !dev.faults.is_empty() {
         // `slow` and `drop` hold a request past the client's timeout.
         let hold = dev.request_timeout + Duration::from_secs(1);
@@ -282,6 +299,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     linode.set_null_fields(on(DevQuirk::NullFields));
     linode.set_html_errors(on(DevQuirk::HtmlErrors));
     linode.set_quota_behaviour(quota_behaviour(&dev.quirks));
+    linode.set_clone_rate(on(DevQuirk::SlowClones).then_some(SLOW_CLONES));
     if let Some(limits) = dev.rate_limits {
         linode.set_rate_limit(Some(RateLimit {
             list: limits.list,

@@ -11,8 +11,9 @@ use std::path::Path;
 /// Every inode of the tree at `root` counts as a file, `root` included (as
 /// the empty root of a filesystem shows one file); regular files add their
 /// length. A symlink is one file of its own, never what it points at; a
-/// hard link counts once. Entries that vanish during the walk are skipped.
-pub fn tree_usage(root: &Path) -> std::io::Result<DirUsage> {
+/// hard link counts once. Entries that vanish during the walk are skipped,
+/// and so is `skip` (a directory the backend keeps outside the count).
+pub fn tree_usage(root: &Path, skip: Option<&Path>) -> std::io::Result<DirUsage> {
     let top = std::fs::symlink_metadata(root)?;
     let mut seen = HashSet::from([top.ino()]);
     let mut usage = DirUsage { bytes: 0, files: 1 };
@@ -25,6 +26,9 @@ pub fn tree_usage(root: &Path) -> std::io::Result<DirUsage> {
         };
         for entry in entries {
             let path = entry?.path();
+            if skip == Some(path.as_path()) {
+                continue;
+            }
             let meta = match std::fs::symlink_metadata(&path) {
                 Ok(meta) => meta,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,

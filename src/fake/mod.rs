@@ -16,9 +16,9 @@ pub use self::kube::{
     FakeKube, FakeNode, FakePersistentVolume, FakeStorageClass, FakeVolumeAttachment,
 };
 pub use self::linode::{
-    DirUsage, ExportContent, FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Hang,
-    Injected, InstanceSeed, Lifecycle, PolicyPut, QuotaBehaviour, RequestRecord, Seed,
-    SnapshotTimes, SpaceSeed, TagFilter, VpcAttachment,
+    CloneRate, DirUsage, ExportContent, FakeEvent, FakeLinode, FaultProfile, FaultRule,
+    FilesystemSeed, Hang, Injected, InstanceSeed, Lifecycle, PolicyPut, QuotaBehaviour,
+    RequestRecord, Seed, SnapshotTimes, SpaceSeed, TagFilter, VpcAttachment,
 };
 pub use self::metadata::FakeMetadata;
 pub use self::rate_limit::RateLimit;

@@ -85,6 +85,8 @@ fn insert_filesystem(
     let now = now_ms();
     let created = (now / 1000) as i64;
     let policy = PolicyRec::fresh(label, &state.default_squash_policy, created);
+    // A clone turns active once its snapshot's data is copied.
+    let copying = source_snapshot_id.map_or(0, |snap| state.clone_copy_ms(snap));
     state.filesystems.insert(
         id,
         FsRec {
@@ -96,7 +98,7 @@ fn insert_filesystem(
             max_capacity_bytes,
             source_snapshot_id,
             phase: Phase::Creating,
-            transition_at: now + state.activation_delay_ms,
+            transition_at: now + state.activation_delay_ms + copying,
             mount_targets: false,
             hide_fqdn: false,
             hide_ips: false,
@@ -351,6 +353,7 @@ pub(super) fn create_snapshot(
     let id = state.next_snapshot_id;
     state.next_snapshot_id += 1;
     let now = now_ms();
+    let data_bytes = state.content.usage(&source_export, "/").map(|u| u.bytes);
     state.snapshots.insert(
         id,
         SnapRec {
@@ -365,12 +368,14 @@ pub(super) fn create_snapshot(
             updated: Some((now / 1000) as i64),
             times: SnapshotTimes::Both,
             tags,
+            data_bytes,
         },
     );
     events.push(FakeEvent::SnapshotCreated {
         space_id,
         filesystem_id: fs_id,
         snapshot_id: id,
+        label: state.snapshots[&id].label.clone(),
         source_export,
     });
     Ok(state.snap_json(&state.snapshots[&id]))
@@ -404,6 +409,8 @@ pub(super) fn delete_snapshot(
         ));
     }
     let delay = state.deletion_delay_ms;
+    let fs = &state.filesystems[&fs_id];
+    let source_export = export_path(&fs.label, fs.id);
     let snap = state
         .snapshots
         .get_mut(&snap_id)
@@ -414,6 +421,8 @@ pub(super) fn delete_snapshot(
         snap.updated = Some(now_secs());
         events.push(FakeEvent::SnapshotDeleted {
             snapshot_id: snap_id,
+            label: snap.label.clone(),
+            source_export,
         });
     }
     Ok(json!({}))
@@ -501,7 +510,125 @@ pub(super) fn clone_snapshot(
 
 #[cfg(test)]
 mod tests {
+    use super::super::content::{ContentHook, DirUsage, ExportContent};
+    use super::super::seed::{Seed, SpaceSeed};
+    use super::super::state::CloneRate;
     use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Every tree of every export holds this many bytes.
+    struct Holding(i64);
+
+    impl ExportContent for Holding {
+        fn is_directory(&self, _: &str, _: &str) -> bool {
+            true
+        }
+
+        fn usage(&self, _: &str, _: &str) -> Option<DirUsage> {
+            Some(DirUsage {
+                bytes: self.0,
+                files: 1,
+            })
+        }
+    }
+
+    fn body(v: Value) -> serde_json::Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    /// The id in an answer the call must have given.
+    fn id(answer: ApiResult) -> u64 {
+        match answer {
+            Ok(answer) => answer["id"].as_u64().unwrap(),
+            Err(e) => panic!("answered {}", e.status),
+        }
+    }
+
+    /// A state whose one filesystem (space 7) holds `bytes` (nothing
+    /// answers for its content when `None`), with an active snapshot of
+    /// it; the filesystem's id and the snapshot's. New objects then stay
+    /// `creating` for 200 ms.
+    fn snapshotted(bytes: Option<i64>) -> (State, u64, u64) {
+        let mut state = State::from_seed(&Seed::default().with_space(SpaceSeed::new(7, "s")));
+        state.content = ContentHook(bytes.map(|b| Arc::new(Holding(b)) as Arc<dyn ExportContent>));
+        let fs = id(create_filesystem(
+            &mut state,
+            7,
+            &body(json!({"label": "data", "region": "us-ord", "max_capacity_bytes": 1 << 30})),
+        ));
+        let snap = id(create_snapshot(
+            &mut state,
+            7,
+            fs,
+            &body(json!({"label": "s"})),
+            &mut Vec::new(),
+        ));
+        state.advance(now_ms(), &mut Vec::new());
+        state.activation_delay_ms = 200;
+        (state, fs, snap)
+    }
+
+    /// How long after its POST a clone of the snapshot turns active (ms),
+    /// as bounds: the POST itself takes a moment.
+    fn clone_after(state: &mut State, fs: u64, snap: u64) -> (u64, u64) {
+        let before = now_ms();
+        let label = format!("copy-{}", state.next_filesystem_id);
+        let clone = id(clone_snapshot(
+            state,
+            7,
+            fs,
+            snap,
+            &body(json!({"label": label, "region": "us-ord"})),
+            &mut Vec::new(),
+        ));
+        let after = now_ms();
+        let at = state.filesystems[&clone].transition_at;
+        (at - after, at - before)
+    }
+
+    fn within(bounds: (u64, u64), want: u64) -> bool {
+        bounds.0 <= want && want <= bounds.1
+    }
+
+    #[test]
+    fn clones_copy_their_snapshot_s_data_at_the_clone_rate_up_to_the_cap() {
+        let (mut state, fs, snap) = snapshotted(Some(3 << 20));
+        assert_eq!(state.snapshots[&snap].data_bytes, Some(3 << 20));
+        let at_once = clone_after(&mut state, fs, snap);
+        assert!(within(at_once, 200), "no clone rate: {at_once:?}");
+
+        let rate = |bytes_per_second, cap| {
+            Some(CloneRate {
+                setup: Duration::ZERO,
+                bytes_per_second,
+                cap: Duration::from_millis(cap),
+            })
+        };
+        state.clone_rate = rate(1 << 20, 10_000);
+        let copied = clone_after(&mut state, fs, snap);
+        assert!(within(copied, 200 + 3000), "3 MiB at 1 MiB/s: {copied:?}");
+        state.clone_rate = rate(1 << 20, 1000);
+        let capped = clone_after(&mut state, fs, snap);
+        assert!(within(capped, 200 + 1000), "capped: {capped:?}");
+        state.clone_rate = rate(0, 1500);
+        let stalled = clone_after(&mut state, fs, snap);
+        assert!(within(stalled, 200 + 1500), "rate 0: {stalled:?}");
+        // The setup comes before the copy, outside its cap.
+        state.clone_rate = rate(1 << 20, 1000).map(|r| CloneRate {
+            setup: Duration::from_millis(500),
+            ..r
+        });
+        let set_up = clone_after(&mut state, fs, snap);
+        assert!(within(set_up, 200 + 500 + 1000), "setup: {set_up:?}");
+
+        // Without content the snapshot holds what it shows as its size.
+        let (mut state, fs, snap) = snapshotted(None);
+        assert_eq!(state.snapshots[&snap].data_bytes, None);
+        state.clone_rate = rate(1 << 20, 10_000);
+        let shown = clone_after(&mut state, fs, snap);
+        assert!(within(shown, 200 + 4000), "4 MiB at 1 MiB/s: {shown:?}");
+    }
 
     #[test]
     fn labels_are_validated() {

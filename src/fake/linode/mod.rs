@@ -33,7 +33,9 @@ pub use self::content::{DirUsage, ExportContent};
 pub use self::faults::{FaultProfile, FaultRule, Hang, Injected};
 pub use self::seed::{FilesystemSeed, InstanceSeed, Seed, SpaceSeed, VpcAttachment};
 pub use self::server::RequestRecord;
-pub use self::state::{FakeEvent, Lifecycle, PolicyPut, QuotaBehaviour, SnapshotTimes, TagFilter};
+pub use self::state::{
+    CloneRate, FakeEvent, Lifecycle, PolicyPut, QuotaBehaviour, SnapshotTimes, TagFilter,
+};
 
 use self::faults::{FaultAction, Gate, Gates};
 use self::server::{lock, Shared};
@@ -269,6 +271,16 @@ impl FakeLinode {
         self.mutate(|s| s.quota_behaviour = behaviour);
     }
 
+    /// Clones take time in proportion to their data (`None`, the default:
+    /// only the activation delay). A clone made from now on stays
+    /// `creating` for the activation delay plus its snapshot's bytes at
+    /// `bytes_per_second`, at most `cap` more. A snapshot's bytes are
+    /// what the installed [`ExportContent`] counted at its export's root
+    /// when it was taken, else the `size_bytes` it shows.
+    pub fn set_clone_rate(&self, rate: Option<CloneRate>) {
+        self.mutate(|s| s.clone_rate = rate);
+    }
+
     /// What the backend sampled of a quota's usage now (`collected_at` is
     /// this moment); `false` when there is no such quota. An installed
     /// [`ExportContent`] samples instead.
@@ -407,6 +419,21 @@ impl FakeLinode {
                 .values()
                 .filter(|f| f.phase == Phase::Active)
                 .map(|f| export_path(&f.label, f.id))
+                .collect()
+        })
+    }
+
+    /// `(export, snapshot id, label)` of every snapshot not being deleted:
+    /// what a backend showing snapshots in their export shows.
+    pub fn snapshot_exports(&self) -> Vec<(String, u64, String)> {
+        self.mutate(|s| {
+            s.snapshots
+                .values()
+                .filter(|x| x.phase != Phase::Deleting)
+                .filter_map(|x| {
+                    let fs = s.filesystems.get(&x.filesystem_id)?;
+                    Some((export_path(&fs.label, fs.id), x.id, x.label.clone()))
+                })
                 .collect()
         })
     }

@@ -4,13 +4,12 @@
 use super::seed::InstanceSeed;
 use super::state::{
     export_path, now_secs, FsRec, Phase, QuotaRec, QuotaUsage, SnapRec, SnapshotTimes, SpaceRec,
-    State,
+    State, SNAPSHOT_SIZE_BYTES,
 };
 use crate::linode::types::unix_to_naive;
 use serde_json::{json, Value};
 
 const DEFAULT_MAX_FILE_COUNT: i64 = 2_000_000;
-const SNAPSHOT_SIZE_BYTES: i64 = 4_194_304;
 
 fn ts(secs: i64) -> Value {
     json!(unix_to_naive(secs))

@@ -75,6 +75,8 @@ pub enum FakeEvent {
         space_id: u64,
         filesystem_id: u64,
         snapshot_id: u64,
+        /// What a backend showing snapshots in the export names it by.
+        label: String,
         source_export: String,
     },
     CloneCreated {
@@ -90,6 +92,8 @@ pub enum FakeEvent {
     },
     SnapshotDeleted {
         snapshot_id: u64,
+        label: String,
+        source_export: String,
     },
 }
 
@@ -166,6 +170,43 @@ pub(super) struct SnapRec {
     pub(super) times: SnapshotTimes,
     #[serde(default)]
     pub(super) tags: Vec<String>,
+    /// The bytes of data it holds, sampled from the export's content when
+    /// it was taken; `None` when no one answers for the content.
+    #[serde(default)]
+    pub(super) data_bytes: Option<i64>,
+}
+
+/// What an active snapshot shows as `size_bytes`. Modelled, not
+/// documented: the fake holds no data, so every snapshot shows the same.
+pub(super) const SNAPSHOT_SIZE_BYTES: i64 = 4_194_304;
+
+/// How fast a clone copies its snapshot's data: a filesystem cloned from a
+/// snapshot stays `creating` for the activation delay plus `setup` plus
+/// the snapshot's bytes at this rate, at most `cap` more. Modelled, not
+/// documented: how long the real backend takes is not said anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloneRate {
+    /// What every clone takes before its first byte, however small its
+    /// snapshot (state files written before it existed read it as none).
+    #[serde(default)]
+    pub setup: std::time::Duration,
+    /// A rate of 0 never finishes a copy: every clone takes the cap.
+    pub bytes_per_second: u64,
+    pub cap: std::time::Duration,
+}
+
+impl CloneRate {
+    /// How long copying `bytes` takes, in ms.
+    fn copy_ms(self, bytes: i64) -> u64 {
+        let cap = self.cap.as_millis();
+        let bytes = u128::try_from(bytes).unwrap_or(0);
+        let copying = (bytes * 1000)
+            .checked_div(u128::from(self.bytes_per_second))
+            .map_or(cap, |ms| ms.min(cap));
+        (self.setup.as_millis() + copying)
+            .try_into()
+            .unwrap_or(u64::MAX)
+    }
 }
 
 /// What the quota API of this backend does (the unverified variants of
@@ -276,6 +317,9 @@ pub(super) struct State {
     pub(super) next_quota_id: u64,
     #[serde(default)]
     pub(super) quota_behaviour: QuotaBehaviour,
+    /// Clones copy their snapshot's data at this rate; `None`: at once.
+    #[serde(default)]
+    pub(super) clone_rate: Option<CloneRate>,
     /// Who answers for the files in the exports (dev mode); installed
     /// again by each process, so never saved.
     #[serde(skip)]
@@ -333,6 +377,7 @@ impl State {
             quotas: BTreeMap::new(),
             next_quota_id: first_quota_id(),
             quota_behaviour: QuotaBehaviour::default(),
+            clone_rate: None,
             content: ContentHook::default(),
             next_filesystem_id: 101,
             next_snapshot_id: 9001,
@@ -541,6 +586,18 @@ impl State {
             updated: None,
             usage: None,
             is_root: true,
+        }
+    }
+
+    /// How long a clone of `snapshot_id` copies its data before it can
+    /// turn active (ms): nothing without a clone rate. A snapshot taken
+    /// while no one answered for the content holds what it shows.
+    pub(super) fn clone_copy_ms(&self, snapshot_id: u64) -> u64 {
+        match (self.clone_rate, self.snapshots.get(&snapshot_id)) {
+            (Some(rate), Some(snap)) => {
+                rate.copy_ms(snap.data_bytes.unwrap_or(SNAPSHOT_SIZE_BYTES))
+            }
+            _ => 0,
         }
     }
 
