@@ -463,6 +463,18 @@ fn a_restore_killed_mid_clone_resumes_in_the_next_process_and_leaves_nothing() {
         .all(|m| !m.starts_with(&restores)));
 }
 
+/// 8,000 more small files, so that a copy of one file at a time takes a
+/// moment.
+fn fill_many(dir: &Path) {
+    for d in 0..40 {
+        let dir = dir.join(format!("many/{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..200 {
+            std::fs::write(dir.join(f.to_string()), format!("{d}/{f}")).unwrap();
+        }
+    }
+}
+
 #[test]
 fn sigterm_mid_copy_answers_unavailable_and_the_next_process_reuses_the_copied() {
     // One file at a time, so the copy of a few thousand takes a moment.
@@ -471,13 +483,7 @@ fn sigterm_mid_copy_answers_unavailable_and_the_next_process_reuses_the_copied()
     let src = first.create(&subdir_req("pvc-src", GIB));
     let src_dir = dir_of(&state, &src);
     fill_source(&src_dir);
-    for d in 0..40 {
-        let dir = src_dir.join(format!("many/{d}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        for f in 0..200 {
-            std::fs::write(dir.join(f.to_string()), format!("{d}/{f}")).unwrap();
-        }
-    }
+    fill_many(&src_dir);
     let at_snapshot = tree(&src_dir);
     let snap = snapshot_until_ready(&first, "snap-src", &src.volume_id);
     let (snapshot, _) = linode_snapshot(&state, &snap.snapshot_id);
@@ -523,4 +529,69 @@ fn sigterm_mid_copy_answers_unavailable_and_the_next_process_reuses_the_copied()
         || temporaries(&state).is_empty(),
     );
     assert_eq!(live_snapshots(&state), [snapshot], "a stray snapshot");
+}
+
+/// A restore whose process is killed at `when` (a line of its log) is
+/// finished by the next process on the same state: the tree as at the
+/// snapshot, the earlier copy's files reused, no temporary clone and no
+/// snapshot but the source's left.
+fn killed_when_logged(tag: &str, first_env: &[(&str, &str)], when: &str) {
+    let env = [("DEV_QUIRKS", "slow-clones"), ("COPY_THREADS", "1")];
+    let all: Vec<(&str, &str)> = env.iter().chain(first_env).copied().collect();
+    let (state, mut first) = start_dev(tag, &all);
+    let src = first.create(&subdir_req("pvc-src", GIB));
+    let src_dir = dir_of(&state, &src);
+    fill_source(&src_dir);
+    fill_many(&src_dir);
+    let at_snapshot = tree(&src_dir);
+    let snap = snapshot_until_ready(&first, "snap-src", &src.volume_id);
+    let (snapshot, _) = linode_snapshot(&state, &snap.snapshot_id);
+    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
+
+    let controller = first.another_controller();
+    let sent = req.clone();
+    let parked = std::thread::spawn(move || controller.create_volume_opt(&sent, call()));
+    wait_for(when, std::time::Duration::from_secs(60), || {
+        first.driver.logs().contains(when)
+    });
+    first.driver.kill();
+    assert!(parked.join().unwrap().is_err(), "a killed driver answered");
+    let copied_before = tree(&state.shared_base().join("pvc-restored"))
+        .into_iter()
+        .filter(|(path, what)| !what.starts_with("dir") && at_snapshot.get(path) == Some(what))
+        .count();
+
+    let second = Dev::start(&state, &env);
+    let restored = second.create(&req);
+    assert_eq!(tree(&dir_of(&state, &restored)), at_snapshot);
+    if copied_before > 0 {
+        let reused = reused_in(&second.driver.logs());
+        assert!(reused > 0, "{copied_before} were copied, none reused");
+    }
+    wait_for(
+        "no temporary clone to be left",
+        std::time::Duration::from_secs(30),
+        || temporaries(&state).is_empty(),
+    );
+    assert_eq!(live_snapshots(&state), [snapshot], "a stray snapshot");
+    let restores = state.path().join("shares/.restores");
+    assert!(second
+        .mounts_under_state()
+        .iter()
+        .all(|m| !m.starts_with(&restores)));
+}
+
+#[test]
+fn a_restore_killed_mid_copy_is_finished_by_the_next_process() {
+    killed_when_logged("restore-kill-copy", &[], "copy started");
+}
+
+#[test]
+fn a_restore_killed_before_its_temporary_filesystem_is_deleted_deletes_it_later() {
+    // The temporary filesystem's DELETE is held until the kill.
+    let held = [
+        ("DEV_FAULTS", "slow:1@DELETE:nfs/spaces/*/filesystems/*"),
+        ("LINODE_REQUEST_TIMEOUT", "60s"),
+    ];
+    killed_when_logged("restore-kill-delete", &held, "injected slow");
 }

@@ -1024,6 +1024,8 @@ fn a_hundred_concurrent_creates_on_four_workers_are_admitted_and_their_lookups_s
         .count();
     // The held lone lookup, one list for the 99 that parked behind it (the
     // whole Space instead, should the filesystems still activating push it
-    // past 100 terms), and at most one poll of those: not one per create.
-    assert!(lists <= 3, "{lists} lists for the lookups of 100 creates");
+    // past 100 terms), then one shared list per poller tick until all are
+    // active (one or two; a few more on a loaded machine): never one per
+    // create.
+    assert!(lists <= 6, "{lists} lists for the lookups of 100 creates");
 }
