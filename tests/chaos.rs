@@ -14,6 +14,12 @@
 //! there creates, snapshots and node-mode publishes must never be answered
 //! Internal.
 //!
+//! Waves of calls at once, retried as the provisioner retries them while
+//! the driver is killed part-way, cover directory volumes: 200 creates and
+//! deletes on one shared filesystem, and directory snapshots, restores
+//! (killed mid-clone and mid-copy) and clones, each restore holding its
+//! own directory at snapshot time and nothing temporary left behind.
+//!
 //! `cargo test --test chaos` runs a bounded campaign (CI);
 //! `just chaos` runs thousands of sequences. `CHAOS_SEED` replays a run,
 //! `CHAOS_SEQUENCES` sets its length.
