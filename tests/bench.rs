@@ -40,6 +40,27 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
+/// What `f` returns, and the peak RSS (KiB) of process `pid` while it ran,
+/// sampled every 50 ms.
+fn peak_rss_during<T>(pid: u32, f: impl FnOnce() -> T) -> (T, u64) {
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(Ordering::Relaxed) {
+                peak = peak.max(rss_kib(pid));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            peak
+        })
+    };
+    let out = f();
+    let after = rss_kib(pid);
+    done.store(true, Ordering::Relaxed);
+    (out, sampler.join().unwrap().max(after))
+}
+
 /// Median idle RSS of a role over 5 starts with `envs`, after `scrapes`
 /// scrapes of its metrics when `envs` turn them on.
 fn idle_rss(role: &str, envs: &[(&str, &str)], scrapes: usize) -> u64 {
@@ -1005,33 +1026,21 @@ fn bench_copy_tree_against_cp_a() {
         std::fs::create_dir(scratch.join("copy")).unwrap();
         let me = std::process::id();
         let before = rss_kib(me);
-        let done = Arc::new(AtomicBool::new(false));
-        let sampler = {
-            let done = done.clone();
-            std::thread::spawn(move || {
-                let mut peak = 0;
-                while !done.load(Ordering::Relaxed) {
-                    peak = peak.max(rss_kib(me));
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                peak
-            })
-        };
         let options = CopyOptions {
             threads: 8,
             ..CopyOptions::default()
         };
         let started = Instant::now();
-        let stats = copy_tree(
-            &Dir::open(&src).unwrap(),
-            &Dir::open(&scratch.join("copy")).unwrap(),
-            &options,
-        )
-        .unwrap();
+        let (stats, peak) = peak_rss_during(me, || {
+            copy_tree(
+                &Dir::open(&src).unwrap(),
+                &Dir::open(&scratch.join("copy")).unwrap(),
+                &options,
+            )
+            .unwrap()
+        });
         let copy_took = started.elapsed();
         let after = rss_kib(me);
-        done.store(true, Ordering::Relaxed);
-        let peak = sampler.join().unwrap().max(after);
         assert_eq!((stats.files, stats.bytes), (20_000, 1 << 30));
         println!(
             "BENCH copy of 20000 files, 1 GiB: cp -a {:.2} s, copy_tree {:.2} s = {:.2}x (round {round}, caches dropped)",
@@ -1172,27 +1181,15 @@ fn bench_directory_snapshots_and_a_restore_of_20000_files() {
     cold_caches();
     let pid = dev.pid();
     let rss_before = rss_kib(pid);
-    let done = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            while !done.load(Ordering::Relaxed) {
-                peak = peak.max(rss_kib(pid));
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            peak
-        })
-    };
     let before = linode_requests(addr);
     let started = Instant::now();
-    let restored = dev.create(&from_snapshot(
-        subdir_create_req("pvc-restored", 2 * GIB),
-        &snap.snapshot_id,
-    ));
+    let (restored, peak) = peak_rss_during(pid, || {
+        dev.create(&from_snapshot(
+            subdir_create_req("pvc-restored", 2 * GIB),
+            &snap.snapshot_id,
+        ))
+    });
     let restore_took = started.elapsed();
-    done.store(true, Ordering::Relaxed);
-    let peak = sampler.join().unwrap();
     let restore_requests = linode_requests(addr) - before;
     let restored_name = restored.volume_id.rsplit('/').next().unwrap().to_string();
     let restored_dir = state.shared_base().join(&restored_name);

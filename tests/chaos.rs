@@ -821,6 +821,20 @@ fn wave(
     }
 }
 
+/// The faults of the last process counted, the wave's figures printed, and
+/// no violation.
+fn report(c: &mut Campaign, wave: &str) {
+    let logs = c.dev().driver.logs();
+    c.count_faults(&logs);
+    println!(
+        "CHAOS {wave}: {} restarts; faults injected: {:?}; violations: {}",
+        c.counts.restarts,
+        c.counts.faults,
+        c.counts.violations.len()
+    );
+    assert!(c.counts.violations.is_empty(), "{:#?}", c.counts.violations);
+}
+
 /// 200 directory volumes of one shared filesystem at once, with lost
 /// replies, throttling and server errors from the fake, and the driver
 /// killed twice while they are under way; then all deleted the same way.
@@ -887,15 +901,7 @@ fn two_hundred_subdirectory_volumes_through_faults_and_restarts() {
             markers.len()
         ));
     }
-    let logs = c.dev().driver.logs();
-    c.count_faults(&logs);
-    println!(
-        "CHAOS subdirectory wave: {} restarts; faults injected: {:?}; violations: {}",
-        c.counts.restarts,
-        c.counts.faults,
-        c.counts.violations.len()
-    );
-    assert!(c.counts.violations.is_empty(), "{:#?}", c.counts.violations);
+    report(&mut c, "subdirectory wave");
 }
 
 /// The names of the directory snapshot records on the shared parent.
@@ -1074,13 +1080,5 @@ fn directory_snapshots_restores_and_clones_through_faults_and_restarts() {
     if !snapshot_records(&c).is_empty() {
         c.violation(format!("records left: {:?}", snapshot_records(&c)));
     }
-    let logs = c.dev().driver.logs();
-    c.count_faults(&logs);
-    println!(
-        "CHAOS directory data wave: {} restarts; faults injected: {:?}; violations: {}",
-        c.counts.restarts,
-        c.counts.faults,
-        c.counts.violations.len()
-    );
-    assert!(c.counts.violations.is_empty(), "{:#?}", c.counts.violations);
+    report(&mut c, "directory data wave");
 }

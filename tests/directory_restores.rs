@@ -147,10 +147,7 @@ fn a_restore_holds_the_directory_at_snapshot_time_and_nothing_else() {
         "{:?}",
         common::names_in(&restores)
     );
-    assert!(dev
-        .mounts_under_state()
-        .iter()
-        .all(|m| !m.starts_with(&restores)));
+    assert!(dev.nothing_mounted_under(&restores));
 }
 
 #[test]
@@ -161,12 +158,7 @@ fn a_clone_is_a_copy_of_one_instant_and_leaves_no_snapshot() {
     fill_source(&src_dir);
     let before = tree(&src_dir);
 
-    let mut req = subdir_req("pvc-clone", GIB);
-    let mut source = csi::VolumeContentSource::new();
-    let mut vol = csi::volume_content_source::VolumeSource::new();
-    vol.volume_id = src.volume_id.clone();
-    source.set_volume(vol);
-    req.volume_content_source = Some(source).into();
+    let req = from_volume(subdir_req("pvc-clone", GIB), &src.volume_id);
     let clone = dev.create(&req);
     assert_eq!(clone.content_source.volume().volume_id, src.volume_id);
     assert_eq!(tree(&dir_of(&state, &clone)), before);
@@ -213,15 +205,7 @@ fn across_kinds_a_filesystem_snapshot_fills_a_directory_and_never_the_reverse() 
     let filesystems = state.filesystems().len();
     for req in [
         from_snapshot(create_req("pvc-fs-from-dir", GIB), &dir_snap.snapshot_id),
-        {
-            let mut req = create_req("pvc-fs-clone-of-dir", GIB);
-            let mut source = csi::VolumeContentSource::new();
-            let mut vol = csi::volume_content_source::VolumeSource::new();
-            vol.volume_id = dir_vol.volume_id.clone();
-            source.set_volume(vol);
-            req.volume_content_source = Some(source).into();
-            req
-        },
+        from_volume(create_req("pvc-fs-clone-of-dir", GIB), &dir_vol.volume_id),
     ] {
         let e = dev.controller.create_volume(&req).unwrap_err();
         assert_eq!(code_of(&e), Code::INVALID_ARGUMENT, "{e:?}");
@@ -413,56 +397,6 @@ fn a_parent_showing_its_snapshots_restores_from_them_without_a_clone() {
     );
 }
 
-#[test]
-fn a_restore_killed_mid_clone_resumes_in_the_next_process_and_leaves_nothing() {
-    let quirks = [("DEV_QUIRKS", "slow-clones")];
-    let (state, mut first) = start_dev("restore-kill-clone", &quirks);
-    let src = first.create(&subdir_req("pvc-src", GIB));
-    let src_dir = dir_of(&state, &src);
-    fill_source(&src_dir);
-    let at_snapshot = tree(&src_dir);
-    let snap = snapshot_until_ready(&first, "snap-src", &src.volume_id);
-    let (snapshot, _) = linode_snapshot(&state, &snap.snapshot_id);
-    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
-
-    let controller = first.another_controller();
-    let sent = req.clone();
-    let parked = std::thread::spawn(move || controller.create_volume_opt(&sent, call()));
-    // Logged once the POST is answered, so its export holds the data.
-    wait_for(
-        "the temporary clone to be posted",
-        std::time::Duration::from_secs(30),
-        || first.driver.logs().contains("into temporary filesystem"),
-    );
-    let posted = temporaries(&state);
-    assert!(
-        matches!(posted.as_slice(), [(_, _, phase)] if phase == "Creating"),
-        "{posted:?}"
-    );
-    first.driver.kill();
-    assert!(parked.join().unwrap().is_err(), "a killed driver answered");
-
-    let second = Dev::start(&state, &quirks);
-    let restored = second.create(&req);
-    assert_eq!(tree(&dir_of(&state, &restored)), at_snapshot);
-    let logs = second.driver.logs();
-    assert!(
-        !logs.contains("into temporary filesystem"),
-        "the orphan clone was not adopted:\n{logs}"
-    );
-    wait_for(
-        "no temporary clone to be left",
-        std::time::Duration::from_secs(30),
-        || temporaries(&state).is_empty(),
-    );
-    assert_eq!(live_snapshots(&state), [snapshot], "a stray snapshot");
-    let restores = state.path().join("shares/.restores");
-    assert!(second
-        .mounts_under_state()
-        .iter()
-        .all(|m| !m.starts_with(&restores)));
-}
-
 /// 8,000 more small files, so that a copy of one file at a time takes a
 /// moment.
 fn fill_many(dir: &Path) {
@@ -475,110 +409,153 @@ fn fill_many(dir: &Path) {
     }
 }
 
-#[test]
-fn sigterm_mid_copy_answers_unavailable_and_the_next_process_reuses_the_copied() {
-    // One file at a time, so the copy of a few thousand takes a moment.
-    let env = [("DEV_QUIRKS", "slow-clones"), ("COPY_THREADS", "1")];
-    let (state, mut first) = start_dev("restore-term-copy", &env);
+/// A restore in dev mode (`slow-clones`, one copy thread, and `extra`
+/// settings for its first process), parked until the first process logs
+/// `until`.
+struct UnderWay {
+    state: StateDir,
+    first: Dev,
+    at_snapshot: BTreeMap<String, String>,
+    /// The Linode snapshot behind the source's snapshot.
+    snapshot: u64,
+    req: csi::CreateVolumeRequest,
+    parked: Option<std::thread::JoinHandle<grpcio::Result<csi::CreateVolumeResponse>>>,
+}
+
+const SLOW: [(&str, &str); 2] = [("DEV_QUIRKS", "slow-clones"), ("COPY_THREADS", "1")];
+
+fn restore_under_way(tag: &str, extra: &[(&str, &str)], many: bool, until: &str) -> UnderWay {
+    let env: Vec<(&str, &str)> = SLOW.iter().chain(extra).copied().collect();
+    let (state, first) = start_dev(tag, &env);
     let src = first.create(&subdir_req("pvc-src", GIB));
     let src_dir = dir_of(&state, &src);
     fill_source(&src_dir);
-    fill_many(&src_dir);
+    if many {
+        fill_many(&src_dir);
+    }
     let at_snapshot = tree(&src_dir);
     let snap = snapshot_until_ready(&first, "snap-src", &src.volume_id);
     let (snapshot, _) = linode_snapshot(&state, &snap.snapshot_id);
     let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
-
     let controller = first.another_controller();
     let sent = req.clone();
     let parked = std::thread::spawn(move || controller.create_volume_opt(&sent, call()));
-    wait_for(
-        "the copy to start",
-        std::time::Duration::from_secs(60),
-        || first.driver.logs().contains("copy started"),
+    wait_for(until, std::time::Duration::from_secs(60), || {
+        first.driver.logs().contains(until)
+    });
+    UnderWay {
+        state,
+        first,
+        at_snapshot,
+        snapshot,
+        req,
+        parked: Some(parked),
+    }
+}
+
+impl UnderWay {
+    /// What the first process answered the parked call.
+    fn answer(&mut self) -> grpcio::Result<csi::CreateVolumeResponse> {
+        self.parked.take().unwrap().join().unwrap()
+    }
+
+    /// kill -9 of the first process: the parked call gets no answer.
+    fn kill(&mut self) {
+        self.first.driver.kill();
+        assert!(self.answer().is_err(), "a killed driver answered");
+    }
+
+    /// The files of the new volume that an interrupted copy finished.
+    fn copied(&self) -> usize {
+        tree(&self.state.shared_base().join("pvc-restored"))
+            .into_iter()
+            .filter(|(path, what)| {
+                !what.starts_with("dir") && self.at_snapshot.get(path) == Some(what)
+            })
+            .count()
+    }
+
+    /// The next process on the same state finishes the restore: the tree
+    /// as at the snapshot, and no temporary clone, mount of one, or
+    /// snapshot but the source's left. Returns that process.
+    fn finished_by_the_next_process(&self) -> Dev {
+        let second = Dev::start(&self.state, &SLOW);
+        let restored = second.create(&self.req);
+        assert_eq!(tree(&dir_of(&self.state, &restored)), self.at_snapshot);
+        wait_for(
+            "no temporary clone to be left",
+            std::time::Duration::from_secs(30),
+            || temporaries(&self.state).is_empty(),
+        );
+        assert_eq!(
+            live_snapshots(&self.state),
+            [self.snapshot],
+            "a stray snapshot"
+        );
+        let restores = self.state.path().join("shares/.restores");
+        assert!(second.nothing_mounted_under(&restores));
+        second
+    }
+}
+
+#[test]
+fn a_restore_killed_mid_clone_resumes_in_the_next_process_and_leaves_nothing() {
+    // Logged once the POST is answered, so its export holds the data.
+    let mut u = restore_under_way(
+        "restore-kill-clone",
+        &[],
+        false,
+        "into temporary filesystem",
     );
+    let posted = temporaries(&u.state);
+    assert!(
+        matches!(posted.as_slice(), [(_, _, phase)] if phase == "Creating"),
+        "{posted:?}"
+    );
+    u.kill();
+    let second = u.finished_by_the_next_process();
+    let logs = second.driver.logs();
+    assert!(
+        !logs.contains("into temporary filesystem"),
+        "the orphan clone was not adopted:\n{logs}"
+    );
+}
+
+#[test]
+fn sigterm_mid_copy_answers_unavailable_and_the_next_process_reuses_the_copied() {
+    let mut u = restore_under_way("restore-term-copy", &[], true, "copy started");
     // Without its marker, dev mode's clean exit keeps the state dir for
     // the next process.
-    std::fs::remove_file(state.path().join(".linode-nfs-csi-dev")).unwrap();
-    first.driver.signal(libc::SIGTERM);
-    let answer = parked.join().unwrap();
-    let status = first.driver.wait_exit(std::time::Duration::from_secs(30));
-    let logs = first.driver.logs();
+    std::fs::remove_file(u.state.path().join(".linode-nfs-csi-dev")).unwrap();
+    u.first.driver.signal(libc::SIGTERM);
+    let answer = u.answer();
+    let status = u.first.driver.wait_exit(std::time::Duration::from_secs(30));
+    let logs = u.first.driver.logs();
     assert_eq!(status.code(), Some(0), "{logs}");
     let stopped = logs.contains("copy stopped");
     match &answer {
         Err(e) => assert_eq!(code_of(e), Code::UNAVAILABLE, "{e:?}"),
         Ok(_) => assert!(!stopped, "a stopped copy answered OK"),
     }
-    // What the stopped copy finished, as the next one finds it.
-    let copied = tree(&state.shared_base().join("pvc-restored"))
-        .into_iter()
-        .filter(|(path, what)| !what.starts_with("dir") && at_snapshot.get(path) == Some(what))
-        .count();
-
-    let second = Dev::start(&state, &env);
-    let restored = second.create(&req);
-    assert_eq!(tree(&dir_of(&state, &restored)), at_snapshot);
+    let copied = u.copied();
+    let second = u.finished_by_the_next_process();
     if stopped && copied > 0 {
         let reused = reused_in(&second.driver.logs());
         assert!(reused > 0, "{copied} were copied, none reused");
     }
-    wait_for(
-        "no temporary clone to be left",
-        std::time::Duration::from_secs(30),
-        || temporaries(&state).is_empty(),
-    );
-    assert_eq!(live_snapshots(&state), [snapshot], "a stray snapshot");
 }
 
-/// A restore whose process is killed at `when` (a line of its log) is
-/// finished by the next process on the same state: the tree as at the
-/// snapshot, the earlier copy's files reused, no temporary clone and no
-/// snapshot but the source's left.
-fn killed_when_logged(tag: &str, first_env: &[(&str, &str)], when: &str) {
-    let env = [("DEV_QUIRKS", "slow-clones"), ("COPY_THREADS", "1")];
-    let all: Vec<(&str, &str)> = env.iter().chain(first_env).copied().collect();
-    let (state, mut first) = start_dev(tag, &all);
-    let src = first.create(&subdir_req("pvc-src", GIB));
-    let src_dir = dir_of(&state, &src);
-    fill_source(&src_dir);
-    fill_many(&src_dir);
-    let at_snapshot = tree(&src_dir);
-    let snap = snapshot_until_ready(&first, "snap-src", &src.volume_id);
-    let (snapshot, _) = linode_snapshot(&state, &snap.snapshot_id);
-    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
-
-    let controller = first.another_controller();
-    let sent = req.clone();
-    let parked = std::thread::spawn(move || controller.create_volume_opt(&sent, call()));
-    wait_for(when, std::time::Duration::from_secs(60), || {
-        first.driver.logs().contains(when)
-    });
-    first.driver.kill();
-    assert!(parked.join().unwrap().is_err(), "a killed driver answered");
-    let copied_before = tree(&state.shared_base().join("pvc-restored"))
-        .into_iter()
-        .filter(|(path, what)| !what.starts_with("dir") && at_snapshot.get(path) == Some(what))
-        .count();
-
-    let second = Dev::start(&state, &env);
-    let restored = second.create(&req);
-    assert_eq!(tree(&dir_of(&state, &restored)), at_snapshot);
-    if copied_before > 0 {
+/// kill -9 once the first process logs `when`; the next process finishes
+/// the restore, reusing what the first copied.
+fn killed_when_logged(tag: &str, extra: &[(&str, &str)], when: &str) {
+    let mut u = restore_under_way(tag, extra, true, when);
+    u.kill();
+    let copied = u.copied();
+    let second = u.finished_by_the_next_process();
+    if copied > 0 {
         let reused = reused_in(&second.driver.logs());
-        assert!(reused > 0, "{copied_before} were copied, none reused");
+        assert!(reused > 0, "{copied} were copied, none reused");
     }
-    wait_for(
-        "no temporary clone to be left",
-        std::time::Duration::from_secs(30),
-        || temporaries(&state).is_empty(),
-    );
-    assert_eq!(live_snapshots(&state), [snapshot], "a stray snapshot");
-    let restores = state.path().join("shares/.restores");
-    assert!(second
-        .mounts_under_state()
-        .iter()
-        .all(|m| !m.starts_with(&restores)));
 }
 
 #[test]

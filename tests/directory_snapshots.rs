@@ -46,14 +46,7 @@ fn batches(w: &World) -> Vec<String> {
 }
 
 fn listed(w: &World, id: &str, source: &str) -> Vec<csi::Snapshot> {
-    w.env
-        .client
-        .list_snapshots(&list_snapshots_req(id, source))
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| e.snapshot.unwrap())
-        .collect()
+    w.env.listed_snapshots(id, source)
 }
 
 /// CreateSnapshot called again, as the snapshotter does, until ready.

@@ -87,10 +87,7 @@ fn a_stale_staging_mount_is_healed_for_the_next_pod_while_the_first_still_report
     .unwrap();
     assert_eq!(remounts(&dev), 1);
     unmount(&dev, &v.volume_id, &staging, &[&pod_a, &pod_b, &pod_c]);
-    assert!(dev
-        .mounts_under_state()
-        .iter()
-        .all(|m| !m.starts_with(&staging)));
+    assert!(dev.nothing_mounted_under(&staging));
 }
 
 #[test]

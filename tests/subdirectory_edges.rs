@@ -414,12 +414,9 @@ fn a_snapshot_the_driver_did_not_take_is_neither_listed_restored_nor_deleted() {
     let ours = w.env.snapshot("snap-ours", &whole).unwrap();
     let listed = |id: &str, source: &str| -> Vec<String> {
         w.env
-            .client
-            .list_snapshots(&list_snapshots_req(id, source))
-            .unwrap()
-            .entries
+            .listed_snapshots(id, source)
             .into_iter()
-            .map(|e| e.snapshot.unwrap().snapshot_id)
+            .map(|s| s.snapshot_id)
             .collect()
     };
     assert_eq!(listed("", ""), [ours.snapshot_id]);

@@ -4,7 +4,8 @@
 //! the CSI requests.
 
 use super::requests::{
-    controller_publish_req, controller_unpublish_req, delete_req, get_volume_req, rwx, snapshot_req,
+    controller_publish_req, controller_unpublish_req, delete_req, get_volume_req,
+    list_snapshots_req, rwx, snapshot_req,
 };
 use super::{write_kubeconfig, Driver};
 use linode_nfs_csi::fake::{
@@ -252,6 +253,18 @@ impl Env {
         self.client
             .create_snapshot(&snapshot_req(name, source_volume_id))
             .map(|r| r.snapshot.unwrap())
+    }
+
+    /// The snapshots one unbounded ListSnapshots answers, filtered by
+    /// snapshot id and source volume (empty: any).
+    pub fn listed_snapshots(&self, snapshot_id: &str, source: &str) -> Vec<csi::Snapshot> {
+        self.client
+            .list_snapshots(&list_snapshots_req(snapshot_id, source))
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.snapshot.unwrap())
+            .collect()
     }
 
     /// The ids ListVolumes answers in one unbounded call, in its order.

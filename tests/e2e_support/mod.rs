@@ -235,6 +235,13 @@ impl Dev {
         mounts_under(self.pid(), &self.state)
     }
 
+    /// Whether nothing is mounted at or below `dir` in the driver's namespace.
+    pub fn nothing_mounted_under(&self, dir: &Path) -> bool {
+        self.mounts_under_state()
+            .iter()
+            .all(|m| !m.starts_with(dir))
+    }
+
     pub fn mount_count(&self, path: &Path) -> usize {
         self.mounts().iter().filter(|(p, _)| p == path).count()
     }
