@@ -413,13 +413,8 @@ fn bench_publish_unpublish_cycle() {
 
 /// `GET /metrics` over a fresh connection; the body's length.
 fn scrape_metrics(addr: std::net::SocketAddr) -> usize {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n")
-        .unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    assert!(out.starts_with(b"HTTP/1.1 200 "));
+    let out = metrics_text(addr);
+    assert!(out.starts_with("HTTP/1.1 200 "));
     out.len()
 }
 
@@ -949,6 +944,20 @@ fn cold_caches() {
     let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
 }
 
+/// How long `cp -a from to` takes, from cold caches.
+fn cp_a(from: &std::path::Path, to: &std::path::Path) -> Duration {
+    cold_caches();
+    let started = Instant::now();
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    started.elapsed()
+}
+
 /// 20,000 files totalling 1 GiB under `src`: 10 × 10 directories of 200
 /// files, 19,990 of 4 KiB and one of ~95 MiB in ten of the directories.
 fn copy_bench_tree(src: &std::path::Path) -> u64 {
@@ -1011,16 +1020,7 @@ fn bench_copy_tree_against_cp_a() {
     let src = scratch.join("src");
     assert_eq!(copy_bench_tree(&src), 1 << 30);
     for round in 1..=2 {
-        cold_caches();
-        let started = Instant::now();
-        let cp = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(&src)
-            .arg(scratch.join("cp"))
-            .status()
-            .unwrap();
-        let cp_took = started.elapsed();
-        assert!(cp.success());
+        let cp_took = cp_a(&src, &scratch.join("cp"));
 
         cold_caches();
         std::fs::create_dir(scratch.join("copy")).unwrap();
@@ -1059,7 +1059,7 @@ fn bench_copy_tree_against_cp_a() {
     std::fs::remove_dir(&scratch).unwrap();
 }
 
-/// The driver's metrics exposition as text.
+/// `GET /metrics` over a fresh connection: the whole answer as text.
 fn metrics_text(addr: std::net::SocketAddr) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -1161,16 +1161,7 @@ fn bench_directory_snapshots_and_a_restore_of_20000_files() {
     assert_eq!(copy_bench_tree(&src_dir), 1 << 30);
     let scratch = state.path().join("bench-cp");
     std::fs::create_dir(&scratch).unwrap();
-    cold_caches();
-    let started = Instant::now();
-    let cp = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(&src_dir)
-        .arg(scratch.join("cp"))
-        .status()
-        .unwrap();
-    let cp_took = started.elapsed();
-    assert!(cp.success());
+    let cp_took = cp_a(&src_dir, &scratch.join("cp"));
 
     let before = linode_requests(addr);
     let started = Instant::now();

@@ -821,6 +821,28 @@ fn wave(
     }
 }
 
+/// A space-mode campaign under random faults for waves (they restart the
+/// driver themselves), its seed printed for a replay.
+fn wave_campaign(wave: &str) -> Campaign {
+    let seed = seed();
+    println!("CHAOS {wave}: seed {seed} (replay with CHAOS_SEED={seed})");
+    Campaign::start(&RANDOM, seed, false, 0)
+}
+
+/// A violation unless the shared filesystem holds no quota, volume
+/// directory or marker.
+fn shared_parent_empty(c: &mut Campaign) {
+    let (quotas, dirs, markers) = shared_state(c);
+    if !quotas.is_empty() || !dirs.is_empty() || !markers.is_empty() {
+        c.violation(format!(
+            "after the deletes: {} quotas, {} directories, {} markers left",
+            quotas.len(),
+            dirs.len(),
+            markers.len()
+        ));
+    }
+}
+
 /// The faults of the last process counted, the wave's figures printed, and
 /// no violation.
 fn report(c: &mut Campaign, wave: &str) {
@@ -842,9 +864,7 @@ fn report(c: &mut Campaign, wave: &str) {
 /// reverse), and none is left after the deletes.
 #[test]
 fn two_hundred_subdirectory_volumes_through_faults_and_restarts() {
-    let seed = seed();
-    println!("CHAOS subdirectory wave: seed {seed} (replay with CHAOS_SEED={seed})");
-    let mut c = Campaign::start(&RANDOM, seed, false, 0);
+    let mut c = wave_campaign("subdirectory wave");
     const COUNT: usize = 200;
     let size = |i: usize| ((i % 7) as i64 + 1) << 20;
     let name = |i: usize| format!("pvc-wave-{i:03}");
@@ -892,15 +912,7 @@ fn two_hundred_subdirectory_volumes_through_faults_and_restarts() {
             .delete_volume_opt(&delete_req(&format!("{prefix}/{}", name(i))), call())
             .map(|_| ())
     });
-    let (quotas, dirs, markers) = shared_state(&c);
-    if !quotas.is_empty() || !dirs.is_empty() || !markers.is_empty() {
-        c.violation(format!(
-            "after the deletes: {} quotas, {} directories, {} markers left",
-            quotas.len(),
-            dirs.len(),
-            markers.len()
-        ));
-    }
+    shared_parent_empty(&mut c);
     report(&mut c, "subdirectory wave");
 }
 
@@ -909,26 +921,6 @@ fn snapshot_records(c: &Campaign) -> BTreeSet<String> {
     volume_names(&c.state.shared_base().join(".snapshots"))
         .into_iter()
         .collect()
-}
-
-/// Snapshots and filesystems the fake still holds that are not being
-/// deleted: `(snapshot ids, filesystem labels)`.
-fn live_objects(c: &Campaign) -> (BTreeSet<u64>, BTreeSet<String>) {
-    let snapshots = c
-        .state
-        .snapshots()
-        .into_iter()
-        .filter(|(_, _, _, phase)| phase != "Deleting")
-        .map(|(id, ..)| id)
-        .collect();
-    let filesystems = c
-        .state
-        .filesystems()
-        .into_iter()
-        .filter(|(_, _, phase)| phase != "Deleting")
-        .map(|(_, label, _)| label)
-        .collect();
-    (snapshots, filesystems)
 }
 
 /// The files of a volume's directory and what each holds.
@@ -951,9 +943,7 @@ fn contents(dir: &Path) -> BTreeMap<String, String> {
 /// record is left behind, and after the deletes nothing at all.
 #[test]
 fn directory_snapshots_restores_and_clones_through_faults_and_restarts() {
-    let seed = seed();
-    println!("CHAOS directory data wave: seed {seed} (replay with CHAOS_SEED={seed})");
-    let mut c = Campaign::start(&RANDOM, seed, false, 0);
+    let mut c = wave_campaign("directory data wave");
     const COUNT: usize = 12;
     const CLONES: usize = COUNT / 2;
     let name = |i: usize| format!("pvc-data-{i:02}");
@@ -1041,10 +1031,17 @@ fn directory_snapshots_restores_and_clones_through_faults_and_restarts() {
         .values()
         .map(|id| id.split('/').nth(2).unwrap().parse().unwrap())
         .collect();
+    let parents: BTreeSet<String> = c
+        .state
+        .snapshots()
+        .into_iter()
+        .filter(|(id, ..)| parents.contains(id))
+        .map(|(_, _, label, _)| label)
+        .collect();
     wait_for(
         "only the parent snapshots the records name",
         STEP_PATIENCE,
-        || live_objects(&c) == (parents.clone(), BTreeSet::new()),
+        || c.backend() == (BTreeSet::new(), parents.clone()),
     );
     if snapshot_records(&c).len() != COUNT {
         c.violation(format!("records: {:?}", snapshot_records(&c)));
@@ -1066,17 +1063,9 @@ fn directory_snapshots_restores_and_clones_through_faults_and_restarts() {
             .map(|_| ())
     });
     wait_for("no snapshot or filesystem left", STEP_PATIENCE, || {
-        live_objects(&c) == Default::default()
+        c.backend() == Default::default()
     });
-    let (quotas, dirs, markers) = shared_state(&c);
-    if !quotas.is_empty() || !dirs.is_empty() || !markers.is_empty() {
-        c.violation(format!(
-            "after the deletes: {} quotas, {} directories, {} markers left",
-            quotas.len(),
-            dirs.len(),
-            markers.len()
-        ));
-    }
+    shared_parent_empty(&mut c);
     if !snapshot_records(&c).is_empty() {
         c.violation(format!("records left: {:?}", snapshot_records(&c)));
     }

@@ -149,14 +149,8 @@ fn a_directory_snapshot_is_part_of_a_marked_parent_snapshot_and_outlives_its_vol
     assert_eq!(listed(&w, "", &a.volume_id), std::slice::from_ref(&snap));
 
     // Deleting a part deletes its parent snapshot when it was the last.
-    w.env
-        .client
-        .delete_snapshot(&delete_snapshot_req(&snap.snapshot_id))
-        .unwrap();
-    w.env
-        .client
-        .delete_snapshot(&delete_snapshot_req(&snap.snapshot_id))
-        .unwrap();
+    w.env.delete_snapshot_ok(&snap.snapshot_id);
+    w.env.delete_snapshot_ok(&snap.snapshot_id);
     assert_eq!(parent_snapshots(&w).len(), 1);
     assert_code(
         w.env
@@ -166,10 +160,7 @@ fn a_directory_snapshot_is_part_of_a_marked_parent_snapshot_and_outlives_its_vol
         "a deleted directory snapshot",
     );
     assert_eq!(records(&w), ["snap-b"]);
-    w.env
-        .client
-        .delete_snapshot(&delete_snapshot_req(&snap_b.snapshot_id))
-        .unwrap();
+    w.env.delete_snapshot_ok(&snap_b.snapshot_id);
     assert!(parent_snapshots(&w).is_empty());
     assert!(records(&w).is_empty());
     assert!(batches(&w).is_empty(), "{:?}", batches(&w));
@@ -239,10 +230,7 @@ fn forged_and_foreign_ids_are_not_found_and_delete_nothing() {
             id,
         );
         assert!(listed(&w, id, "").is_empty(), "{id}");
-        w.env
-            .client
-            .delete_snapshot(&delete_snapshot_req(id))
-            .unwrap();
+        w.env.delete_snapshot_ok(id);
     }
     assert_eq!(records(&w), ["snap-a"], "no forged id removed a record");
     assert_eq!(parent_snapshots(&w).len(), 1);
@@ -292,10 +280,7 @@ fn orphaned_parent_snapshots_are_swept_and_dead_batches_taken_again() {
         "the orphan was swept: {labels:?}"
     );
     assert_eq!(labels.len(), 1);
-    w.env
-        .client
-        .delete_snapshot(&delete_snapshot_req(&snap.snapshot_id))
-        .unwrap();
+    w.env.delete_snapshot_ok(&snap.snapshot_id);
     assert!(parent_snapshots(&w).is_empty());
 }
 
@@ -338,10 +323,7 @@ fn killed_before_its_parent_snapshot_landed_a_retry_takes_the_batch_again() {
     assert_eq!(parent_snapshots(&w).len(), 1);
     assert_eq!(records(&w), ["snap-a"]);
     assert_eq!(batches(&w).len(), 1, "{:?}", batches(&w));
-    w.env
-        .client
-        .delete_snapshot(&delete_snapshot_req(&snap.snapshot_id))
-        .unwrap();
+    w.env.delete_snapshot_ok(&snap.snapshot_id);
     assert!(parent_snapshots(&w).is_empty());
     assert!(batches(&w).is_empty());
 }
@@ -371,10 +353,7 @@ fn killed_after_its_parent_snapshot_landed_a_retry_adopts_it() {
         snap.snapshot_id.split('/').nth(2).unwrap(),
         parent_snapshots(&w)[0].id.to_string()
     );
-    w.env
-        .client
-        .delete_snapshot(&delete_snapshot_req(&snap.snapshot_id))
-        .unwrap();
+    w.env.delete_snapshot_ok(&snap.snapshot_id);
     assert!(parent_snapshots(&w).is_empty());
     assert!(records(&w).is_empty() && batches(&w).is_empty());
 }

@@ -4,8 +4,8 @@
 //! the CSI requests.
 
 use super::requests::{
-    controller_publish_req, controller_unpublish_req, delete_req, get_volume_req,
-    list_snapshots_req, rwx, snapshot_req,
+    controller_publish_req, controller_unpublish_req, delete_req, delete_snapshot_req,
+    get_volume_req, list_snapshots_req, rwx, snapshot_req,
 };
 use super::{write_kubeconfig, Driver};
 use linode_nfs_csi::fake::{
@@ -253,6 +253,13 @@ impl Env {
         self.client
             .create_snapshot(&snapshot_req(name, source_volume_id))
             .map(|r| r.snapshot.unwrap())
+    }
+
+    /// DeleteSnapshot, which must answer OK.
+    pub fn delete_snapshot_ok(&self, snapshot_id: &str) {
+        self.client
+            .delete_snapshot(&delete_snapshot_req(snapshot_id))
+            .unwrap_or_else(|e| panic!("DeleteSnapshot {snapshot_id}: {e:?}"));
     }
 
     /// The snapshots one unbounded ListSnapshots answers, filtered by
