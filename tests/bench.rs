@@ -1113,7 +1113,7 @@ fn bench_directory_snapshots_and_a_restore_of_20000_files() {
 
     let ids: Vec<String> = (0..50)
         .map(|i| {
-            dev.create(&subdir_create_req(&format!("pvc-{i}"), GIB))
+            dev.create(&subdir_create_req(&format!("pvc-{i}"), 64 << 20))
                 .volume_id
         })
         .collect();
