@@ -5,90 +5,66 @@
 use grpcio::{RpcStatus, RpcStatusCode};
 use std::fmt;
 
-/// An RPC-level failure. Each variant is the gRPC code the caller will see.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Error {
-    InvalidArgument(String),
-    NotFound(String),
-    AlreadyExists(String),
-    FailedPrecondition(String),
-    Aborted(String),
-    OutOfRange(String),
-    PermissionDenied(String),
-    ResourceExhausted(String),
-    Unavailable(String),
-    DeadlineExceeded(String),
-    Canceled(String),
-    Unimplemented(String),
-    Internal(String),
+/// Declares `Error` from one table of its variants and their gRPC codes,
+/// and what reads or rewrites any variant alike.
+macro_rules! outcomes {
+    ($($variant:ident => $code:ident,)*) => {
+        /// An RPC-level failure. Each variant is the gRPC code the caller will see.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Error {
+            $($variant(String),)*
+        }
+
+        impl Error {
+            pub fn message(&self) -> &str {
+                match self {
+                    $(Error::$variant(m))|* => m,
+                }
+            }
+
+            fn map_message(self, f: impl FnOnce(String) -> String) -> Error {
+                match self {
+                    $(Error::$variant(m) => Error::$variant(f(m)),)*
+                }
+            }
+
+            /// The gRPC status code this error is reported with.
+            pub fn code(&self) -> RpcStatusCode {
+                match self {
+                    $(Error::$variant(_) => RpcStatusCode::$code,)*
+                }
+            }
+        }
+    };
+}
+
+outcomes! {
+    InvalidArgument => INVALID_ARGUMENT,
+    NotFound => NOT_FOUND,
+    AlreadyExists => ALREADY_EXISTS,
+    FailedPrecondition => FAILED_PRECONDITION,
+    Aborted => ABORTED,
+    OutOfRange => OUT_OF_RANGE,
+    PermissionDenied => PERMISSION_DENIED,
+    ResourceExhausted => RESOURCE_EXHAUSTED,
+    Unavailable => UNAVAILABLE,
+    DeadlineExceeded => DEADLINE_EXCEEDED,
+    Canceled => CANCELLED,
+    Unimplemented => UNIMPLEMENTED,
+    Internal => INTERNAL,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    pub fn message(&self) -> &str {
-        match self {
-            Error::InvalidArgument(m)
-            | Error::NotFound(m)
-            | Error::AlreadyExists(m)
-            | Error::FailedPrecondition(m)
-            | Error::Aborted(m)
-            | Error::OutOfRange(m)
-            | Error::PermissionDenied(m)
-            | Error::ResourceExhausted(m)
-            | Error::Unavailable(m)
-            | Error::DeadlineExceeded(m)
-            | Error::Canceled(m)
-            | Error::Unimplemented(m)
-            | Error::Internal(m) => m,
-        }
-    }
-
     /// The same outcome with `context: ` in front of the message, so the
     /// sidecar's event says which step failed.
     pub fn context(self, context: impl fmt::Display) -> Error {
         self.map_message(|m| format!("{context}: {m}"))
     }
 
-    fn map_message(self, f: impl FnOnce(String) -> String) -> Error {
-        match self {
-            Error::InvalidArgument(m) => Error::InvalidArgument(f(m)),
-            Error::NotFound(m) => Error::NotFound(f(m)),
-            Error::AlreadyExists(m) => Error::AlreadyExists(f(m)),
-            Error::FailedPrecondition(m) => Error::FailedPrecondition(f(m)),
-            Error::Aborted(m) => Error::Aborted(f(m)),
-            Error::OutOfRange(m) => Error::OutOfRange(f(m)),
-            Error::PermissionDenied(m) => Error::PermissionDenied(f(m)),
-            Error::ResourceExhausted(m) => Error::ResourceExhausted(f(m)),
-            Error::Unavailable(m) => Error::Unavailable(f(m)),
-            Error::DeadlineExceeded(m) => Error::DeadlineExceeded(f(m)),
-            Error::Canceled(m) => Error::Canceled(f(m)),
-            Error::Unimplemented(m) => Error::Unimplemented(f(m)),
-            Error::Internal(m) => Error::Internal(f(m)),
-        }
-    }
-
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::NotFound(_))
-    }
-
-    /// The gRPC status code this error is reported with.
-    pub fn code(&self) -> RpcStatusCode {
-        match self {
-            Error::InvalidArgument(_) => RpcStatusCode::INVALID_ARGUMENT,
-            Error::NotFound(_) => RpcStatusCode::NOT_FOUND,
-            Error::AlreadyExists(_) => RpcStatusCode::ALREADY_EXISTS,
-            Error::FailedPrecondition(_) => RpcStatusCode::FAILED_PRECONDITION,
-            Error::Aborted(_) => RpcStatusCode::ABORTED,
-            Error::OutOfRange(_) => RpcStatusCode::OUT_OF_RANGE,
-            Error::PermissionDenied(_) => RpcStatusCode::PERMISSION_DENIED,
-            Error::ResourceExhausted(_) => RpcStatusCode::RESOURCE_EXHAUSTED,
-            Error::Unavailable(_) => RpcStatusCode::UNAVAILABLE,
-            Error::DeadlineExceeded(_) => RpcStatusCode::DEADLINE_EXCEEDED,
-            Error::Canceled(_) => RpcStatusCode::CANCELLED,
-            Error::Unimplemented(_) => RpcStatusCode::UNIMPLEMENTED,
-            Error::Internal(_) => RpcStatusCode::INTERNAL,
-        }
     }
 }
 

@@ -3,10 +3,10 @@
 //! request, parses the handles and hands them to the volume kinds' seam
 //! (`kind`), which says which volumes can be snapshotted together.
 
-use super::checks::required;
+use super::checks::{self, required};
 use super::{kind, Controller};
 use crate::flow::{done, Step, Then};
-use crate::handles::{GroupSnapshotId, VolumeHandle};
+use crate::handles::GroupSnapshotId;
 use crate::limits;
 use crate::proto::csi;
 use crate::Error;
@@ -37,11 +37,7 @@ pub fn create(
                 "source volume {raw} is named twice"
             )));
         }
-        // A handle we cannot parse cannot name a volume we made.
-        members.push(
-            VolumeHandle::parse(raw)
-                .map_err(|_| Error::NotFound(format!("source volume {raw:?} not found")))?,
-        );
+        members.push(checks::source_volume(raw)?);
     }
     kind::group_snapshot(c, members, &req.name).then(|group| {
         let mut resp = csi::CreateVolumeGroupSnapshotResponse::new();
@@ -56,13 +52,7 @@ pub fn get(
     c: &Arc<Controller>,
     req: csi::GetVolumeGroupSnapshotRequest,
 ) -> Result<csi::GetVolumeGroupSnapshotResponse, Error> {
-    required(&req.group_snapshot_id, "group snapshot id is required")?;
-    let id = GroupSnapshotId::parse(&req.group_snapshot_id).map_err(|_| {
-        Error::NotFound(format!(
-            "group snapshot {:?} not found",
-            req.group_snapshot_id
-        ))
-    })?;
+    let id = checks::group_snapshot(&req.group_snapshot_id)?;
     let mut resp = csi::GetVolumeGroupSnapshotResponse::new();
     resp.group_snapshot = Some(kind::get_group(c, &id)?).into();
     Ok(resp)
@@ -74,8 +64,12 @@ pub fn delete(
     c: &Arc<Controller>,
     req: csi::DeleteVolumeGroupSnapshotRequest,
 ) -> Result<csi::DeleteVolumeGroupSnapshotResponse, Error> {
-    required(&req.group_snapshot_id, "group snapshot id is required")?;
-    if let Ok(id) = GroupSnapshotId::parse(&req.group_snapshot_id) {
+    let id = checks::to_delete(
+        &req.group_snapshot_id,
+        "group snapshot id is required",
+        GroupSnapshotId::parse,
+    )?;
+    if let Some(id) = id {
         kind::delete_group(c, &id, &req.snapshot_ids)?;
     }
     Ok(csi::DeleteVolumeGroupSnapshotResponse::new())

@@ -17,6 +17,7 @@
 //! have passed, so keys never checked again do not pile up.
 
 use super::lock_keys::Doubt;
+use crate::linode::WriteError;
 use crate::mutex::lock;
 use crate::Error;
 use std::collections::HashMap;
@@ -58,6 +59,27 @@ impl InDoubt {
     /// The object of `key` was found: nothing is in doubt any more.
     pub fn clear(&self, key: &Doubt) {
         lock(&self.until).remove(key);
+    }
+
+    /// What a create of `key` that failed (`failed`) made after all: the
+    /// object `find` finds now (the POST landed and its reply was lost, or
+    /// a duplicate was refused), else the error, with `key` recorded when
+    /// the POST may still be applied.
+    pub fn found_or<T>(
+        &self,
+        key: &Doubt,
+        failed: WriteError,
+        find: impl FnOnce() -> Result<Option<T>, Error>,
+    ) -> Result<T, Error> {
+        match find()? {
+            Some(found) => Ok(found),
+            None => {
+                if failed.maybe_applied {
+                    self.record(key);
+                }
+                Err(failed.error)
+            }
+        }
     }
 
     /// Unavailable while an earlier write to `key` (`what` it did, e.g.

@@ -7,7 +7,7 @@
 //! cache (`acl::cache`), not a policy GET per volume.
 
 use super::acl::policy::published_nodes;
-use super::checks::{page_end, page_size};
+use super::checks::{self, page_end, page_size};
 use super::params::Params;
 use super::volume_capability::capability_problem;
 use super::{kind, Controller};
@@ -26,13 +26,7 @@ pub fn list_volumes(
     req: csi::ListVolumesRequest,
 ) -> Result<csi::ListVolumesResponse, Error> {
     let size = page_size(req.max_entries)?;
-    let start = if req.starting_token.is_empty() {
-        None
-    } else {
-        Some(VolumeHandle::parse(&req.starting_token).map_err(|_| {
-            Error::Aborted(format!("invalid starting token \"{}\"", req.starting_token))
-        })?)
-    };
+    let start = checks::starting_token(&req.starting_token, |t| VolumeHandle::parse(t).ok())?;
     let (walk, all) = match start.as_ref().and_then(|s| c.walks.find(s)) {
         Some((walk, all)) => (Some(walk), all),
         None => {

@@ -7,7 +7,7 @@
 use super::checks::{self, page_end, page_size, required};
 use super::{kind, Controller};
 use crate::flow::{done, Step, Then};
-use crate::handles::{SnapshotHandle, VolumeHandle};
+use crate::handles::SnapshotHandle;
 use crate::limits;
 use crate::proto::csi;
 use crate::Error;
@@ -24,12 +24,7 @@ pub fn create(
     limits::string("snapshot name", &req.name)?;
     limits::map("parameters", &req.parameters)?;
     limits::map("secrets", &req.secrets)?;
-    let source = VolumeHandle::parse(&req.source_volume_id).map_err(|_| {
-        Error::NotFound(format!(
-            "source volume {:?} not found",
-            req.source_volume_id
-        ))
-    })?;
+    let source = checks::source_volume(&req.source_volume_id)?;
     kind::snapshot(c, source, &req).then(|snapshot| {
         let mut resp = csi::CreateSnapshotResponse::new();
         resp.snapshot = Some(snapshot).into();
@@ -56,8 +51,12 @@ pub fn delete(
     c: &Arc<Controller>,
     req: csi::DeleteSnapshotRequest,
 ) -> Result<csi::DeleteSnapshotResponse, Error> {
-    required(&req.snapshot_id, "snapshot id is required")?;
-    if let Ok(id) = SnapshotHandle::parse(&req.snapshot_id) {
+    let id = checks::to_delete(
+        &req.snapshot_id,
+        "snapshot id is required",
+        SnapshotHandle::parse,
+    )?;
+    if let Some(id) = id {
         kind::delete_snapshot(c, &id)?;
     }
     Ok(csi::DeleteSnapshotResponse::new())
@@ -70,13 +69,8 @@ pub fn list(
     req: csi::ListSnapshotsRequest,
 ) -> Result<csi::ListSnapshotsResponse, Error> {
     let size = page_size(req.max_entries)?;
-    let start = if req.starting_token.is_empty() {
-        0
-    } else {
-        req.starting_token.parse::<usize>().map_err(|_| {
-            Error::Aborted(format!("invalid starting token \"{}\"", req.starting_token))
-        })?
-    };
+    let start =
+        checks::starting_token(&req.starting_token, |t| t.parse::<usize>().ok())?.unwrap_or(0);
     let found = kind::list_snapshots(c, &req)?;
     if start > found.len() {
         return Err(Error::Aborted(format!(

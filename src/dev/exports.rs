@@ -11,6 +11,7 @@
 //! `LinuxMounter`, as in production.
 
 use super::shown::{self, SNAPSHOT_DIRECTORY};
+use super::snapshot_copy::copy_tree;
 use super::usage::tree_usage;
 use crate::fake::{DirUsage, ExportContent};
 use crate::mount::{
@@ -297,22 +298,6 @@ fn confined(root: &Path, below: &[&str]) -> std::result::Result<PathBuf, Refusal
         )));
     }
     Ok(dir)
-}
-
-/// A copy of `from` at `to` keeping what a filesystem snapshot keeps:
-/// modes, owners, times, symlinks and hard links.
-pub(super) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    let options = crate::fs_tree::CopyOptions {
-        threads: 2,
-        ..Default::default()
-    };
-    crate::fs_tree::copy_tree(
-        &crate::fs_tree::Dir::open(from)?,
-        &crate::fs_tree::Dir::open(to)?,
-        &options,
-    )?;
-    Ok(())
 }
 
 /// The node's mounter in `dev` mode: NFS mounts become bind mounts of the

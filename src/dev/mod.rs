@@ -7,6 +7,7 @@
 
 pub mod exports;
 mod shown;
+mod snapshot_copy;
 mod usage;
 
 use crate::client::DEV_SPACE_LABEL;

@@ -4,7 +4,7 @@
 //! and removing one snapshot's entry, and hiding them all when the quirk is
 //! off. Which snapshots exist, and what they hold, is `exports.rs`'s.
 
-use super::exports::copy_tree;
+use super::snapshot_copy::copy_tree;
 use crate::{Error, Result};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};

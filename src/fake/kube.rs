@@ -77,19 +77,9 @@ impl FakeNode {
     }
 }
 
-/// A VolumeAttachment as the fake stores it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FakeVolumeAttachment {
-    pub name: String,
-    pub attacher: String,
-    pub node_name: String,
-    /// `spec.source.persistentVolumeName`.
-    pub persistent_volume: Option<String>,
-    /// `spec.source.inlineVolumeSpec.csi.volumeHandle`.
-    pub inline_handle: Option<String>,
-    /// Served with a `deletionTimestamp` (a detach under way).
-    pub deleting: bool,
-}
+/// A VolumeAttachment as the fake stores it: what the driver reads of
+/// one, which is all the fake serves.
+pub type FakeVolumeAttachment = crate::kube::VolumeAttachment;
 
 impl FakeVolumeAttachment {
     /// An attached VolumeAttachment of PV `pv` to `node` by `attacher`.

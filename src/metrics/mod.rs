@@ -33,219 +33,52 @@ const MOUNT_BUCKETS: &[f64] = &[
     0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
-static RPC_DURATION: Histogram = Histogram::new(
-    "csi_rpc_duration_seconds",
-    "CSI RPCs answered, by method and gRPC code, and how long each took from arrival to answer.",
-    &["method", "code"],
-    RPC_BUCKETS,
-);
-static RPC_IN_FLIGHT: Sampled = Sampled::new(
-    "csi_rpc_in_flight",
-    "CSI RPCs accepted and not yet answered (queued, running or parked).",
-    &[],
-);
-static RPC_PARKED: Sampled = Sampled::new(
-    "csi_rpc_parked",
-    "CSI RPCs whose work is parked waiting for Linode or another call's batch (they hold no worker).",
-    &[],
-);
-static LINODE_DURATION: Histogram = Histogram::new(
-    "csi_linode_request_duration_seconds",
-    "Linode API HTTP requests (each attempt), by method, endpoint template and status class (2xx, 4xx, 5xx, or error when no answer came).",
-    &["method", "endpoint", "status_class"],
-    HTTP_BUCKETS,
-);
-static LINODE_RETRIES: Counter = Counter::new(
-    "csi_linode_request_retries_total",
-    "Linode API requests sent again after a transient answer (408, 429, 502, 503, 504, Linode busy, a proxy's HTML 400).",
-    &["method", "endpoint"],
-);
-static LINODE_TOKEN_RELOADS: Counter = Counter::new(
-    "csi_linode_token_reloads_total",
-    "Reads of LINODE_TOKEN_FILE after start (it changed, or the API refused the token), by outcome: ok, failed (the last good token is kept).",
-    &["outcome"],
-);
-static LINODE_UNAUTHORIZED: Counter = Counter::new(
-    "csi_linode_unauthorized_total",
-    "Linode API answers 401: the token was refused (revoked, or rotated and not read yet).",
-    &[],
-);
-static LINODE_POLL_FAILURES: Counter = Counter::new(
-    "csi_linode_poll_failures_total",
-    "Polls of the shared poller that failed transiently (429, 5xx, timeout, no answer), by kind polled; their waits went on.",
-    &["kind"],
-);
-static LINODE_THROTTLED: Counter = Counter::new(
-    "csi_linode_throttled_total",
-    "Linode API answers 429 Too Many Requests, by the token's request class (list: paginated GETs; other).",
-    &["class"],
-);
-static LINODE_REMAINING: Gauge = Gauge::new(
-    "csi_linode_rate_limit_remaining",
-    "The last X-RateLimit-Remaining the Linode API sent, by request class.",
-    &["class"],
-);
-static LINODE_LIMIT: Gauge = Gauge::new(
-    "csi_linode_rate_limit_limit",
-    "The last X-RateLimit-Limit the Linode API sent, by request class.",
-    &["class"],
-);
-static LINODE_PENDING: Sampled = Sampled::new(
-    "csi_linode_pending_waits",
-    "Waits for a Linode object to become active that are pending now, by kind.",
-    &["kind"],
-);
-static LINODE_WAIT: Histogram = Histogram::new(
-    "csi_linode_wait_duration_seconds",
-    "Waits that ended with the object active, by kind, and how long since the wait began.",
-    &["kind"],
-    WAIT_BUCKETS,
-);
-static KUBE_DURATION: Histogram = Histogram::new(
-    "csi_kubernetes_request_duration_seconds",
-    "Kubernetes API requests, by request and status class.",
-    &["request", "status_class"],
-    HTTP_BUCKETS,
-);
-static KUBE_ERRORS: Counter = Counter::new(
-    "csi_kubernetes_request_errors_total",
-    "Kubernetes API requests that got no answer or a non-2xx answer, by request.",
-    &["request"],
-);
-static METADATA_DURATION: Histogram = Histogram::new(
-    "csi_metadata_request_duration_seconds",
-    "Linode metadata service requests, by request and status class.",
-    &["request", "status_class"],
-    HTTP_BUCKETS,
-);
-static METADATA_ERRORS: Counter = Counter::new(
-    "csi_metadata_request_errors_total",
-    "Linode metadata service requests that got no answer or a non-2xx answer, by request.",
-    &["request"],
-);
-static MOUNT_DURATION: Histogram = Histogram::new(
-    "csi_node_mount_duration_seconds",
-    "NFS mount helper runs, by outcome (ok, failed, unresolved_host, timed_out, not_run), and how long each took.",
-    &["outcome"],
-    MOUNT_BUCKETS,
-);
-static UNMOUNTS_DETACHED: Counter = Counter::new(
-    "csi_node_unmounts_detached_total",
-    "Unmounts that were detached lazily: the mount was busy, or umount did not return within its bound.",
-    &["reason"],
-);
-static STAGING_REMOUNTS: Counter = Counter::new(
-    "csi_node_staging_remounts_total",
-    "Staging mounts replaced by NodeStageVolume or NodePublishVolume, by reason: stale (ESTALE), disconnected (EIO, ENOTCONN), missing (gone while kubelet still had it staged).",
-    &["reason"],
-);
-static STATVFS_STUCK: Sampled = Sampled::new(
-    "csi_node_statvfs_stuck",
-    "statvfs calls of NodeGetVolumeStats still running past their bound (each holds one thread; a dead NFS server).",
-    &[],
-);
-static RESTORE_COPIES: Counter = Counter::new(
-    "csi_restore_copies_total",
-    "Copies that filled a subdirectory volume from a snapshot (restores and clones), by outcome: ok, failed, stopped (SIGTERM or DeleteVolume; a later call resumes it).",
-    &["outcome"],
-);
-static RESTORE_COPIED_FILES: Counter = Counter::new(
-    "csi_restore_copied_files_total",
-    "Files (and symlinks and extra hard links) the copies of restores wrote, counted as each copy ends.",
-    &[],
-);
-static RESTORE_COPIED_BYTES: Counter = Counter::new(
-    "csi_restore_copied_bytes_total",
-    "Bytes of file data the copies of restores wrote, counted as each copy ends.",
-    &[],
-);
-static RESTORE_RUNNING: Sampled = Sampled::new(
-    "csi_restore_copies_running",
-    "Copies filling subdirectory volumes now.",
-    &[],
-);
-static RESTORE_PROGRESS_FILES: Sampled = Sampled::new(
-    "csi_restore_copying_files",
-    "Files the copies running now have written so far.",
-    &[],
-);
-static RESTORE_PROGRESS_BYTES: Sampled = Sampled::new(
-    "csi_restore_copying_bytes",
-    "Bytes the copies running now have written so far.",
-    &[],
-);
-static BUILD_INFO: Computed = Computed::gauge(
-    "csi_build_info",
-    "Always 1: the driver's version, git revision and role.",
-    &["driver", "version", "revision", "role"],
-    build_info,
-);
-static START_TIME: Computed = Computed::gauge(
-    "process_start_time_seconds",
-    "Start time of the process since the Unix epoch, in seconds.",
-    &[],
-    process::start_time,
-);
-static RESIDENT_MEMORY: Computed = Computed::gauge(
-    "process_resident_memory_bytes",
-    "Resident memory size in bytes.",
-    &[],
-    process::resident_memory,
-);
-static OPEN_FDS: Computed = Computed::gauge(
-    "process_open_fds",
-    "Number of open file descriptors.",
-    &[],
-    process::open_fds,
-);
-static MAX_FDS: Computed = Computed::gauge(
-    "process_max_fds",
-    "Maximum number of open file descriptors.",
-    &[],
-    process::max_fds,
-);
-static CPU_SECONDS: Computed = Computed::counter(
-    "process_cpu_seconds_total",
-    "Total user and system CPU time spent in seconds.",
-    process::cpu_seconds,
-);
+/// Declares the families, one a line, and `FAMILIES`: all of them, in
+/// the table's order, which is the scrape's.
+macro_rules! families {
+    ($(static $id:ident: $ty:ident = $ctor:ident($($arg:expr),* $(,)?);)*) => {
+        $(static $id: $ty = $ty::$ctor($($arg),*);)*
 
-/// Every family, in scrape order.
-static FAMILIES: [&dyn Family; 33] = [
-    &BUILD_INFO,
-    &RPC_DURATION,
-    &RPC_IN_FLIGHT,
-    &RPC_PARKED,
-    &LINODE_DURATION,
-    &LINODE_RETRIES,
-    &LINODE_TOKEN_RELOADS,
-    &LINODE_UNAUTHORIZED,
-    &LINODE_POLL_FAILURES,
-    &LINODE_THROTTLED,
-    &LINODE_REMAINING,
-    &LINODE_LIMIT,
-    &LINODE_PENDING,
-    &LINODE_WAIT,
-    &KUBE_DURATION,
-    &KUBE_ERRORS,
-    &METADATA_DURATION,
-    &METADATA_ERRORS,
-    &MOUNT_DURATION,
-    &UNMOUNTS_DETACHED,
-    &STAGING_REMOUNTS,
-    &STATVFS_STUCK,
-    &RESTORE_COPIES,
-    &RESTORE_COPIED_FILES,
-    &RESTORE_COPIED_BYTES,
-    &RESTORE_RUNNING,
-    &RESTORE_PROGRESS_FILES,
-    &RESTORE_PROGRESS_BYTES,
-    &START_TIME,
-    &RESIDENT_MEMORY,
-    &OPEN_FDS,
-    &MAX_FDS,
-    &CPU_SECONDS,
-];
+        /// Every family, in scrape order.
+        static FAMILIES: &[&dyn Family] = &[$(&$id),*];
+    };
+}
+
+families! {
+    static BUILD_INFO: Computed = gauge("csi_build_info", "Always 1: the driver's version, git revision and role.", &["driver", "version", "revision", "role"], build_info);
+    static RPC_DURATION: Histogram = new("csi_rpc_duration_seconds", "CSI RPCs answered, by method and gRPC code, and how long each took from arrival to answer.", &["method", "code"], RPC_BUCKETS);
+    static RPC_IN_FLIGHT: Sampled = new("csi_rpc_in_flight", "CSI RPCs accepted and not yet answered (queued, running or parked).", &[]);
+    static RPC_PARKED: Sampled = new("csi_rpc_parked", "CSI RPCs whose work is parked waiting for Linode or another call's batch (they hold no worker).", &[]);
+    static LINODE_DURATION: Histogram = new("csi_linode_request_duration_seconds", "Linode API HTTP requests (each attempt), by method, endpoint template and status class (2xx, 4xx, 5xx, or error when no answer came).", &["method", "endpoint", "status_class"], HTTP_BUCKETS);
+    static LINODE_RETRIES: Counter = new("csi_linode_request_retries_total", "Linode API requests sent again after a transient answer (408, 429, 502, 503, 504, Linode busy, a proxy's HTML 400).", &["method", "endpoint"]);
+    static LINODE_TOKEN_RELOADS: Counter = new("csi_linode_token_reloads_total", "Reads of LINODE_TOKEN_FILE after start (it changed, or the API refused the token), by outcome: ok, failed (the last good token is kept).", &["outcome"]);
+    static LINODE_UNAUTHORIZED: Counter = new("csi_linode_unauthorized_total", "Linode API answers 401: the token was refused (revoked, or rotated and not read yet).", &[]);
+    static LINODE_POLL_FAILURES: Counter = new("csi_linode_poll_failures_total", "Polls of the shared poller that failed transiently (429, 5xx, timeout, no answer), by kind polled; their waits went on.", &["kind"]);
+    static LINODE_THROTTLED: Counter = new("csi_linode_throttled_total", "Linode API answers 429 Too Many Requests, by the token's request class (list: paginated GETs; other).", &["class"]);
+    static LINODE_REMAINING: Gauge = new("csi_linode_rate_limit_remaining", "The last X-RateLimit-Remaining the Linode API sent, by request class.", &["class"]);
+    static LINODE_LIMIT: Gauge = new("csi_linode_rate_limit_limit", "The last X-RateLimit-Limit the Linode API sent, by request class.", &["class"]);
+    static LINODE_PENDING: Sampled = new("csi_linode_pending_waits", "Waits for a Linode object to become active that are pending now, by kind.", &["kind"]);
+    static LINODE_WAIT: Histogram = new("csi_linode_wait_duration_seconds", "Waits that ended with the object active, by kind, and how long since the wait began.", &["kind"], WAIT_BUCKETS);
+    static KUBE_DURATION: Histogram = new("csi_kubernetes_request_duration_seconds", "Kubernetes API requests, by request and status class.", &["request", "status_class"], HTTP_BUCKETS);
+    static KUBE_ERRORS: Counter = new("csi_kubernetes_request_errors_total", "Kubernetes API requests that got no answer or a non-2xx answer, by request.", &["request"]);
+    static METADATA_DURATION: Histogram = new("csi_metadata_request_duration_seconds", "Linode metadata service requests, by request and status class.", &["request", "status_class"], HTTP_BUCKETS);
+    static METADATA_ERRORS: Counter = new("csi_metadata_request_errors_total", "Linode metadata service requests that got no answer or a non-2xx answer, by request.", &["request"]);
+    static MOUNT_DURATION: Histogram = new("csi_node_mount_duration_seconds", "NFS mount helper runs, by outcome (ok, failed, unresolved_host, timed_out, not_run), and how long each took.", &["outcome"], MOUNT_BUCKETS);
+    static UNMOUNTS_DETACHED: Counter = new("csi_node_unmounts_detached_total", "Unmounts that were detached lazily: the mount was busy, or umount did not return within its bound.", &["reason"]);
+    static STAGING_REMOUNTS: Counter = new("csi_node_staging_remounts_total", "Staging mounts replaced by NodeStageVolume or NodePublishVolume, by reason: stale (ESTALE), disconnected (EIO, ENOTCONN), missing (gone while kubelet still had it staged).", &["reason"]);
+    static STATVFS_STUCK: Sampled = new("csi_node_statvfs_stuck", "statvfs calls of NodeGetVolumeStats still running past their bound (each holds one thread; a dead NFS server).", &[]);
+    static RESTORE_COPIES: Counter = new("csi_restore_copies_total", "Copies that filled a subdirectory volume from a snapshot (restores and clones), by outcome: ok, failed, stopped (SIGTERM or DeleteVolume; a later call resumes it).", &["outcome"]);
+    static RESTORE_COPIED_FILES: Counter = new("csi_restore_copied_files_total", "Files (and symlinks and extra hard links) the copies of restores wrote, counted as each copy ends.", &[]);
+    static RESTORE_COPIED_BYTES: Counter = new("csi_restore_copied_bytes_total", "Bytes of file data the copies of restores wrote, counted as each copy ends.", &[]);
+    static RESTORE_RUNNING: Sampled = new("csi_restore_copies_running", "Copies filling subdirectory volumes now.", &[]);
+    static RESTORE_PROGRESS_FILES: Sampled = new("csi_restore_copying_files", "Files the copies running now have written so far.", &[]);
+    static RESTORE_PROGRESS_BYTES: Sampled = new("csi_restore_copying_bytes", "Bytes the copies running now have written so far.", &[]);
+    static START_TIME: Computed = gauge("process_start_time_seconds", "Start time of the process since the Unix epoch, in seconds.", &[], process::start_time);
+    static RESIDENT_MEMORY: Computed = gauge("process_resident_memory_bytes", "Resident memory size in bytes.", &[], process::resident_memory);
+    static OPEN_FDS: Computed = gauge("process_open_fds", "Number of open file descriptors.", &[], process::open_fds);
+    static MAX_FDS: Computed = gauge("process_max_fds", "Maximum number of open file descriptors.", &[], process::max_fds);
+    static CPU_SECONDS: Computed = counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", process::cpu_seconds);
+}
 
 /// The whole exposition.
 pub fn render() -> String {

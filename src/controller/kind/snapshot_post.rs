@@ -31,18 +31,12 @@ pub fn post_snapshot(
         .create_snapshot(source.space, source.filesystem, label, tags)
     {
         Ok(s) => Ok(s),
-        Err(WriteError {
-            error: e @ (Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_)),
-            maybe_applied,
-        }) => match find()? {
-            Some(s) => Ok(s),
-            None => {
-                if maybe_applied {
-                    c.in_doubt.record(&doubt);
-                }
-                Err(e)
-            }
-        },
+        Err(
+            failed @ WriteError {
+                error: Error::FailedPrecondition(_) | Error::Unavailable(_) | Error::Internal(_),
+                ..
+            },
+        ) => c.in_doubt.found_or(&doubt, failed, find),
         Err(e) => Err(e.error),
     }
 }

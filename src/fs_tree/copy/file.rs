@@ -4,7 +4,7 @@
 
 use super::attrs::Attrs;
 use super::node::{path, Job};
-use super::{changed, failed, raced, Copy, Progress};
+use super::{changed, failed, raced, source_error, Copy, Progress};
 use crate::fs_tree::dir::{self, Seek};
 use crate::Error;
 use std::fs::{File, Permissions};
@@ -17,13 +17,11 @@ const CHUNK: u64 = 64 << 20;
 impl Copy<'_> {
     pub(super) fn copy_file(&self, job: &Job, st: &libc::stat, attrs: &Attrs) -> Result<(), Error> {
         let at = || path(&job.folder.node, &job.name);
-        let src = job.folder.src.open_file(&job.name).map_err(|e| {
-            if raced(&e) {
-                changed(&at(), e)
-            } else {
-                failed("open", &at(), e)
-            }
-        })?;
+        let src = job
+            .folder
+            .src
+            .open_file(&job.name)
+            .map_err(|e| source_error("open", &at(), e, raced))?;
         let opened = src.metadata().map_err(|e| failed("inspect", &at(), e))?;
         {
             use std::os::unix::fs::MetadataExt;
@@ -89,11 +87,9 @@ impl Copy<'_> {
     pub(super) fn copy_symlink(&self, job: &Job, attrs: &Attrs) -> Result<(), Error> {
         let at = || path(&job.folder.node, &job.name);
         let target = job.folder.src.read_link(&job.name).map_err(|e| {
-            if e.raw_os_error() == Some(libc::EINVAL) || raced(&e) {
-                changed(&at(), e)
-            } else {
-                failed("read", &at(), e)
-            }
+            source_error("read", &at(), e, |e| {
+                e.raw_os_error() == Some(libc::EINVAL) || raced(e)
+            })
         })?;
         let dst = &job.folder.dst;
         let (temp, ()) = self

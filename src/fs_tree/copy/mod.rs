@@ -260,6 +260,17 @@ fn changed(path: &str, why: impl std::fmt::Display) -> Error {
     ))
 }
 
+/// The error of `what` (done to source entry `path`) that failed with
+/// `e`: a change of the source, which a retry copies, when `gone` says
+/// the entry is no longer what the listing said; else a failure.
+fn source_error(what: &str, path: &str, e: io::Error, gone: fn(&io::Error) -> bool) -> Error {
+    if gone(&e) {
+        changed(path, e)
+    } else {
+        failed(what, path, e)
+    }
+}
+
 fn stopped() -> Error {
     Error::Unavailable("copy stopped before it completed; a later copy resumes it".into())
 }

@@ -158,10 +158,8 @@ fn names(dir: &Path) -> Vec<std::ffi::OsString> {
 
 #[test]
 fn everything_is_copied_with_its_attributes_and_nothing_is_followed() {
-    let s = Scratch::new("copy-attrs");
-    let (src, dst) = (s.join("src"), s.join("dst"));
+    let (s, src, dst) = scratch("copy-attrs");
     std::fs::create_dir_all(src.join("a/b/c")).unwrap();
-    std::fs::create_dir(&dst).unwrap();
     for (name, len) in [
         ("empty", 0),
         ("small", 1),
@@ -255,9 +253,18 @@ fn everything_is_copied_with_its_attributes_and_nothing_is_followed() {
         .any(|p| p.to_string_lossy().contains(TEMP_PREFIX)));
 }
 
+/// A scratch directory `name` with an empty destination `dst` in it and
+/// the path of a source `src` beside it, for the test to make.
+fn scratch(name: &str) -> (Scratch, PathBuf, PathBuf) {
+    let s = Scratch::new(name);
+    let (src, dst) = (s.join("src"), s.join("dst"));
+    std::fs::create_dir(&dst).unwrap();
+    (s, src, dst)
+}
+
 /// `dirs` directories of `files` files each, a hard link pair and a
-/// symlink, aged.
-fn tree(src: &Path, dirs: usize, files: usize) {
+/// symlink, aged; how many entries a copy of it writes.
+fn tree(src: &Path, dirs: usize, files: usize) -> u64 {
     for d in 0..dirs {
         let dir = src.join(format!("d{d}"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -274,15 +281,13 @@ fn tree(src: &Path, dirs: usize, files: usize) {
     std::fs::hard_link(src.join("h1"), src.join("d0/h2")).unwrap();
     symlink("d0/f0", src.join("link")).unwrap();
     age(src);
+    (dirs * files + 3) as u64
 }
 
 #[test]
 fn a_second_copy_copies_only_what_differs() {
-    let s = Scratch::new("copy-resume");
-    let (src, dst) = (s.join("src"), s.join("dst"));
-    std::fs::create_dir(&dst).unwrap();
-    tree(&src, 3, 10);
-    let total = 3 * 10 + 3;
+    let (_s, src, dst) = scratch("copy-resume");
+    let total = tree(&src, 3, 10);
     let first = copy(&src, &dst, &options(4)).unwrap();
     assert_eq!((first.files, first.reused), (total, 0));
 
@@ -355,11 +360,8 @@ fn a_destination_inside_the_source_is_refused() {
 
 #[test]
 fn a_stopped_copy_stops_and_a_later_one_finishes_it() {
-    let s = Scratch::new("copy-stop");
-    let (src, dst) = (s.join("src"), s.join("dst"));
-    std::fs::create_dir(&dst).unwrap();
-    tree(&src, 40, 100);
-    let total = 40 * 100 + 3;
+    let (_s, src, dst) = scratch("copy-stop");
+    let total = tree(&src, 40, 100);
 
     let stopped_before = options(4);
     stopped_before.stop.store(true, Ordering::Relaxed);
@@ -416,10 +418,8 @@ fn open_fds() -> usize {
 #[test]
 fn a_deep_tree_is_copied_in_a_small_stack_and_few_descriptors() {
     const DEPTH: usize = 5_000;
-    let s = Scratch::new("copy-deep");
-    let (src, dst) = (s.join("src"), s.join("dst"));
+    let (_s, src, dst) = scratch("copy-deep");
     std::fs::create_dir(&src).unwrap();
-    std::fs::create_dir(&dst).unwrap();
     let mut here = Dir::open(&src).unwrap();
     for _ in 0..DEPTH {
         here.make_dir(c"d", 0o750).unwrap();
@@ -472,9 +472,7 @@ fn a_deep_tree_is_copied_in_a_small_stack_and_few_descriptors() {
 
 #[test]
 fn a_wide_directory_is_copied_around_its_subdirectories() {
-    let s = Scratch::new("copy-wide");
-    let (src, dst) = (s.join("src"), s.join("dst"));
-    std::fs::create_dir(&dst).unwrap();
+    let (_s, src, dst) = scratch("copy-wide");
     std::fs::create_dir(&src).unwrap();
     for i in 0..20_000 {
         std::fs::write(src.join(format!("file-{i}")), i.to_string()).unwrap();

@@ -6,7 +6,7 @@
 
 use super::attrs::{identity, Attrs};
 use super::node::{path, Folder, Job, Node};
-use super::{changed, failed, is_enoent, raced, stopped, Copy, Progress};
+use super::{changed, failed, is_enoent, raced, source_error, stopped, Copy, Progress};
 use crate::fs_tree::dir::{Dir, Entries, Identity, Kind, Position};
 use crate::Error;
 use std::ffi::{CStr, CString};
@@ -104,13 +104,10 @@ impl Copy<'_> {
     /// temporary files it removes).
     fn enter(&self, here: &Folder, name: &CStr) -> Result<Arc<Folder>, Error> {
         let at = || path(&here.node, name);
-        let src = here.src.child(name).map_err(|e| {
-            if raced(&e) {
-                changed(&at(), e)
-            } else {
-                failed("open", &at(), e)
-            }
-        })?;
+        let src = here
+            .src
+            .child(name)
+            .map_err(|e| source_error("open", &at(), e, raced))?;
         let st = src.stat().map_err(|e| failed("inspect", &at(), e))?;
         if st.st_dev != self.device {
             return Err(Error::FailedPrecondition(format!(

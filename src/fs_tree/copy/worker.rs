@@ -6,7 +6,7 @@
 use super::attrs::{identity, Attrs};
 use super::links::Claim;
 use super::node::{path, Job, Node};
-use super::{changed, failed, is_enoent, Copy, Progress};
+use super::{changed, failed, is_enoent, source_error, Copy, Progress};
 use crate::fs_tree::remove_tree;
 use crate::mutex::lock;
 use crate::Error;
@@ -37,13 +37,11 @@ impl Copy<'_> {
 
     fn copy_entry(&self, job: &Job) -> Result<(), Error> {
         let at = || path(&job.folder.node, &job.name);
-        let st = job.folder.src.stat_at(&job.name).map_err(|e| {
-            if is_enoent(&e) {
-                changed(&at(), e)
-            } else {
-                failed("inspect", &at(), e)
-            }
-        })?;
+        let st = job
+            .folder
+            .src
+            .stat_at(&job.name)
+            .map_err(|e| source_error("inspect", &at(), e, is_enoent))?;
         let attrs = Attrs::of(&st);
         let what = match attrs.kind() {
             libc::S_IFREG | libc::S_IFLNK if st.st_nlink > 1 => {

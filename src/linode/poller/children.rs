@@ -54,42 +54,37 @@ impl<C: Child> Target for C {
     }
 }
 
-impl Child for Snapshot {
-    const KIND: &'static str = "snapshot";
+/// Implements `Child` for `$ty`, a kind polled under the name `$kind`
+/// through `State::$watches` and the `Cloud` calls `$get` and `$list`.
+macro_rules! child {
+    ($ty:ty, $kind:literal, $watches:ident, $get:ident, $list:ident) => {
+        impl Child for $ty {
+            const KIND: &'static str = $kind;
 
-    fn watches(state: &mut State) -> &mut Vec<Watch<Self>> {
-        &mut state.snapshots
-    }
+            fn watches(state: &mut State) -> &mut Vec<Watch<Self>> {
+                &mut state.$watches
+            }
 
-    fn get(cloud: &dyn Cloud, (space, fs, id): Key) -> crate::Result<Self> {
-        cloud.get_snapshot(space, fs, id)
-    }
+            fn get(cloud: &dyn Cloud, (space, fs, id): Key) -> crate::Result<Self> {
+                cloud.$get(space, fs, id)
+            }
 
-    fn list(cloud: &dyn Cloud, (space, fs, _): Key) -> crate::Result<Vec<Self>> {
-        cloud.list_snapshots(space, fs)
-    }
+            fn list(cloud: &dyn Cloud, (space, fs, _): Key) -> crate::Result<Vec<Self>> {
+                cloud.$list(space, fs)
+            }
 
-    fn id(&self) -> u64 {
-        self.id
-    }
+            fn id(&self) -> u64 {
+                self.id
+            }
+        }
+    };
 }
 
-impl Child for Quota {
-    const KIND: &'static str = "quota";
-
-    fn watches(state: &mut State) -> &mut Vec<Watch<Self>> {
-        &mut state.quotas
-    }
-
-    fn get(cloud: &dyn Cloud, (space, fs, id): Key) -> crate::Result<Self> {
-        cloud.get_quota(space, fs, id)
-    }
-
-    fn list(cloud: &dyn Cloud, (space, fs, _): Key) -> crate::Result<Vec<Self>> {
-        cloud.list_quotas(space, fs)
-    }
-
-    fn id(&self) -> u64 {
-        self.id
-    }
-}
+child!(
+    Snapshot,
+    "snapshot",
+    snapshots,
+    get_snapshot,
+    list_snapshots
+);
+child!(Quota, "quota", quotas, get_quota, list_quotas);

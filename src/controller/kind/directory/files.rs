@@ -150,15 +150,12 @@ pub fn ensure_dir(path: &Path, mode: u32) -> Result<(), Error> {
 /// The marker of `name`, if there is one.
 pub fn read_marker(root: &Path, name: &DirName) -> Result<Option<Marker>, Error> {
     let path = marker_path(root, name);
-    let Some(text) = own_files::read(&path, MAX_MARKER_BYTES, "ownership marker")? else {
-        return Ok(None);
-    };
-    Marker::parse(&text).map(Some).ok_or_else(|| {
-        Error::FailedPrecondition(format!(
-            "{} is not an ownership marker the driver wrote",
-            path.display()
-        ))
-    })
+    own_files::read_parsed(
+        &path,
+        MAX_MARKER_BYTES,
+        ("an", "ownership marker"),
+        Marker::parse,
+    )
 }
 
 /// Replaces the marker whole, so it is never seen half written.

@@ -1,8 +1,9 @@
 //! The small text files the driver keeps on a shared parent (ownership
-//! markers, the kept-data ledger): read without following a symlink and
-//! only up to a bound (a longer file is not the driver's), and written
-//! whole (a new file renamed over the old one, synced first), so a reader
-//! never sees one half written. What the files say is their owners'.
+//! markers, the kept-data ledger, snapshot records): read without
+//! following a symlink and only up to a bound (a longer file is not the
+//! driver's), and written whole (a new file renamed over the old one,
+//! synced first), so a reader never sees one half written. What the files say is their owners' (a
+//! reader hands in its parser).
 
 use crate::Error;
 use std::io::{ErrorKind, Read, Write};
@@ -30,6 +31,26 @@ pub fn read(path: &Path, limit: u64, what: &str) -> Result<Option<String>, Error
         .read_to_string(&mut text)
         .map_err(|e| io(&format!("read {what}"), path, e))?;
     Ok(Some(text))
+}
+
+/// The file at `path` (see `read`) as `parse` reads it, or `None` when
+/// there is none; one `parse` rejects is FailedPrecondition: no `what`
+/// (after `article`) the driver could have written.
+pub fn read_parsed<T>(
+    path: &Path,
+    limit: u64,
+    (article, what): (&str, &str),
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>, Error> {
+    let Some(text) = read(path, limit, what)? else {
+        return Ok(None);
+    };
+    parse(&text).map(Some).ok_or_else(|| {
+        Error::FailedPrecondition(format!(
+            "{} is not {article} {what} the driver wrote",
+            path.display()
+        ))
+    })
 }
 
 /// Replaces the file at `path` with `text`, through `tmp` (a name of the

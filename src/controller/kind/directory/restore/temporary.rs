@@ -16,7 +16,7 @@ use crate::controller::volume::require_mount_target;
 use crate::controller::{acl, tags, Controller};
 use crate::flow::{done, Step, Then};
 use crate::handles::{SnapshotId, VolumeId};
-use crate::linode::{CloneFilesystem, Filesystem, Snapshot, Status, WriteError};
+use crate::linode::{CloneFilesystem, Filesystem, Snapshot, Status};
 use crate::mutex::lock;
 use crate::Error;
 use std::path::PathBuf;
@@ -210,18 +210,7 @@ fn clone_of(c: &Controller, key: SnapshotId, source: &Filesystem) -> Result<File
             );
             Ok(fs)
         }
-        Err(WriteError {
-            error: e,
-            maybe_applied,
-        }) => match find()? {
-            Some(fs) => Ok(fs),
-            None => {
-                if maybe_applied {
-                    c.in_doubt.record(&doubt);
-                }
-                Err(e)
-            }
-        },
+        Err(failed) => c.in_doubt.found_or(&doubt, failed, find),
     }
 }
 

@@ -4,10 +4,8 @@
 //! parent apart from the VolumeSnapshots (`Shelf::Clones`, named after the
 //! clone's directory), and forgotten once the clone is filled or deleted.
 
-use super::batches;
-use super::queue::Member;
-use super::records::{self, Record, Shelf};
-use super::{forget, mounted, resume};
+use super::records::{self, Shelf};
+use super::{forget, mounted, take_part};
 use crate::controller::kind::Restorable;
 use crate::controller::Controller;
 use crate::flow::{done, Step, Then};
@@ -18,51 +16,20 @@ use std::sync::Arc;
 /// The snapshot of `source` that clone `clone` is copied from, taken now
 /// (in the parent's next batch) or by an earlier attempt, once active.
 pub fn for_clone(c: &Arc<Controller>, source: &SubdirId, clone: &SubdirId) -> Step<Restorable> {
-    let vol = source.parent();
-    let entry = clone.name.clone();
-    let arrival = batches::arrive(c, vol);
-    let missing = || Error::NotFound(format!("source volume {source} not found"));
-    let root = mounted(c, vol).map_err(|e| if e.is_not_found() { missing() } else { e })?;
-    let found = records::read(&root, Shelf::Clones, &entry)?;
-    if let Some(found) = &found {
-        if found.csi_name != clone.to_string() || found.source.as_ref() != Some(&source.name) {
+    let entry = &clone.name;
+    let csi_name = clone.to_string();
+    let (record, parent) = take_part(c, source, Shelf::Clones, entry, &csi_name, |found| {
+        if found.csi_name != csi_name || found.source.as_ref() != Some(&source.name) {
             return Err(Error::AlreadyExists(format!(
-                "the snapshot record {} on {vol} belongs to clone {} of {:?}",
-                entry, found.csi_name, found.source
+                "the snapshot record {} on {} belongs to clone {} of {:?}",
+                entry,
+                source.parent(),
+                found.csi_name,
+                found.source
             )));
         }
-    }
-    let earlier = match &found {
-        Some(found) => resume(c, vol, &root, Shelf::Clones, &entry, found)?,
-        None => None,
-    };
-    let record = match found {
-        Some(found) if earlier.is_some() => found,
-        _ => {
-            let volume =
-                super::find(c, source).map_err(|e| if e.is_not_found() { missing() } else { e })?;
-            Record {
-                csi_name: clone.to_string(),
-                source: Some(source.name.clone()),
-                batch: String::new(),
-                snapshot: None,
-                size_bytes: volume.quota.and_then(|q| q.max_capacity_bytes).unwrap_or(0),
-                group: None,
-                members: Vec::new(),
-            }
-        }
-    };
-    let parent = match earlier {
-        Some(step) => step,
-        None => arrival.request(
-            root,
-            vec![Member {
-                shelf: Shelf::Clones,
-                entry,
-                record: record.clone(),
-            }],
-        ),
-    };
+        Ok(())
+    })?;
     let c = c.clone();
     parent.then(move |s| {
         c.poller.snapshot(s, move |snapshot| {

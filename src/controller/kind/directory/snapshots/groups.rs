@@ -10,7 +10,9 @@
 use super::batches;
 use super::queue::Member;
 use super::records::{self, Record, Shelf};
-use super::{described, forget, mounted, recorded, resume};
+use super::{
+    capacity, creation_time, described, forget, mounted, recorded, resumed, source_missing,
+};
 use crate::controller::lock_keys::Lock;
 use crate::controller::Controller;
 use crate::flow::{done, Step, Then};
@@ -18,7 +20,6 @@ use crate::handles::{DirName, DirSnapshotId, GroupSnapshotId, SubdirId, VolumeId
 use crate::linode::Snapshot;
 use crate::proto::csi;
 use crate::Error;
-use protobuf::well_known_types::timestamp::Timestamp;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -59,13 +60,7 @@ fn group_of(
         };
         out.snapshots.push(described(&handle, &member, parent));
     }
-    out.creation_time = Some(Timestamp {
-        seconds: parent
-            .taken_at()
-            .unwrap_or_else(|| Timestamp::now().seconds),
-        ..Default::default()
-    })
-    .into();
+    out.creation_time = creation_time(parent);
     out.ready_to_use = out.snapshots.iter().all(|s| s.ready_to_use);
     Ok(out)
 }
@@ -84,10 +79,7 @@ pub fn create(
     let gentry = DirName::for_name(name);
     let guard = c.lock(Lock::Group(gentry.clone()))?;
     let arrival = batches::arrive(c, vol);
-    let root = mounted(c, vol).map_err(|e| match e {
-        Error::NotFound(_) => Error::NotFound(format!("source volume {} not found", sources[0])),
-        e => e,
-    })?;
+    let root = mounted(c, vol).map_err(source_missing(&sources[0]))?;
     let dirs: BTreeSet<DirName> = sources.iter().map(|s| s.name.clone()).collect();
     let entries: Vec<DirName> = dirs.iter().map(|d| member_entry(name, d)).collect();
     let found = records::read(&root, Shelf::Groups, &gentry)?;
@@ -104,32 +96,17 @@ pub fn create(
             )));
         }
     }
-    let earlier = match &found {
-        Some(found) => resume(c, vol, &root, Shelf::Groups, &gentry, found)?,
-        None => None,
-    };
-    let group = match found {
-        Some(found) if earlier.is_some() => found,
-        found => {
-            // Taken again: the members' references to a batch that never
-            // landed go too.
-            if let Some(found) = &found {
-                for entry in &entries {
-                    records::release(&root, &found.batch, Shelf::Snapshots, entry)?;
-                }
-                records::close_batch(&root, &found.batch)?;
+    let (group, earlier) = resumed(c, vol, &root, Shelf::Groups, &gentry, found, |found| {
+        // Taken again: the members' references to a batch that never
+        // landed go too.
+        if let Some(found) = &found {
+            for entry in &entries {
+                records::release(&root, &found.batch, Shelf::Snapshots, entry)?;
             }
-            Record {
-                csi_name: name.to_string(),
-                source: None,
-                batch: String::new(),
-                snapshot: None,
-                size_bytes: 0,
-                group: None,
-                members: entries.clone(),
-            }
+            records::close_batch(&root, &found.batch)?;
         }
-    };
+        Ok(Record::of_group(name.to_string(), entries.clone()))
+    })?;
     let parent = match earlier {
         Some(step) => step,
         None => {
@@ -153,24 +130,16 @@ pub fn create(
                         )));
                     }
                 }
-                let volume = super::find(c, &source).map_err(|e| match e {
-                    Error::NotFound(_) => {
-                        Error::NotFound(format!("source volume {source} not found"))
-                    }
-                    e => e,
-                })?;
+                let size_bytes = capacity(c, &source)?;
                 members.push(Member {
                     shelf: Shelf::Snapshots,
                     entry: entry.clone(),
-                    record: Record {
-                        csi_name: member_csi,
-                        source: Some(dir.clone()),
-                        batch: String::new(),
-                        snapshot: None,
-                        size_bytes: volume.quota.and_then(|q| q.max_capacity_bytes).unwrap_or(0),
-                        group: Some(gentry.clone()),
-                        members: Vec::new(),
-                    },
+                    record: Record::of_directory(
+                        member_csi,
+                        dir.clone(),
+                        size_bytes,
+                        Some(gentry.clone()),
+                    ),
                 });
             }
             arrival.request(root.clone(), members)

@@ -35,6 +35,7 @@ use crate::linode::{Snapshot, Status};
 use crate::proto::csi;
 use crate::Error;
 use protobuf::well_known_types::timestamp::Timestamp;
+use protobuf::MessageField;
 use queue::Member;
 use records::{Record, Shelf};
 use std::path::PathBuf;
@@ -65,15 +66,7 @@ fn described(id: &DirSnapshotId, r: &Record, parent: &Snapshot) -> csi::Snapshot
         .to_string();
     }
     out.size_bytes = r.size_bytes;
-    // CSI requires a creation time; without one on the parent snapshot,
-    // the moment of this answer is the closest to the truth.
-    out.creation_time = Some(Timestamp {
-        seconds: parent
-            .taken_at()
-            .unwrap_or_else(|| Timestamp::now().seconds),
-        ..Default::default()
-    })
-    .into();
+    out.creation_time = creation_time(parent);
     out.ready_to_use = parent.status == Status::Active;
     if let Some(group) = &r.group {
         out.group_snapshot_id = DirSnapshotId {
@@ -83,6 +76,19 @@ fn described(id: &DirSnapshotId, r: &Record, parent: &Snapshot) -> csi::Snapshot
         .to_string();
     }
     out
+}
+
+/// When parent snapshot `parent` was taken, for CSI's creation time of
+/// its parts (which CSI requires): without one on the parent snapshot,
+/// the moment of this answer is the closest to the truth.
+fn creation_time(parent: &Snapshot) -> MessageField<Timestamp> {
+    Some(Timestamp {
+        seconds: parent
+            .taken_at()
+            .unwrap_or_else(|| Timestamp::now().seconds),
+        ..Default::default()
+    })
+    .into()
 }
 
 /// Whether `s` is the parent snapshot a record of batch `batch` needs.
@@ -158,6 +164,90 @@ pub(super) fn resume(
     Ok(None)
 }
 
+/// The record a request for `entry` on `shelf` goes with, and where an
+/// earlier attempt of the record `found` left it (see `resume`): `found`
+/// while that attempt's parent snapshot stands or is coming, else a new
+/// record from `fresh` (given what was found).
+fn resumed(
+    c: &Arc<Controller>,
+    vol: VolumeId,
+    root: &std::path::Path,
+    shelf: Shelf,
+    entry: &DirName,
+    found: Option<Record>,
+    fresh: impl FnOnce(Option<Record>) -> Result<Record, Error>,
+) -> Result<(Record, Option<Step<Snapshot>>), Error> {
+    let earlier = match &found {
+        Some(found) => resume(c, vol, root, shelf, entry, found)?,
+        None => None,
+    };
+    match (found, earlier) {
+        (Some(found), Some(step)) => Ok((found, Some(step))),
+        (found, _) => Ok((fresh(found)?, None)),
+    }
+}
+
+/// `e`, with NotFound saying that `source` (a volume a snapshot is asked
+/// of) is not found.
+fn source_missing(source: &SubdirId) -> impl Fn(Error) -> Error + '_ {
+    move |e| match e {
+        Error::NotFound(_) => Error::NotFound(format!("source volume {source} not found")),
+        e => e,
+    }
+}
+
+/// What a snapshot of directory volume `source` records as its size: its
+/// quota (see the header). NotFound when `source` is no volume of the
+/// driver's.
+fn capacity(c: &Controller, source: &SubdirId) -> Result<i64, Error> {
+    let volume = find(c, source).map_err(source_missing(source))?;
+    Ok(volume.quota.and_then(|q| q.max_capacity_bytes).unwrap_or(0))
+}
+
+/// The parent snapshot of a part of a parent snapshot of directory volume
+/// `source`, recorded as `entry` on `shelf` under `csi_name`: the one an
+/// earlier attempt took (once `check` accepts its record), or the next
+/// batch's. With the record it is taken under.
+fn take_part(
+    c: &Arc<Controller>,
+    source: &SubdirId,
+    shelf: Shelf,
+    entry: &DirName,
+    csi_name: &str,
+    check: impl FnOnce(&Record) -> Result<(), Error>,
+) -> Result<(Record, Step<Snapshot>), Error> {
+    let vol = source.parent();
+    // From here on the next batch of the parent waits for this request.
+    let arrival = batches::arrive(c, vol);
+    let root = mounted(c, vol).map_err(source_missing(source))?;
+    let found = records::read(&root, shelf, entry)?;
+    if let Some(found) = &found {
+        check(found)?;
+    }
+    let (record, earlier) = resumed(c, vol, &root, shelf, entry, found, |_| {
+        // A new snapshot: only of a volume of the driver's.
+        let size_bytes = capacity(c, source)?;
+        Ok(Record::of_directory(
+            csi_name.to_string(),
+            source.name.clone(),
+            size_bytes,
+            None,
+        ))
+    })?;
+    let parent = match earlier {
+        Some(step) => step,
+        None => arrival.request(
+            root,
+            vec![Member {
+                shelf,
+                entry: entry.clone(),
+                record: record.clone(),
+            }],
+        ),
+    };
+    Ok((record, parent))
+}
+
 fn doubt(vol: VolumeId, batch: &str) -> Doubt {
     Doubt::Snapshot {
         source: vol,
@@ -188,12 +278,7 @@ pub fn create(
     let vol = source.parent();
     let entry = DirName::for_name(&req.name);
     let guard = c.lock(Lock::DirSnapshot(vol, entry.clone()))?;
-    // From here on the next batch of the parent waits for this request.
-    let arrival = batches::arrive(c, vol);
-    let missing = || Error::NotFound(format!("source volume {source} not found"));
-    let root = mounted(c, vol).map_err(|e| if e.is_not_found() { missing() } else { e })?;
-    let found = records::read(&root, Shelf::Snapshots, &entry)?;
-    if let Some(found) = &found {
+    let (record, parent) = take_part(c, &source, Shelf::Snapshots, &entry, &req.name, |found| {
         if found.csi_name != req.name {
             return Err(Error::AlreadyExists(format!(
                 "snapshot name {:?} maps to the same record as the existing snapshot {:?}",
@@ -206,39 +291,8 @@ pub fn create(
                 req.name
             )));
         }
-    }
-    let earlier = match &found {
-        Some(found) => resume(c, vol, &root, Shelf::Snapshots, &entry, found)?,
-        None => None,
-    };
-    let record = match found {
-        Some(found) if earlier.is_some() => found,
-        _ => {
-            // A new snapshot: only of a volume of the driver's.
-            let volume =
-                find(c, &source).map_err(|e| if e.is_not_found() { missing() } else { e })?;
-            Record {
-                csi_name: req.name.clone(),
-                source: Some(source.name.clone()),
-                batch: String::new(),
-                snapshot: None,
-                size_bytes: volume.quota.and_then(|q| q.max_capacity_bytes).unwrap_or(0),
-                group: None,
-                members: Vec::new(),
-            }
-        }
-    };
-    let parent = match earlier {
-        Some(step) => step,
-        None => arrival.request(
-            root,
-            vec![Member {
-                shelf: Shelf::Snapshots,
-                entry: entry.clone(),
-                record: record.clone(),
-            }],
-        ),
-    };
+        Ok(())
+    })?;
     parent.then(move |s| {
         drop(guard);
         require_usable(&s)?;

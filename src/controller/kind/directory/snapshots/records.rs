@@ -81,6 +81,38 @@ pub struct Record {
 }
 
 impl Record {
+    /// A new record of a directory snapshot of `dir` (a member of `group`,
+    /// if any): its batch and parent snapshot come once its batch runs.
+    pub fn of_directory(
+        csi_name: String,
+        dir: DirName,
+        size_bytes: i64,
+        group: Option<DirName>,
+    ) -> Record {
+        Record {
+            csi_name,
+            source: Some(dir),
+            batch: String::new(),
+            snapshot: None,
+            size_bytes,
+            group,
+            members: Vec::new(),
+        }
+    }
+
+    /// A new record of a group of `members`, likewise.
+    pub fn of_group(csi_name: String, members: Vec<DirName>) -> Record {
+        Record {
+            csi_name,
+            source: None,
+            batch: String::new(),
+            snapshot: None,
+            size_bytes: 0,
+            group: None,
+            members,
+        }
+    }
+
     fn render(&self) -> String {
         let mut text = format!("csi-name: {}\nbatch: {}\n", self.csi_name, self.batch);
         if let Some(source) = &self.source {
@@ -168,15 +200,12 @@ fn ensure_shelves(root: &Path) -> Result<(), Error> {
 /// not have written is FailedPrecondition.
 pub fn read(root: &Path, shelf: Shelf, entry: &DirName) -> Result<Option<Record>, Error> {
     let path = shelf.dir(root).join(entry.as_str());
-    let Some(text) = own_files::read(&path, MAX_RECORD_BYTES, "snapshot record")? else {
-        return Ok(None);
-    };
-    Record::parse(&text).map(Some).ok_or_else(|| {
-        Error::FailedPrecondition(format!(
-            "{} is not a snapshot record the driver wrote",
-            path.display()
-        ))
-    })
+    own_files::read_parsed(
+        &path,
+        MAX_RECORD_BYTES,
+        ("a", "snapshot record"),
+        Record::parse,
+    )
 }
 
 /// Writes the record of `entry` whole.
