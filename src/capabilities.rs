@@ -40,10 +40,9 @@ pub fn plugin(role: Role, expansion: VolumeExpansion) -> Vec<csi::PluginCapabili
 /// GroupControllerGetCapabilities: group snapshots of directory volumes
 /// of one shared filesystem (parts of one Linode snapshot of it).
 pub fn group_controller() -> Vec<csi::GroupControllerServiceCapability> {
-    let mut rpc = csi::group_controller_service_capability::RPC::new();
-    rpc.type_ = csi::group_controller_service_capability::rpc::Type::CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT.into();
+    use csi::group_controller_service_capability::rpc::Type;
     let mut cap = csi::GroupControllerServiceCapability::new();
-    cap.set_rpc(rpc);
+    cap.mut_rpc().type_ = Type::CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT.into();
     vec![cap]
 }
 
@@ -82,10 +81,8 @@ pub fn controller(
     }
     rpcs.into_iter()
         .map(|t| {
-            let mut rpc = csi::controller_service_capability::RPC::new();
-            rpc.type_ = t.into();
             let mut cap = csi::ControllerServiceCapability::new();
-            cap.set_rpc(rpc);
+            cap.mut_rpc().type_ = t.into();
             cap
         })
         .collect()
@@ -103,10 +100,8 @@ pub fn node() -> Vec<csi::NodeServiceCapability> {
     ]
     .into_iter()
     .map(|t| {
-        let mut rpc = csi::node_service_capability::RPC::new();
-        rpc.type_ = t.into();
         let mut cap = csi::NodeServiceCapability::new();
-        cap.set_rpc(rpc);
+        cap.mut_rpc().type_ = t.into();
         cap
     })
     .collect()

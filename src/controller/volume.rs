@@ -79,6 +79,22 @@ pub fn directory_volume(
     v
 }
 
+/// The content source an answer names: a snapshot, or else a volume, by
+/// the id the request gave.
+pub fn content_source(from_snapshot: bool, raw: &str) -> csi::VolumeContentSource {
+    let mut content = csi::VolumeContentSource::new();
+    if from_snapshot {
+        let mut snap = csi::volume_content_source::SnapshotSource::new();
+        snap.snapshot_id = raw.to_string();
+        content.set_snapshot(snap);
+    } else {
+        let mut vol = csi::volume_content_source::VolumeSource::new();
+        vol.volume_id = raw.to_string();
+        content.set_volume(vol);
+    }
+    content
+}
+
 /// Abnormal only in a status the filesystem does not come back from by
 /// itself; `creating`, `updating` and statuses new to us pass.
 pub fn condition_of(fs: &Filesystem) -> csi::VolumeCondition {

@@ -10,7 +10,7 @@
 use std::ffi::{CStr, CString, OsStr};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -194,17 +194,28 @@ impl Dir {
     /// directory (a symlink itself, not what it points to); `EEXIST` when
     /// anything stands at `to`.
     pub fn link(&self, from: &CStr, into: &Dir, to: &CStr) -> io::Result<()> {
-        // SAFETY: valid descriptors and NUL-terminated names; flags 0
-        // links a symlink itself.
-        check(unsafe {
-            libc::linkat(
-                self.fd.as_raw_fd(),
-                from.as_ptr(),
-                into.fd.as_raw_fd(),
-                to.as_ptr(),
-                0,
-            )
+        // SAFETY: `between` passes valid descriptors and NUL-terminated
+        // names; flags 0 links a symlink itself.
+        self.between(from, into, to, |a, b, c, d| unsafe {
+            libc::linkat(a, b, c, d, 0)
         })
+    }
+
+    /// A call naming the entry `from` of this directory and `to` in `into`,
+    /// given valid descriptors and NUL-terminated names.
+    fn between(
+        &self,
+        from: &CStr,
+        into: &Dir,
+        to: &CStr,
+        call: impl FnOnce(RawFd, *const libc::c_char, RawFd, *const libc::c_char) -> libc::c_int,
+    ) -> io::Result<()> {
+        check(call(
+            self.fd.as_raw_fd(),
+            from.as_ptr(),
+            into.fd.as_raw_fd(),
+            to.as_ptr(),
+        ))
         .map(drop)
     }
 
@@ -305,16 +316,10 @@ impl Dir {
 
     /// Renames the entry `from` of this directory to `to` in `into`.
     pub fn rename(&self, from: &CStr, into: &Dir, to: &CStr) -> io::Result<()> {
-        // SAFETY: valid descriptors and NUL-terminated names.
-        check(unsafe {
-            libc::renameat(
-                self.fd.as_raw_fd(),
-                from.as_ptr(),
-                into.fd.as_raw_fd(),
-                to.as_ptr(),
-            )
+        // SAFETY: `between` passes valid descriptors and NUL-terminated names.
+        self.between(from, into, to, |a, b, c, d| unsafe {
+            libc::renameat(a, b, c, d)
         })
-        .map(drop)
     }
 
     /// What `name` is, without following it; `None` when nothing is there.

@@ -295,6 +295,25 @@ fn stage_validation_uses_the_reference_messages() {
     );
 }
 
+/// `call` refuses a request without a volume id, and one with an id but
+/// without the path `set` fills in, naming what is missing.
+fn requires_id_and_path<R: Default>(
+    path: String,
+    set: impl Fn(&mut R, String, String),
+    call: impl Fn(&R) -> Result<(), Error>,
+    path_name: &str,
+) {
+    let mut r = R::default();
+    set(&mut r, String::new(), path);
+    assert_eq!(call(&r).unwrap_err(), invalid("volume ID is not set"));
+    let mut r = R::default();
+    set(&mut r, "1/2".into(), String::new());
+    assert_eq!(
+        call(&r).unwrap_err(),
+        invalid(&format!("{path_name} is not set"))
+    );
+}
+
 #[test]
 fn publish_unpublish_unstage_and_stats_validation() {
     let f = Fixture::new("other-validation");
@@ -330,43 +349,32 @@ fn publish_unpublish_unstage_and_stats_validation() {
         Error::InvalidArgument(_)
     ));
 
-    let mut r = csi::NodeUnpublishVolumeRequest::new();
-    r.target_path = f.path("target");
-    assert_eq!(
-        f.plugin.unpublish(&r).unwrap_err(),
-        invalid("volume ID is not set")
+    requires_id_and_path(
+        f.path("target"),
+        |r: &mut csi::NodeUnpublishVolumeRequest, id, path| {
+            r.volume_id = id;
+            r.target_path = path;
+        },
+        |r| f.plugin.unpublish(r).map(drop),
+        "target path",
     );
-    r.volume_id = "1/2".into();
-    r.target_path.clear();
-    assert_eq!(
-        f.plugin.unpublish(&r).unwrap_err(),
-        invalid("target path is not set")
+    requires_id_and_path(
+        f.path("staging"),
+        |r: &mut csi::NodeUnstageVolumeRequest, id, path| {
+            r.volume_id = id;
+            r.staging_target_path = path;
+        },
+        |r| f.plugin.unstage(r).map(drop),
+        "staging target path",
     );
-
-    let mut r = csi::NodeUnstageVolumeRequest::new();
-    r.staging_target_path = f.path("staging");
-    assert_eq!(
-        f.plugin.unstage(&r).unwrap_err(),
-        invalid("volume ID is not set")
-    );
-    r.volume_id = "1/2".into();
-    r.staging_target_path.clear();
-    assert_eq!(
-        f.plugin.unstage(&r).unwrap_err(),
-        invalid("staging target path is not set")
-    );
-
-    let mut r = csi::NodeGetVolumeStatsRequest::new();
-    r.volume_path = f.path("target");
-    assert_eq!(
-        f.plugin.stats(&r).unwrap_err(),
-        invalid("volume ID is not set")
-    );
-    r.volume_id = "1/2".into();
-    r.volume_path.clear();
-    assert_eq!(
-        f.plugin.stats(&r).unwrap_err(),
-        invalid("volume path is not set")
+    requires_id_and_path(
+        f.path("target"),
+        |r: &mut csi::NodeGetVolumeStatsRequest, id, path| {
+            r.volume_id = id;
+            r.volume_path = path;
+        },
+        |r| f.plugin.stats(r).map(drop),
+        "volume path",
     );
     assert!(f.mounter.calls().is_empty());
 }

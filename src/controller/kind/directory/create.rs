@@ -14,7 +14,7 @@ use super::{kept, quotas, restore};
 use crate::controller::lock_keys::{Doubt, Lock};
 use crate::controller::params::{KindParams, QuotaMode, SubdirParams};
 use crate::controller::request::{CreateRequest, DirSource};
-use crate::controller::volume::directory_volume;
+use crate::controller::volume::{content_source, directory_volume};
 use crate::controller::Controller;
 use crate::flow::{done, Step, Then};
 use crate::handles::{DirName, SubdirId};
@@ -236,19 +236,7 @@ fn with_source(
     let Some((source, raw)) = &want.dir_source else {
         return resp;
     };
-    let mut content = csi::VolumeContentSource::new();
-    match source {
-        DirSource::Snapshot(_) => {
-            let mut snap = csi::volume_content_source::SnapshotSource::new();
-            snap.snapshot_id = raw.clone();
-            content.set_snapshot(snap);
-        }
-        DirSource::Volume(_) => {
-            let mut vol = csi::volume_content_source::VolumeSource::new();
-            vol.volume_id = raw.clone();
-            content.set_volume(vol);
-        }
-    }
+    let content = content_source(matches!(source, DirSource::Snapshot(_)), raw);
     if let Some(volume) = resp.volume.as_mut() {
         volume.content_source = Some(content).into();
     }

@@ -9,7 +9,7 @@ use super::{clone, snapshots};
 use crate::controller::acl::{self, policy::no_filesystem_policy};
 use crate::controller::lock_keys::{Doubt, Lock};
 use crate::controller::request::{CreateRequest, Source};
-use crate::controller::volume::{require_mount_target, volume_of};
+use crate::controller::volume::{content_source, require_mount_target, volume_of};
 use crate::controller::{tags, Controller};
 use crate::flow::{done, Flow, Step, Then};
 use crate::handles::{SnapshotId, VolumeId};
@@ -129,20 +129,8 @@ fn created(
         volume.capacity_bytes = want.capacity;
     }
     if let Some((source, raw)) = &want.source {
-        let mut content = csi::VolumeContentSource::new();
-        match source {
-            Source::Snapshot(_) => {
-                let mut snap = csi::volume_content_source::SnapshotSource::new();
-                snap.snapshot_id = raw.clone();
-                content.set_snapshot(snap);
-            }
-            Source::Volume(_) => {
-                let mut vol = csi::volume_content_source::VolumeSource::new();
-                vol.volume_id = raw.clone();
-                content.set_volume(vol);
-            }
-        }
-        volume.content_source = Some(content).into();
+        volume.content_source =
+            Some(content_source(matches!(source, Source::Snapshot(_)), raw)).into();
     }
     let mut resp = csi::CreateVolumeResponse::new();
     resp.volume = Some(volume).into();
