@@ -40,9 +40,10 @@ pub fn create(
         members.push(checks::source_volume(raw)?);
     }
     kind::group_snapshot(c, members, &req.name).then(|group| {
-        let mut resp = csi::CreateVolumeGroupSnapshotResponse::new();
-        resp.group_snapshot = Some(group).into();
-        done(resp)
+        done(csi::CreateVolumeGroupSnapshotResponse {
+            group_snapshot: Some(group).into(),
+            ..Default::default()
+        })
     })
 }
 
@@ -53,9 +54,10 @@ pub fn get(
     req: csi::GetVolumeGroupSnapshotRequest,
 ) -> Result<csi::GetVolumeGroupSnapshotResponse, Error> {
     let id = checks::group_snapshot(&req.group_snapshot_id)?;
-    let mut resp = csi::GetVolumeGroupSnapshotResponse::new();
-    resp.group_snapshot = Some(kind::get_group(c, &id)?).into();
-    Ok(resp)
+    Ok(csi::GetVolumeGroupSnapshotResponse {
+        group_snapshot: Some(kind::get_group(c, &id)?).into(),
+        ..Default::default()
+    })
 }
 
 /// DeleteVolumeGroupSnapshot: OK for an id the driver could not have

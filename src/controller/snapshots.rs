@@ -26,9 +26,10 @@ pub fn create(
     limits::map("secrets", &req.secrets)?;
     let source = checks::source_volume(&req.source_volume_id)?;
     kind::snapshot(c, source, &req).then(|snapshot| {
-        let mut resp = csi::CreateSnapshotResponse::new();
-        resp.snapshot = Some(snapshot).into();
-        done(resp)
+        done(csi::CreateSnapshotResponse {
+            snapshot: Some(snapshot).into(),
+            ..Default::default()
+        })
     })
 }
 
@@ -40,9 +41,10 @@ pub fn get(
     req: csi::GetSnapshotRequest,
 ) -> Result<csi::GetSnapshotResponse, Error> {
     let id = checks::snapshot(&req.snapshot_id)?;
-    let mut resp = csi::GetSnapshotResponse::new();
-    resp.snapshot = Some(kind::get_snapshot(c, &id)?).into();
-    Ok(resp)
+    Ok(csi::GetSnapshotResponse {
+        snapshot: Some(kind::get_snapshot(c, &id)?).into(),
+        ..Default::default()
+    })
 }
 
 /// DeleteSnapshot. Unknown or malformed ids are OK; a locked snapshot, or
