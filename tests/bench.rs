@@ -592,13 +592,15 @@ fn provision_through_callers(
     n: usize,
     callers: usize,
     prefix: &str,
+    request: impl Fn(&str) -> csi::CreateVolumeRequest + Send + Sync + 'static,
 ) -> (Duration, BTreeMap<String, usize>) {
+    let request = Arc::new(request);
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let started = Instant::now();
     let threads: Vec<_> = (0..callers)
         .map(|_| {
             let client = driver.controller();
-            let next = next.clone();
+            let (next, request) = (next.clone(), request.clone());
             let prefix = prefix.to_string();
             std::thread::spawn(move || {
                 let mut seen: BTreeMap<String, usize> = BTreeMap::new();
@@ -607,7 +609,7 @@ fn provision_through_callers(
                     if i >= n {
                         return seen;
                     }
-                    let req = create_request(&format!("{prefix}-{i:04}"));
+                    let req = request(&format!("{prefix}-{i:04}"));
                     retry(&PROVISIONER, || {
                         let answer = client.create_volume(&req);
                         if let Err(grpcio::Error::RpcFailure(s)) = &answer {
@@ -636,7 +638,8 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
     let (linode, _kube, driver) = controller(Duration::from_secs(2), &[("WORKER_THREADS", "4")]);
     let client = driver.controller();
     let one = one_warm_create(&client, &linode);
-    let (wall, seen) = provision_through_callers(&driver, 1000, 100, "pvc-thousand");
+    let (wall, seen) =
+        provision_through_callers(&driver, 1000, 100, "pvc-thousand", create_request);
     let (list, other) = by_class(&linode);
     println!(
         "BENCH 1000 CreateVolume through 100 retrying callers, activation 2 s, WORKER_THREADS=4, no rate limits: {:.2} s = {:.1}x one create ({:.2} s); {:.2} paginated + {:.2} other Linode requests per create; non-OK answers {seen:?}",
@@ -681,7 +684,7 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
             std::thread::sleep(Duration::from_millis(500));
         },
     );
-    let (wall, seen) = provision_through_callers(&driver, 500, 100, "pvc-limited");
+    let (wall, seen) = provision_through_callers(&driver, 500, 100, "pvc-limited", create_request);
     let (mut lists, mut capacities, listed) = reader.stop();
     lists.sort();
     capacities.sort();
@@ -934,6 +937,37 @@ fn bench_subdirectory_create_next_to_a_filesystem_create() {
             linode.calls("POST", "nfs/spaces/*/filesystems/*/quotas"),
         );
     }
+
+    // 500 small directory volumes of one parent through csi-provisioner's
+    // 100 workers, under the scaled-down budgets of the bulk bench.
+    let dir = common::TempDir::new("bench-subdir-limited");
+    let (env, parent) = subdirectory_controller(Duration::from_secs(2), dir.path());
+    env.client
+        .create_volume(&subdirectory_request("pvc-sub-warm", parent))
+        .unwrap();
+    let (list_budget, other_budget, window) = (20, 40, Duration::from_secs(2));
+    env.linode
+        .set_rate_limit(Some(linode_nfs_csi::fake::RateLimit {
+            list: list_budget,
+            other: other_budget,
+            window,
+        }));
+    env.linode.clear_requests();
+    let (wall, seen) =
+        provision_through_callers(&env.driver, 500, 100, "pvc-sub-limited", move |name| {
+            let mut req = subdirectory_request(name, parent);
+            req.capacity_range.as_mut().unwrap().required_bytes = 64 << 20;
+            req
+        });
+    let (list, other) = by_class(&env.linode);
+    let floor = window.as_secs_f64() * (500.0 / other_budget as f64);
+    println!(
+        "BENCH 500 subdirectory CreateVolume on one parent through 100 retrying callers under list:{list_budget},other:{other_budget},window:{window:?}, activation 2 s: {:.2} s = {:.2}x the floor of 500 quota POSTs at the other budget ({floor:.1} s); {list} paginated GETs, {other} other requests, {} answered 429; non-OK answers {seen:?}",
+        wall.as_secs_f64(),
+        wall.as_secs_f64() / floor,
+        env.linode.throttled(),
+    );
+    print_request_counts(&env.linode);
 }
 
 /// Writes pages out and drops the page cache, so the next copy reads from

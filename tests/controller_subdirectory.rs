@@ -693,3 +693,43 @@ fn a_create_cut_short_by_its_wait_is_finished_by_a_retry_after_a_restart() {
     );
     assert_eq!(w.dirs(), ["pvc-slow"]);
 }
+
+/// Creates on one parent that need its quota list at the same time share
+/// one: a create waits for the next list that starts after it arrived, and
+/// every create waiting then shares it. A list here takes a second, so
+/// the creates that arrive while the first is under way (all of them,
+/// each a few milliseconds behind the other) share the second.
+#[test]
+fn concurrent_creates_share_the_parents_quota_list() {
+    const CREATES: usize = 30;
+    let w = world_with(|s| s.env("WORKER_THREADS", "32"));
+    w.create_ok("pvc-warm", GIB, &[]);
+    let lists = || {
+        w.env
+            .linode
+            .calls("GET", "nfs/spaces/*/filesystems/*/quotas")
+    };
+    let before = lists();
+    w.env.linode.inject(FaultRule::latency(
+        "GET",
+        "nfs/spaces/*/filesystems/*/quotas",
+        std::time::Duration::from_secs(1),
+    ));
+    std::thread::scope(|s| {
+        let calls: Vec<_> = (0..CREATES)
+            .map(|i| {
+                let w = &w;
+                s.spawn(move || w.create_ok(&format!("pvc-{i:02}"), GIB, &[]))
+            })
+            .collect();
+        for c in calls {
+            c.join().unwrap();
+        }
+    });
+    let sent = lists() - before;
+    assert!(
+        sent <= 3,
+        "{sent} quota lists for {CREATES} concurrent creates"
+    );
+    assert_eq!(w.quotas().len(), CREATES + 1, "one quota each");
+}

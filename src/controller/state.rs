@@ -7,7 +7,9 @@ use super::acl::cache::AclCache;
 use super::acl::AclQueue;
 use super::cluster::Cluster;
 use super::in_doubt::InDoubt;
-use super::kind::directory::{ClassParents, Copies, Room, Shares, SnapshotBatches, Temporaries};
+use super::kind::directory::{
+    ClassParents, Copies, QuotaLists, Room, Shares, SnapshotBatches, Temporaries,
+};
 use super::lock_keys::Lock;
 use super::spaces::Spaces;
 use super::walks::Walks;
@@ -71,6 +73,8 @@ pub struct Controller {
     /// The temporary filesystems restores copy from, and the copies.
     pub(super) temporaries: Temporaries,
     pub(super) copies: Copies,
+    /// Quota lists of shared parents, shared by the calls that need one at once.
+    pub(super) quota_lists: QuotaLists,
 }
 
 impl Controller {
@@ -96,6 +100,7 @@ impl Controller {
             room: Room::default(),
             dir_snapshots: SnapshotBatches::default(),
             temporaries: Temporaries::default(),
+            quota_lists: QuotaLists::default(),
             copies: Copies::new(deps.copy_threads),
         }
     }

@@ -25,12 +25,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The quotas of `parent` a create sees: `Err` with the reason when the
-/// backend has no quota API.
-fn quotas_of(c: &Controller, id: &SubdirId) -> Result<Result<Vec<Quota>, String>, Error> {
-    match c.cloud.list_quotas(id.space, id.filesystem) {
-        Ok(quotas) => Ok(Ok(quotas)),
-        Err(Error::Unimplemented(why)) => Ok(Err(why)),
+/// The quotas of `parent` a create sees, and when they were listed: `Err`
+/// with the reason when the backend has no quota API.
+type QuotasSeen = (Instant, Result<Vec<Quota>, String>);
+
+fn quotas_of(c: &Controller, id: &SubdirId) -> Result<QuotasSeen, Error> {
+    let (read_at, listed) = c
+        .quota_lists
+        .list(id.parent(), || c.cloud.list_quotas(id.space, id.filesystem));
+    match listed {
+        Ok(quotas) => Ok((read_at, Ok(quotas))),
+        Err(Error::Unimplemented(why)) => Ok((read_at, Err(why))),
         Err(e) => Err(e),
     }
 }
@@ -142,9 +147,11 @@ pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::Create
         _ => None,
     };
     let kept = kept::total(&root)?;
-    let read_at = Instant::now();
-    let quotas = match sub.quota {
-        QuotaMode::Off => Err("the class asks for none (quota: off)".to_string()),
+    let (read_at, quotas) = match sub.quota {
+        QuotaMode::Off => (
+            Instant::now(),
+            Err("the class asks for none (quota: off)".to_string()),
+        ),
         QuotaMode::Required | QuotaMode::BestEffort => quotas_of(c, &id)?,
     };
     if let (QuotaMode::Required, Err(why)) = (sub.quota, &quotas) {

@@ -65,7 +65,11 @@ pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
     if filling {
         sweep_temporaries(c, id.space)?;
     }
-    let quotas = match c.cloud.list_quotas(id.space, id.filesystem) {
+    let quotas = match c
+        .quota_lists
+        .list(id.parent(), || c.cloud.list_quotas(id.space, id.filesystem))
+        .1
+    {
         Ok(all) => all,
         Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
         Err(e) => return Err(e),

@@ -176,7 +176,11 @@ fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Described>, Error
     if marked.is_empty() {
         return Ok(Vec::new());
     }
-    let quotas = match c.cloud.list_quotas(vol.space, vol.filesystem) {
+    let quotas = match c
+        .quota_lists
+        .list(vol, || c.cloud.list_quotas(vol.space, vol.filesystem))
+        .1
+    {
         Ok(quotas) => quotas,
         Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
         Err(e) => return Err(e),

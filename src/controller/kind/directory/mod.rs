@@ -19,6 +19,7 @@ mod kept;
 mod own_files;
 mod parent;
 mod quota_changes;
+mod quota_lists;
 mod quotas;
 mod restore;
 mod room;
@@ -30,6 +31,7 @@ pub use create::create;
 pub use delete::delete;
 pub use inspect::{describe, list, validate};
 pub use quota_changes::{expand, modify};
+pub use quota_lists::QuotaLists;
 pub use restore::{stop_all as stop_copies, Copies, Temporaries};
 pub use room::Room;
 pub use shares::Shares;
@@ -38,6 +40,7 @@ pub use snapshots::SnapshotBatches;
 use super::publishing::{Target, Unpublish};
 use crate::controller::params::{KindParams, Params};
 use crate::controller::tags::is_volume;
+use crate::controller::volume::id_of;
 use crate::controller::Controller;
 use crate::handles::SubdirId;
 use crate::Error;
@@ -55,7 +58,11 @@ pub fn capacity(c: &Controller, params: &Params) -> Result<i64, Error> {
     let fs = parent_of(c, space.id, &sub.parent, &region)?;
     let mtls = c.spaces.mtls_mode(space.id)?;
     let kept = kept::total(&c.shares.root(&fs, mtls.as_ref())?)?;
-    let promised = match c.cloud.list_quotas(space.id, fs.id) {
+    let promised = match c
+        .quota_lists
+        .list(id_of(&fs), || c.cloud.list_quotas(space.id, fs.id))
+        .1
+    {
         Ok(all) => quotas::promised(&all),
         Err(Error::Unimplemented(_)) => 0,
         Err(e) => return Err(e),

@@ -119,8 +119,10 @@ pub fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
         Some(m) if m.volume_id == id.to_string() && !m.retained && !m.filling => {}
         _ => return Err(Error::NotFound(format!("volume {id} not found"))),
     }
-    let read_at = Instant::now();
-    let quotas = match c.cloud.list_quotas(id.space, id.filesystem) {
+    let (read_at, listed) = c
+        .quota_lists
+        .list(id.parent(), || c.cloud.list_quotas(id.space, id.filesystem));
+    let quotas = match listed {
         Ok(all) => all,
         Err(Error::Unimplemented(_)) => Vec::new(),
         Err(e) => return Err(e),
