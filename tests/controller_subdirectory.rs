@@ -696,7 +696,8 @@ fn a_create_cut_short_by_its_wait_is_finished_by_a_retry_after_a_restart() {
 
 /// Creates on one parent that need its quota list at the same time share
 /// one: a create waits for the next list that starts after it arrived, and
-/// every create waiting then shares it. A list here takes a second, so
+/// every create waiting then shares it; the parent, read by the first
+/// create, is not read again. A list here takes a second, so
 /// the creates that arrive while the first is under way (all of them,
 /// each a few milliseconds behind the other) share the second.
 #[test]
@@ -709,7 +710,8 @@ fn concurrent_creates_share_the_parents_quota_list() {
             .linode
             .calls("GET", "nfs/spaces/*/filesystems/*/quotas")
     };
-    let before = lists();
+    let parent_reads = || w.env.linode.calls("GET", "nfs/spaces/*/filesystems/*");
+    let before = (lists(), parent_reads());
     w.env.linode.inject(FaultRule::latency(
         "GET",
         "nfs/spaces/*/filesystems/*/quotas",
@@ -726,10 +728,12 @@ fn concurrent_creates_share_the_parents_quota_list() {
             c.join().unwrap();
         }
     });
-    let sent = lists() - before;
+    let sent = lists() - before.0;
     assert!(
         sent <= 3,
         "{sent} quota lists for {CREATES} concurrent creates"
     );
+    // The parent read by the first create is remembered for the others.
+    assert_eq!(parent_reads() - before.1, 0, "the parent read again");
     assert_eq!(w.quotas().len(), CREATES + 1, "one quota each");
 }

@@ -56,7 +56,7 @@ pub(super) const SERVING: &[Setting] = &[
     Setting {
         var: "SPACE_CACHE_TTL",
         default: "60s",
-        help: "how long a Storage Space and its mTLS mode are reused before they are read again (0s: always read)",
+        help: "how long a Storage Space, its mTLS mode and a directory class's shared parent are reused before they are read again (0s: always read)",
     },
     Setting {
         var: "ACL_CACHE_MAX_AGE",

@@ -8,7 +8,7 @@ use super::acl::AclQueue;
 use super::cluster::Cluster;
 use super::in_doubt::InDoubt;
 use super::kind::directory::{
-    ClassParents, Copies, QuotaLists, Room, Shares, SnapshotBatches, Temporaries,
+    ClassParents, Copies, ParentCache, QuotaLists, Room, Shares, SnapshotBatches, Temporaries,
 };
 use super::lock_keys::Lock;
 use super::spaces::Spaces;
@@ -75,6 +75,8 @@ pub struct Controller {
     pub(super) copies: Copies,
     /// Quota lists of shared parents, shared by the calls that need one at once.
     pub(super) quota_lists: QuotaLists,
+    /// Shared parents as last read (`SPACE_CACHE_TTL`).
+    pub(super) parent_cache: ParentCache,
 }
 
 impl Controller {
@@ -101,6 +103,7 @@ impl Controller {
             dir_snapshots: SnapshotBatches::default(),
             temporaries: Temporaries::default(),
             quota_lists: QuotaLists::default(),
+            parent_cache: ParentCache::new(deps.space_cache_ttl),
             copies: Copies::new(deps.copy_threads),
         }
     }

@@ -8,7 +8,7 @@
 //! `quotas`, its room claimed through `room`; waits park on the poller.
 
 use super::files::{self, Marker, Ownership};
-use super::parent::parent_of;
+use super::parent::{forget_if_gone, parent_of};
 use super::room::Listed;
 use super::{kept, quotas, restore};
 use crate::controller::lock_keys::{Doubt, Lock};
@@ -36,7 +36,7 @@ fn quotas_of(c: &Controller, id: &SubdirId) -> Result<QuotasSeen, Error> {
     match listed {
         Ok(quotas) => Ok((read_at, Ok(quotas))),
         Err(Error::Unimplemented(why)) => Ok((read_at, Err(why))),
-        Err(e) => Err(e),
+        Err(e) => Err(forget_if_gone(c, id.parent(), e)),
     }
 }
 

@@ -3,7 +3,8 @@
 //! the driver's whole-filesystem volumes), the parent of an existing
 //! volume, and an existing volume itself, which is its ownership marker
 //! (a quota at its path alone is not a volume: an admin may have made it).
-//! Reads only; the parent is mounted through `shares`.
+//! Reads only; the parent is mounted through `shares` and remembered for
+//! a short time in `parent_cache`.
 
 use super::files;
 use super::quotas;
@@ -26,6 +27,16 @@ pub fn parent_of(
     parent: &ParentRef,
     region: &str,
 ) -> Result<Filesystem, Error> {
+    let cached = match parent {
+        ParentRef::Id(id) => c.parent_cache.get(VolumeId {
+            space: space_id,
+            filesystem: *id,
+        }),
+        ParentRef::Label(label) => c.parent_cache.labelled(space_id, label, region),
+    };
+    if let Some(fs) = cached {
+        return checked(space_id, fs, region);
+    }
     let fs = match parent {
         ParentRef::Id(id) => match c.cloud.get_filesystem(space_id, *id) {
             Ok(fs) => fs,
@@ -58,6 +69,17 @@ pub fn parent_of(
             )?
         }
     };
+    let fs = checked(space_id, fs, region)?;
+    let lookup = match parent {
+        ParentRef::Id(_) => None,
+        ParentRef::Label(label) => Some((label.as_str(), region)),
+    };
+    c.parent_cache.remember(&fs, lookup);
+    Ok(fs)
+}
+
+/// `fs` if it can be the parent of directory volumes here.
+fn checked(space_id: u64, fs: Filesystem, region: &str) -> Result<Filesystem, Error> {
     if is_volume(&fs) || is_restore_source(&fs) {
         return Err(Error::FailedPrecondition(format!(
             "NFS filesystem {space_id}/{} is a volume of this driver (or a restore's temporary filesystem), not a shared filesystem",
@@ -83,8 +105,12 @@ pub fn parent_of(
 /// The parent of an existing directory volume, NotFound when it is gone or
 /// is no shared filesystem (a whole-filesystem volume of the driver).
 pub fn existing_parent(c: &Controller, parent: VolumeId) -> Result<Filesystem, Error> {
+    if let Some(fs) = c.parent_cache.get(parent) {
+        return Ok(fs);
+    }
     match c.cloud.get_filesystem(parent.space, parent.filesystem) {
         Ok(fs) if fs.status != Status::Deleting && !is_volume(&fs) && !is_restore_source(&fs) => {
+            c.parent_cache.remember(&fs, None);
             Ok(fs)
         }
         Ok(_) | Err(Error::NotFound(_)) => Err(Error::NotFound(format!(
@@ -125,7 +151,7 @@ pub fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
     let quotas = match listed {
         Ok(all) => all,
         Err(Error::Unimplemented(_)) => Vec::new(),
-        Err(e) => return Err(e),
+        Err(e) => return Err(forget_if_gone(c, id.parent(), e)),
     };
     let quota = quotas::of_volume(&quotas, &parent, &id.name).cloned();
     Ok(Found {
@@ -136,4 +162,12 @@ pub fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
         quotas,
         read_at,
     })
+}
+
+/// `e`, having forgotten parent `vol` when `e` says it is gone.
+pub fn forget_if_gone(c: &Controller, vol: VolumeId, e: Error) -> Error {
+    if e.is_not_found() {
+        c.parent_cache.forget(vol);
+    }
+    e
 }
