@@ -2,7 +2,8 @@
 //! snapshot (a shared parent's, or a whole-filesystem volume's), made
 //! once while any restore of this process needs it, mounted read-only on
 //! the controller only (`Shares::temporary_root`), and deleted when the
-//! last of them is done. Each is labelled `csi-restore-<fs>-<snapshot>`
+//! last of them is done (a delete that fails is tried again in the
+//! background for a few minutes). Each is labelled `csi-restore-<fs>-<snapshot>`
 //! and tagged `tags::RESTORE_SOURCE`: never a volume, a parent, or a
 //! user's. One that no restore of this process holds (a crash, a lost
 //! reply, a new leader) is an orphan: a restore of the same snapshot
@@ -10,6 +11,7 @@
 //! node mode a new one is given the source filesystem's ACL, which admits
 //! the controller where the source's mounts do.
 
+use crate::backoff::Backoff;
 use crate::config::AccessPolicyMode;
 use crate::controller::lock_keys::Doubt;
 use crate::controller::volume::require_mount_target;
@@ -21,6 +23,7 @@ use crate::mutex::lock;
 use crate::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn label_of(snapshot: &SnapshotId) -> String {
     format!("{PREFIX}{}-{}", snapshot.filesystem, snapshot.snapshot)
@@ -65,13 +68,60 @@ impl Drop for Hold {
             }
         };
         if last {
-            if let Err(e) = remove(&self.c, self.snapshot) {
+            if let Err(e) = remove_unheld(&self.c, self.snapshot) {
                 log::warn!(
-                    "the temporary filesystem of snapshot {} is left for a later restore to delete: {e}",
+                    "deleting the temporary filesystem of snapshot {}: {e}; trying again",
                     self.snapshot
                 );
+                remove_later(self.c.clone(), self.snapshot);
             }
         }
+    }
+}
+
+/// How a failed delete of a temporary filesystem is tried again: it holds
+/// a copy of every tenant's data, so it must not wait for the next restore
+/// of its Space. About five minutes in all.
+const REMOVE_AGAIN: Backoff = Backoff::doubling(Duration::from_secs(1), Duration::from_secs(30));
+const REMOVE_ATTEMPTS: u32 = 12;
+
+/// Deletes the clones of `snapshot` unless a restore holds them again (its
+/// hold deletes them when it lets go). A restore that takes a hold meanwhile
+/// waits for this to finish and makes a clone anew.
+fn remove_unheld(c: &Controller, snapshot: SnapshotId) -> Result<(), Error> {
+    let one = lock(&c.temporaries.making)
+        .entry(snapshot)
+        .or_default()
+        .clone();
+    let _one = lock(&one);
+    if lock(&c.temporaries.users).contains_key(&snapshot) {
+        return Ok(());
+    }
+    remove(c, snapshot)
+}
+
+/// Tries `remove_unheld` again in the background, backing off.
+fn remove_later(c: Arc<Controller>, snapshot: SnapshotId) {
+    let retry = move || {
+        for attempt in 1..=REMOVE_ATTEMPTS {
+            std::thread::sleep(REMOVE_AGAIN.nth(attempt));
+            match remove_unheld(&c, snapshot) {
+                Ok(()) => {
+                    log::info!("the temporary filesystem of snapshot {snapshot} is deleted");
+                    return;
+                }
+                Err(e) if attempt == REMOVE_ATTEMPTS => log::warn!(
+                    "the temporary filesystem of snapshot {snapshot} is left for a later restore in its Space to delete: {e}"
+                ),
+                Err(_) => {}
+            }
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("temporary delete".into())
+        .spawn(retry)
+    {
+        log::warn!("the temporary filesystem of snapshot {snapshot} is left for a later restore in its Space to delete: {e}");
     }
 }
 

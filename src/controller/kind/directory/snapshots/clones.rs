@@ -5,7 +5,7 @@
 //! clone's directory), and forgotten once the clone is filled or deleted.
 
 use super::records::{self, Shelf};
-use super::{forget, mounted, take_part};
+use super::{already_gone, forget, mounted, take_part};
 use crate::controller::kind::Restorable;
 use crate::controller::Controller;
 use crate::flow::{done, Step, Then};
@@ -55,6 +55,7 @@ pub fn forget_clone(c: &Controller, source: &SubdirId, clone: &SubdirId) -> Resu
         Some(r) if r.csi_name == clone.to_string() => {
             forget(c, vol, &root, Shelf::Clones, &clone.name, &r.batch)
         }
-        _ => Ok(()),
+        Some(_) => Ok(()),
+        None => already_gone(c, vol, &root),
     }
 }

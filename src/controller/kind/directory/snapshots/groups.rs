@@ -11,7 +11,8 @@ use super::batches;
 use super::queue::Member;
 use super::records::{self, Record, Shelf};
 use super::{
-    capacity, creation_time, described, forget, mounted, recorded, resumed, source_missing,
+    already_gone, capacity, creation_time, described, forget, mounted, recorded, resumed,
+    source_missing,
 };
 use crate::controller::lock_keys::Lock;
 use crate::controller::Controller;
@@ -178,10 +179,10 @@ pub fn delete(c: &Controller, id: &GroupSnapshotId, snapshot_ids: &[String]) -> 
         Err(e) => return Err(e),
     };
     let Some(group) = records::read(&root, Shelf::Groups, &id.0.entry)? else {
-        return Ok(());
+        return already_gone(c, vol, &root);
     };
     if group.snapshot != Some(id.0.snapshot) {
-        return Ok(());
+        return already_gone(c, vol, &root);
     }
     if !snapshot_ids.is_empty() {
         let theirs: BTreeSet<&str> = snapshot_ids.iter().map(String::as_str).collect();

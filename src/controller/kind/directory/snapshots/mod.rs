@@ -362,6 +362,17 @@ pub(super) fn forget(
     Ok(())
 }
 
+/// A delete that finds its record gone: an earlier attempt removed it and
+/// may have failed to delete the parent snapshot after it, so whatever no
+/// record needs any more is swept now.
+pub(super) fn already_gone(
+    c: &Controller,
+    vol: VolumeId,
+    root: &std::path::Path,
+) -> Result<(), Error> {
+    sweep::orphans(c, vol, root)
+}
+
 /// DeleteSnapshot of a directory snapshot: OK when nothing of it is left
 /// (its parent is gone, its record is, or names another parent snapshot);
 /// FailedPrecondition for a group's member, which goes with its group.
@@ -374,10 +385,10 @@ pub fn delete(c: &Controller, id: &DirSnapshotId) -> Result<(), Error> {
         Err(e) => return Err(e),
     };
     let Some(record) = records::read(&root, Shelf::Snapshots, &id.entry)? else {
-        return Ok(());
+        return already_gone(c, vol, &root);
     };
     if record.snapshot != Some(id.snapshot) {
-        return Ok(());
+        return already_gone(c, vol, &root);
     }
     if let Some(group) = &record.group {
         return Err(Error::FailedPrecondition(format!(
