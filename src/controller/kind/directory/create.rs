@@ -8,7 +8,7 @@
 //! `quotas`, its room claimed through `room`; waits park on the poller.
 
 use super::files::{self, Marker, Ownership};
-use super::parent::{forget_if_gone, parent_of};
+use super::parent::{parent_of, quota_list};
 use super::room::Listed;
 use super::{kept, quotas, restore};
 use crate::controller::lock_keys::{Doubt, Lock};
@@ -30,13 +30,11 @@ use std::time::Instant;
 type QuotasSeen = (Instant, Result<Vec<Quota>, String>);
 
 fn quotas_of(c: &Controller, id: &SubdirId) -> Result<QuotasSeen, Error> {
-    let (read_at, listed) = c
-        .quota_lists
-        .list(id.parent(), || c.cloud.list_quotas(id.space, id.filesystem));
+    let (read_at, listed) = quota_list(c, id.parent());
     match listed {
         Ok(quotas) => Ok((read_at, Ok(quotas))),
         Err(Error::Unimplemented(why)) => Ok((read_at, Err(why))),
-        Err(e) => Err(forget_if_gone(c, id.parent(), e)),
+        Err(e) => Err(e),
     }
 }
 

@@ -6,6 +6,7 @@
 //! snapshot it was copied through.
 
 use super::files::{self, Removed};
+use super::parent::quota_list;
 use super::quotas;
 use super::restore::sweep_temporaries;
 use super::snapshots::forget_clone;
@@ -65,11 +66,7 @@ pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
     if filling {
         sweep_temporaries(c, id.space)?;
     }
-    let quotas = match c
-        .quota_lists
-        .list(id.parent(), || c.cloud.list_quotas(id.space, id.filesystem))
-        .1
-    {
+    let quotas = match quota_list(c, id.parent()).1 {
         Ok(all) => all,
         Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
         Err(e) => return Err(e),

@@ -7,7 +7,7 @@
 //! volume). Reads only.
 
 use super::classes::Resolved;
-use super::parent::{find, Found};
+use super::parent::{find, quota_list, Found};
 use super::{files, quotas};
 use crate::controller::params::{KindParams, Mutable, Params, ParentRef, SpaceRef};
 use crate::controller::tags::is_volume;
@@ -176,11 +176,7 @@ fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Described>, Error
     if marked.is_empty() {
         return Ok(Vec::new());
     }
-    let quotas = match c
-        .quota_lists
-        .list(vol, || c.cloud.list_quotas(vol.space, vol.filesystem))
-        .1
-    {
+    let quotas = match quota_list(c, vol).1 {
         Ok(quotas) => quotas,
         Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
         Err(e) => return Err(e),

@@ -46,7 +46,7 @@ use crate::controller::volume::id_of;
 use crate::controller::Controller;
 use crate::handles::SubdirId;
 use crate::Error;
-use parent::{find, parent_of};
+use parent::{find, parent_of, quota_list};
 
 /// What the parent a directory class names can still promise: its
 /// capacity less the maxima of its quotas (its root quota aside) and what
@@ -60,11 +60,7 @@ pub fn capacity(c: &Controller, params: &Params) -> Result<i64, Error> {
     let fs = parent_of(c, space.id, &sub.parent, &region)?;
     let mtls = c.spaces.mtls_mode(space.id)?;
     let kept = kept::total(&c.shares.root(&fs, mtls.as_ref())?)?;
-    let promised = match c
-        .quota_lists
-        .list(id_of(&fs), || c.cloud.list_quotas(space.id, fs.id))
-        .1
-    {
+    let promised = match quota_list(c, id_of(&fs)).1 {
         Ok(all) => quotas::promised(&all),
         Err(Error::Unimplemented(_)) => 0,
         Err(e) => return Err(e),

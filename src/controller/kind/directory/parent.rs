@@ -7,6 +7,7 @@
 //! a short time in `parent_cache`.
 
 use super::files;
+use super::quota_lists::QuotaList;
 use super::quotas;
 use crate::controller::checks::exactly_one;
 use crate::controller::params::ParentRef;
@@ -105,11 +106,13 @@ fn checked(space_id: u64, fs: Filesystem, region: &str) -> Result<Filesystem, Er
 /// The parent of an existing directory volume, NotFound when it is gone or
 /// is no shared filesystem (a whole-filesystem volume of the driver).
 pub fn existing_parent(c: &Controller, parent: VolumeId) -> Result<Filesystem, Error> {
-    if let Some(fs) = c.parent_cache.get(parent) {
+    let can_be =
+        |fs: &Filesystem| fs.status != Status::Deleting && !is_volume(fs) && !is_restore_source(fs);
+    if let Some(fs) = c.parent_cache.get(parent).filter(can_be) {
         return Ok(fs);
     }
     match c.cloud.get_filesystem(parent.space, parent.filesystem) {
-        Ok(fs) if fs.status != Status::Deleting && !is_volume(&fs) && !is_restore_source(&fs) => {
+        Ok(fs) if can_be(&fs) => {
             c.parent_cache.remember(&fs, None);
             Ok(fs)
         }
@@ -145,13 +148,11 @@ pub fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
         Some(m) if m.volume_id == id.to_string() && !m.retained && !m.filling => {}
         _ => return Err(Error::NotFound(format!("volume {id} not found"))),
     }
-    let (read_at, listed) = c
-        .quota_lists
-        .list(id.parent(), || c.cloud.list_quotas(id.space, id.filesystem));
+    let (read_at, listed) = quota_list(c, id.parent());
     let quotas = match listed {
         Ok(all) => all,
         Err(Error::Unimplemented(_)) => Vec::new(),
-        Err(e) => return Err(forget_if_gone(c, id.parent(), e)),
+        Err(e) => return Err(e),
     };
     let quota = quotas::of_volume(&quotas, &parent, &id.name).cloned();
     Ok(Found {
@@ -164,10 +165,15 @@ pub fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
     })
 }
 
-/// `e`, having forgotten parent `vol` when `e` says it is gone.
-pub fn forget_if_gone(c: &Controller, vol: VolumeId, e: Error) -> Error {
-    if e.is_not_found() {
+/// The quotas of parent `vol` and when they were listed, from a list shared
+/// with the calls waiting with this one (`quota_lists`); a 404 forgets the
+/// remembered parent.
+pub fn quota_list(c: &Controller, vol: VolumeId) -> QuotaList {
+    let (read_at, listed) = c
+        .quota_lists
+        .list(vol, || c.cloud.list_quotas(vol.space, vol.filesystem));
+    if matches!(&listed, Err(e) if e.is_not_found()) {
         c.parent_cache.forget(vol);
     }
-    e
+    (read_at, listed)
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 /// What one list answered, and when it was sent.
-pub type Listed = (Instant, Result<Vec<Quota>, Error>);
+pub type QuotaList = (Instant, Result<Vec<Quota>, Error>);
 
 /// The lists of every parent.
 #[derive(Default)]
@@ -45,7 +45,7 @@ struct RoundState {
     open: bool,
     /// A call has taken it upon itself to send it.
     led: bool,
-    answer: Option<Listed>,
+    answer: Option<QuotaList>,
 }
 
 impl QuotaLists {
@@ -55,7 +55,7 @@ impl QuotaLists {
         &self,
         parent: VolumeId,
         fetch: impl FnOnce() -> Result<Vec<Quota>, Error>,
-    ) -> Listed {
+    ) -> QuotaList {
         let round = {
             let mut parents = lock(&self.parents);
             match parents.get_mut(&parent) {
@@ -103,7 +103,7 @@ struct Lead<'a> {
 }
 
 impl Lead<'_> {
-    fn answer(&self, answer: Listed) {
+    fn answer(&self, answer: QuotaList) {
         let mut state = lock(&self.round.state);
         state.answer.get_or_insert(answer);
         self.round.changed.notify_all();
