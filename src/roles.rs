@@ -9,13 +9,8 @@ use crate::metadata::MetadataClient;
 use crate::mount::linux::LinuxMounter;
 use crate::node::{self, NodeDeps};
 use crate::rpc::Rpc;
-use crate::wiring::{controller_service, Started};
+use crate::wiring::{controller_service, Started, METADATA_TIMEOUT};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// The metadata service is link-local: if it does not answer quickly it is
-/// not there, and the node falls back to Kubernetes.
-const METADATA_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     match config.role {

@@ -6,10 +6,16 @@ use crate::config::{Config, LinodeConfig};
 use crate::controller::{self, ControllerDeps};
 use crate::kube::KubeClient;
 use crate::linode::{LinodeCloud, LinodeSettings, WaitPolicy};
+use crate::metadata::MetadataClient;
 use crate::mount::{LinuxMounter, Mounter};
 use crate::rpc::Rpc;
 use std::any::Any;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// The metadata service is link-local: if it does not answer quickly it is
+/// not there.
+pub const METADATA_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The services of a role and whatever must live as long as they do.
 pub struct Started {
@@ -65,6 +71,8 @@ pub fn controller_service_with(
             wait: WaitPolicy::new(config.wait_timeout),
             default_capacity_bytes: config.default_capacity_bytes,
             space_cache_ttl: config.space_cache_ttl,
+            maintenance_interval: config.maintenance_interval,
+            pool_empty_grace: config.pool_empty_grace,
             request_timeout: linode.request_timeout,
             acl_cache_max_age: config.acl_cache_max_age,
             expansion: config.volume_expansion,
@@ -72,6 +80,7 @@ pub fn controller_service_with(
             share_mount_dir: config.share_mount_dir.clone(),
             nfs_mount_timeout: config.nfs_mount_timeout,
             copy_threads: config.copy_threads,
+            metadata: Some(MetadataClient::new(&config.metadata_url, METADATA_TIMEOUT)),
         },
         rpc.clone(),
     ))

@@ -970,6 +970,61 @@ fn bench_subdirectory_create_next_to_a_filesystem_create() {
     print_request_counts(&env.linode);
 }
 
+#[test]
+#[ignore = "benchmark: bash .ci/bench"]
+fn bench_a_thousand_pool_volumes_under_rate_limits() {
+    use common::controller::Setup;
+    // A pool of 20Gi filesystems holds 320 volumes of 64Mi each: 1000
+    // volumes make four, one at a time, while the creates wait.
+    let dir = common::TempDir::new("bench-pool");
+    let helper = common::share::install_creating_bind_helper(dir.path());
+    let shares = dir.path().join("shares");
+    std::fs::create_dir_all(&shares).unwrap();
+    let env = Setup::new()
+        .seed(|s| Seed {
+            activation_delay_ms: 2000,
+            ..s
+        })
+        .env("RUST_LOG", "warn")
+        .env("NFS_MOUNT_HELPER", &helper.display().to_string())
+        .env("SHARE_MOUNT_DIR", &shares.display().to_string())
+        .prefix(&["unshare", "--mount", "--propagation", "private"])
+        .start();
+    let (list_budget, other_budget, window) = (20, 40, Duration::from_secs(2));
+    env.linode
+        .set_rate_limit(Some(linode_nfs_csi::fake::RateLimit {
+            list: list_budget,
+            other: other_budget,
+            window,
+        }));
+    let (wall, seen) = provision_through_callers(&env.driver, 1000, 100, "pvc-pool", |name| {
+        let mut req = create_request(name);
+        for (k, v) in [
+            ("volume-type", "subdirectory"),
+            ("shared-filesystem-pool", "bench"),
+            ("pool-filesystem-size", "20Gi"),
+            ("pool-max-filesystems", "8"),
+        ] {
+            req.parameters
+                .insert(format!("linodenfs.csi.linode.com/{k}"), v.to_string());
+        }
+        let mut range = csi::CapacityRange::new();
+        range.required_bytes = 64 << 20;
+        req.capacity_range = Some(range).into();
+        req
+    });
+    let (list, other) = by_class(&env.linode);
+    let made = env.linode.calls("POST", "nfs/spaces/*/filesystems");
+    let floor = window.as_secs_f64() * ((1000 + made) as f64 / other_budget as f64);
+    println!(
+        "BENCH 1000 pool CreateVolume (64Mi each, 20Gi pool filesystems) through 100 retrying callers under list:{list_budget},other:{other_budget},window:{window:?}, activation 2 s, cold: {:.2} s = {:.2}x the floor of its POSTs at the other budget ({floor:.1} s); {made} pool filesystems made, {list} paginated GETs, {other} other requests, {} answered 429; non-OK answers {seen:?}",
+        wall.as_secs_f64(),
+        wall.as_secs_f64() / floor,
+        env.linode.throttled(),
+    );
+    print_request_counts(&env.linode);
+}
+
 /// Writes pages out and drops the page cache, so the next copy reads from
 /// the disk; the drop needs root and a writable /proc, and is skipped
 /// without them.

@@ -29,7 +29,7 @@ mod e2e_support;
 
 use common::requests::*;
 use common::rpc::*;
-use common::{volume_names, wait_for};
+use common::{volume_names, wait_for, wait_for_or};
 use e2e_support::*;
 use grpcio::{CallOption, RpcStatusCode as Code};
 use linode_nfs_csi::backoff::Backoff;
@@ -212,6 +212,8 @@ impl Campaign {
             ("DEV_ACTIVATION_DELAY", self.profile.activation.into()),
             ("LINODE_REQUEST_TIMEOUT", REQUEST_TIMEOUT.into()),
             ("LINODE_WAIT_TIMEOUT", "60s".into()),
+            // What a crash left behind is swept while the campaign runs.
+            ("MAINTENANCE_INTERVAL", "2s".into()),
             (
                 "NFS_ACCESS_POLICY_MODE",
                 if self.node_mode { "node" } else { "space" }.into(),
@@ -1062,9 +1064,12 @@ fn directory_snapshots_restores_and_clones_through_faults_and_restarts() {
             .delete_volume_opt(&delete_req(&format!("{prefix}/{}", volumes[i])), call())
             .map(|_| ())
     });
-    wait_for("no snapshot or filesystem left", STEP_PATIENCE, || {
-        c.backend() == Default::default()
-    });
+    wait_for_or(
+        "no snapshot or filesystem left",
+        STEP_PATIENCE,
+        || c.backend() == Default::default(),
+        || format!("left: {:?}", c.backend()),
+    );
     shared_parent_empty(&mut c);
     if !snapshot_records(&c).is_empty() {
         c.violation(format!("records left: {:?}", snapshot_records(&c)));

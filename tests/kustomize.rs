@@ -1411,6 +1411,7 @@ fn examples_are_consistent_with_the_driver() {
     let mut by_id = false;
     let mut by_label = false;
     let mut subdirectory = false;
+    let mut pool = false;
     for class in &classes {
         assert_eq!(class["provisioner"], DRIVER);
         let params = class["parameters"].as_object().unwrap();
@@ -1424,6 +1425,10 @@ fn examples_are_consistent_with_the_driver() {
                 "volume-type",
                 "shared-filesystem-id",
                 "shared-filesystem-label",
+                "shared-filesystem-pool",
+                "pool-filesystem-size",
+                "pool-max-filesystems",
+                "pool-spares",
                 "quota",
                 "on-delete",
                 "directory-mode",
@@ -1450,6 +1455,13 @@ fn examples_are_consistent_with_the_driver() {
                 "space-id" | "shared-filesystem-id" => {
                     assert!(value.parse::<u64>().unwrap() > 0)
                 }
+                "pool-max-filesystems" => {
+                    assert!((1..=100).contains(&value.parse::<u32>().unwrap()))
+                }
+                "pool-spares" => assert!(value.parse::<u32>().unwrap() <= 99),
+                "shared-filesystem-pool" => assert!(value
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')),
                 "filesystem-root-squash" => {
                     assert!(["none", "root_squash", "all_squash"].contains(&value))
                 }
@@ -1464,11 +1476,25 @@ fn examples_are_consistent_with_the_driver() {
         let label = has("space-label");
         assert!(id != label, "exactly one of space-id / space-label");
         if shared {
-            assert!(
-                has("shared-filesystem-id") != has("shared-filesystem-label"),
-                "exactly one of shared-filesystem-id / shared-filesystem-label"
+            let parents = [
+                "shared-filesystem-id",
+                "shared-filesystem-label",
+                "shared-filesystem-pool",
+            ];
+            assert_eq!(
+                parents.iter().filter(|k| has(k)).count(),
+                1,
+                "exactly one of shared-filesystem-id / -label / -pool"
             );
+            if !has("shared-filesystem-pool") {
+                assert!(
+                    !has("pool-filesystem-size")
+                        && !has("pool-max-filesystems")
+                        && !has("pool-spares")
+                );
+            }
             subdirectory = true;
+            pool |= has("shared-filesystem-pool");
         } else {
             by_id |= id;
             by_label |= label;
@@ -1485,6 +1511,7 @@ fn examples_are_consistent_with_the_driver() {
     }
     assert!(by_id && by_label, "both StorageClass variants present");
     assert!(subdirectory, "a subdirectory StorageClass");
+    assert!(pool, "a StorageClass of a pool");
 
     let class_names: BTreeSet<&str> = classes
         .iter()

@@ -75,6 +75,10 @@ pub struct Config {
     /// `LINODE_WAIT_TIMEOUT`, for the real client and dev mode's alike.
     pub wait_timeout: Duration,
     pub space_cache_ttl: Duration,
+    /// `MAINTENANCE_INTERVAL`: zero tends nothing in the background.
+    pub maintenance_interval: Duration,
+    /// `POOL_EMPTY_GRACE`.
+    pub pool_empty_grace: Duration,
     /// `ACL_CACHE_MAX_AGE` (controller, node mode).
     pub acl_cache_max_age: Duration,
     pub access_policy_mode: AccessPolicyMode,
@@ -146,6 +150,8 @@ impl Config {
         )?;
         let wait_timeout = lookup.timeout("LINODE_WAIT_TIMEOUT")?;
         let space_cache_ttl = lookup.duration("SPACE_CACHE_TTL")?;
+        let maintenance_interval = lookup.duration("MAINTENANCE_INTERVAL")?;
+        let pool_empty_grace = lookup.duration("POOL_EMPTY_GRACE")?;
         let request_timeout = lookup.timeout("LINODE_REQUEST_TIMEOUT")?;
         let linode = match role {
             Role::Controller => {
@@ -232,6 +238,8 @@ impl Config {
             linode,
             wait_timeout,
             space_cache_ttl,
+            maintenance_interval,
+            pool_empty_grace,
             acl_cache_max_age: lookup.duration("ACL_CACHE_MAX_AGE")?,
             access_policy_mode,
             default_capacity_bytes,

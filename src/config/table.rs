@@ -59,6 +59,16 @@ pub(super) const SERVING: &[Setting] = &[
         help: "how long a Storage Space, its mTLS mode and a directory class's shared parent are reused before they are read again (0s: always read)",
     },
     Setting {
+        var: "MAINTENANCE_INTERVAL",
+        default: "60s",
+        help: "controller: how often it tends the pools of shared filesystems (spares, pruning) and deletes restores' temporary filesystems that no restore holds (0s: never)",
+    },
+    Setting {
+        var: "POOL_EMPTY_GRACE",
+        default: "10m",
+        help: "controller: how long a pool filesystem the driver made stays empty (no directory, marker or quota) before it is deleted, unless it is a spare",
+    },
+    Setting {
         var: "ACL_CACHE_MAX_AGE",
         default: "5m",
         help: "node mode: age past which a filesystem ACL the controller knows is read again for ListVolumes and ControllerGetVolume, at most one a second (0s: always read)",

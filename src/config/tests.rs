@@ -325,6 +325,8 @@ fn defaults() {
     assert_eq!(c.access_policy_mode, AccessPolicyMode::Space);
     assert_eq!(c.worker_threads, 8);
     assert_eq!(c.space_cache_ttl, Duration::from_secs(60));
+    assert_eq!(c.maintenance_interval, Duration::from_secs(60));
+    assert_eq!(c.pool_empty_grace, Duration::from_secs(600));
     assert_eq!(c.metadata_url, "http://169.254.169.254");
 }
 

@@ -23,6 +23,13 @@ pub enum Lock {
     /// A group snapshot, by its entry (its parent is not known until its
     /// members are read).
     Group(DirName),
+    /// A new volume of a pool, by its directory name, until it is placed
+    /// and made: two calls for one name must not land on two filesystems.
+    Placement {
+        space: u64,
+        pool: String,
+        name: DirName,
+    },
 }
 
 impl fmt::Display for Lock {
@@ -34,6 +41,7 @@ impl fmt::Display for Lock {
             Lock::Directory(id) => write!(f, "subdirectory/{id}"),
             Lock::DirSnapshot(vol, entry) => write!(f, "dir-snapshot/{vol}/{entry}"),
             Lock::Group(entry) => write!(f, "group-snapshot/{entry}"),
+            Lock::Placement { space, pool, name } => write!(f, "pool/{space}/{pool}/{name}"),
         }
     }
 }

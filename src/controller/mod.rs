@@ -16,6 +16,7 @@ mod expand;
 mod groups;
 mod in_doubt;
 mod inspect;
+mod janitor;
 mod kind;
 mod listing;
 mod lock_keys;
@@ -66,7 +67,12 @@ macro_rules! group_name {
 
 /// The Controller and GroupController gRPC services, on one state.
 pub fn services(deps: ControllerDeps, rpc: Rpc) -> Vec<grpcio::Service> {
+    let every = deps.maintenance_interval;
+    let policy = kind::directory::TendPolicy {
+        grace: deps.pool_empty_grace,
+    };
     let c = Arc::new(Controller::new(deps, rpc.clone()));
+    janitor::start(&c, every, policy);
     let groups = Registrar::new(rpc.clone(), c.clone())
         .parking(group_name!("CreateVolumeGroupSnapshot"), groups::create)
         .pooled(group_name!("GetVolumeGroupSnapshot"), groups::get)

@@ -29,17 +29,26 @@ pub mod keys {
     pub const DIRECTORY_UID: &str = "linodenfs.csi.linode.com/directory-uid";
     pub const DIRECTORY_GID: &str = "linodenfs.csi.linode.com/directory-gid";
     pub const MAX_FILES: &str = "linodenfs.csi.linode.com/max-files";
+    pub const POOL: &str = "linodenfs.csi.linode.com/shared-filesystem-pool";
+    pub const POOL_FILESYSTEM_SIZE: &str = "linodenfs.csi.linode.com/pool-filesystem-size";
+    pub const POOL_MAX_FILESYSTEMS: &str = "linodenfs.csi.linode.com/pool-max-filesystems";
+    pub const POOL_SPARES: &str = "linodenfs.csi.linode.com/pool-spares";
 }
+mod pool;
 use keys::{
-    DIRECTORY_GID, DIRECTORY_MODE, DIRECTORY_UID, MAX_FILES, ON_DELETE, QUOTA, ROOT_SQUASH,
-    SHARED_FS_ID, SHARED_FS_LABEL, SPACE_ID, SPACE_LABEL, TAGS, VOLUME_TYPE,
+    DIRECTORY_GID, DIRECTORY_MODE, DIRECTORY_UID, MAX_FILES, ON_DELETE, POOL, POOL_FILESYSTEM_SIZE,
+    POOL_MAX_FILESYSTEMS, POOL_SPARES, QUOTA, ROOT_SQUASH, SHARED_FS_ID, SHARED_FS_LABEL, SPACE_ID,
+    SPACE_LABEL, TAGS, VOLUME_TYPE,
 };
+pub use pool::PoolParams;
 
-/// The shared filesystem a `subdirectory` class names, in its Space.
+/// The shared filesystem a `subdirectory` class names, in its Space: one
+/// an admin made, or a pool the driver runs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ParentRef {
     Id(u64),
     Label(String),
+    Pool(PoolParams),
 }
 
 /// Whether a `subdirectory` volume must be capped by a backend quota.
@@ -150,6 +159,10 @@ impl Params {
                     DIRECTORY_UID,
                     DIRECTORY_GID,
                     MAX_FILES,
+                    POOL,
+                    POOL_FILESYSTEM_SIZE,
+                    POOL_MAX_FILESYSTEMS,
+                    POOL_SPARES,
                 ]
                 .into_iter()
                 .find(|k| get(k).is_some())
@@ -220,12 +233,35 @@ fn id_or_label<'a>(
 }
 
 fn parse_subdirectory<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<SubdirParams, Error> {
-    let neither = format!(
-        "{VOLUME_TYPE} subdirectory needs {SHARED_FS_ID} or {SHARED_FS_LABEL}: the existing NFS filesystem its directories live in"
-    );
-    let parent = match id_or_label(get, SHARED_FS_ID, SHARED_FS_LABEL, neither)? {
-        Named::Id(id) => ParentRef::Id(positive(SHARED_FS_ID, id)? as u64),
-        Named::Label(label) => ParentRef::Label(label.to_string()),
+    let parent = match get(POOL) {
+        Some(name) => {
+            if let Some(key) = [SHARED_FS_ID, SHARED_FS_LABEL]
+                .into_iter()
+                .find(|k| get(k).is_some())
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "StorageClass parameters {POOL} and {key} are mutually exclusive: a class's volumes go to a pool the driver runs or to one filesystem an admin made"
+                )));
+            }
+            ParentRef::Pool(pool::parse(get, name)?)
+        }
+        None => {
+            if let Some(key) = [POOL_FILESYSTEM_SIZE, POOL_MAX_FILESYSTEMS, POOL_SPARES]
+                .into_iter()
+                .find(|k| get(k).is_some())
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "StorageClass parameter {key} applies only with {POOL}"
+                )));
+            }
+            let neither = format!(
+                "{VOLUME_TYPE} subdirectory needs {SHARED_FS_ID}, {SHARED_FS_LABEL} or {POOL}: the existing NFS filesystem its directories live in, or the pool the driver runs for them"
+            );
+            match id_or_label(get, SHARED_FS_ID, SHARED_FS_LABEL, neither)? {
+                Named::Id(id) => ParentRef::Id(positive(SHARED_FS_ID, id)? as u64),
+                Named::Label(label) => ParentRef::Label(label.to_string()),
+            }
+        }
     };
     let quota = match get(QUOTA).unwrap_or("required") {
         "required" => QuotaMode::Required,
@@ -562,5 +598,72 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn pool_classes() {
+        let pool = |pairs: &[(&str, &str)]| match subdir(pairs).map(|s| s.parent) {
+            Ok(ParentRef::Pool(p)) => Ok(p),
+            Ok(other) => panic!("not a pool: {other:?}"),
+            Err(e) => Err(e),
+        };
+        assert_eq!(
+            pool(&[(POOL, "small")]).unwrap(),
+            PoolParams {
+                name: "small".into(),
+                filesystem_bytes: pool::DEFAULT_FILESYSTEM_BYTES,
+                max_filesystems: pool::DEFAULT_MAX_FILESYSTEMS,
+                spares: pool::DEFAULT_SPARES,
+            }
+        );
+        let p = pool(&[
+            (POOL, "team-a"),
+            (POOL_FILESYSTEM_SIZE, "500Gi"),
+            (POOL_MAX_FILESYSTEMS, "3"),
+            (POOL_SPARES, "1"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (p.filesystem_bytes, p.max_filesystems, p.spares),
+            (500 << 30, 3, 1)
+        );
+        for (bad, names) in [
+            (vec![(POOL, "a"), (SHARED_FS_ID, "7")], SHARED_FS_ID),
+            (vec![(POOL, "a"), (SHARED_FS_LABEL, "x")], SHARED_FS_LABEL),
+            (vec![(SHARED_FS_ID, "7"), (POOL_SPARES, "1")], POOL_SPARES),
+            (vec![(POOL, "Big")], POOL),
+            (vec![(POOL, "-a")], POOL),
+            (vec![(POOL, "a_b")], POOL),
+            (vec![(POOL, "abcdefghijklmnopqrstuvwxyz")], POOL),
+            (
+                vec![(POOL, "a"), (POOL_FILESYSTEM_SIZE, "512Mi")],
+                POOL_FILESYSTEM_SIZE,
+            ),
+            (
+                vec![(POOL, "a"), (POOL_FILESYSTEM_SIZE, "lots")],
+                POOL_FILESYSTEM_SIZE,
+            ),
+            (
+                vec![(POOL, "a"), (POOL_MAX_FILESYSTEMS, "0")],
+                POOL_MAX_FILESYSTEMS,
+            ),
+            (
+                vec![(POOL, "a"), (POOL_MAX_FILESYSTEMS, "101")],
+                POOL_MAX_FILESYSTEMS,
+            ),
+            (
+                vec![(POOL, "a"), (POOL_MAX_FILESYSTEMS, "2"), (POOL_SPARES, "2")],
+                POOL_SPARES,
+            ),
+        ] {
+            match subdir(&bad) {
+                Err(Error::InvalidArgument(m)) => assert!(m.contains(names), "{bad:?}: {m}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            parse(&[(SPACE_ID, "1"), (POOL, "a")]),
+            Err(Error::InvalidArgument(m)) if m.contains(POOL)
+        ));
     }
 }

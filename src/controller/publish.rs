@@ -177,6 +177,8 @@ mod tests {
             wait,
             default_capacity_bytes: 1 << 30,
             space_cache_ttl: Duration::ZERO,
+            maintenance_interval: Duration::ZERO,
+            pool_empty_grace: Duration::from_secs(600),
             request_timeout: Duration::from_secs(10),
             acl_cache_max_age: Duration::from_secs(300),
             expansion: crate::config::VolumeExpansion::Off,
@@ -184,6 +186,7 @@ mod tests {
             share_mount_dir: dir.join("shares"),
             nfs_mount_timeout: Duration::from_secs(10),
             copy_threads: 2,
+            metadata: None,
         };
         let c = Arc::new(Controller::new(deps, Rpc::new(2)));
         let vol = VolumeId {

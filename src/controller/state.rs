@@ -8,7 +8,8 @@ use super::acl::AclQueue;
 use super::cluster::Cluster;
 use super::in_doubt::InDoubt;
 use super::kind::directory::{
-    ClassParents, Copies, ParentCache, QuotaLists, Room, Shares, SnapshotBatches, Temporaries,
+    ClassParents, Copies, ParentCache, Pools, QuotaLists, Room, Shares, SnapshotBatches,
+    Temporaries,
 };
 use super::lock_keys::Lock;
 use super::spaces::Spaces;
@@ -17,7 +18,9 @@ use crate::config::{AccessPolicyMode, VolumeExpansion};
 use crate::kube::KubeClient;
 use crate::linode::{Cloud, Poller, WaitPolicy};
 use crate::locks::{OpGuard, OpLocks};
+use crate::metadata::MetadataClient;
 use crate::mount::Mounter;
+use crate::mutex::lock;
 use crate::rpc::Rpc;
 use crate::Error;
 use std::path::PathBuf;
@@ -33,6 +36,10 @@ pub struct ControllerDeps {
     pub default_capacity_bytes: i64,
     /// How long a Space and its mTLS mode are reused (`SPACE_CACHE_TTL`).
     pub space_cache_ttl: Duration,
+    /// `MAINTENANCE_INTERVAL`: zero runs no `janitor`.
+    pub maintenance_interval: Duration,
+    /// `POOL_EMPTY_GRACE`.
+    pub pool_empty_grace: Duration,
     /// `LINODE_REQUEST_TIMEOUT`: how long a create may be in doubt.
     pub request_timeout: Duration,
     /// `ACL_CACHE_MAX_AGE`: when a known filesystem ACL is read again.
@@ -47,6 +54,9 @@ pub struct ControllerDeps {
     pub nfs_mount_timeout: Duration,
     /// `COPY_THREADS`.
     pub copy_threads: usize,
+    /// Where the controller learns its own Linode (node mode admits it to
+    /// the pool filesystems it mounts); `None` where there is none to ask.
+    pub metadata: Option<MetadataClient>,
 }
 
 /// Shared state of every controller RPC.
@@ -77,6 +87,10 @@ pub struct Controller {
     pub(super) quota_lists: QuotaLists,
     /// Shared parents as last read (`SPACE_CACHE_TTL`).
     pub(super) parent_cache: ParentCache,
+    /// The pools of shared filesystems the driver runs.
+    pub(super) pools: Pools,
+    metadata: Option<MetadataClient>,
+    own_linode: std::sync::Mutex<Option<u64>>,
 }
 
 impl Controller {
@@ -105,7 +119,29 @@ impl Controller {
             quota_lists: QuotaLists::default(),
             parent_cache: ParentCache::new(deps.space_cache_ttl),
             copies: Copies::new(deps.copy_threads),
+            pools: Pools::default(),
+            metadata: deps.metadata,
+            own_linode: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The Linode the controller runs on, from the metadata service (asked
+    /// once, remembered once it answers).
+    pub fn own_linode(&self) -> Result<u64, Error> {
+        if let Some(id) = *lock(&self.own_linode) {
+            return Ok(id);
+        }
+        let Some(metadata) = &self.metadata else {
+            return Err(Error::FailedPrecondition(
+                "the controller cannot learn its own Linode (no metadata service), which node mode admits to the pool filesystems it mounts".into(),
+            ));
+        };
+        let id = metadata
+            .instance()
+            .map_err(|e| e.context("the controller's own Linode, from the metadata service"))?
+            .id;
+        *lock(&self.own_linode) = Some(id);
+        Ok(id)
     }
 
     /// Takes the operation lock `key` (Aborted while another call holds it).

@@ -23,6 +23,14 @@ pub const DIRECTORY_SNAPSHOTS: &str = "csi-directory-snapshots";
 /// On a temporary filesystem a restore copies a directory out of: never a
 /// volume, never a parent, deleted once no restore needs it.
 pub const RESTORE_SOURCE: &str = "csi-restore-source";
+/// On every filesystem of a pool the driver runs: a shared parent it made
+/// (never a volume), and the only kind of filesystem it ever prunes.
+pub const POOL: &str = "csi-pool";
+/// With the pool's name: which pool.
+const POOL_NAME: &str = "csi-pool.";
+/// With the Unix time a pool filesystem was first seen empty: the grace
+/// period before it is pruned runs from there, across restarts.
+const EMPTY_SINCE: &str = "csi-pool-empty.";
 
 /// Whether `fs` is one of the driver's whole-filesystem volumes. Only such a
 /// filesystem is ever deleted, snapshotted, cloned or changed as a volume;
@@ -112,14 +120,66 @@ pub fn is_restore_source(fs: &Filesystem) -> bool {
     fs.tags.iter().any(|t| t == RESTORE_SOURCE)
 }
 
+/// The tag naming pool `name`.
+pub fn pool(name: &str) -> String {
+    format!("{POOL_NAME}{name}")
+}
+
+/// Whether `fs` is a filesystem of pool `name` the driver made.
+pub fn is_pool_member(fs: &Filesystem, name: &str) -> bool {
+    let named = pool(name);
+    fs.tags.iter().any(|t| t == POOL) && fs.tags.contains(&named)
+}
+
+/// The pool `fs` belongs to, if the driver made it for one.
+pub fn pool_name_of(fs: &Filesystem) -> Option<&str> {
+    if !is_pool(fs) {
+        return None;
+    }
+    fs.tags.iter().find_map(|t| t.strip_prefix(POOL_NAME))
+}
+
+/// Whether `fs` belongs to any pool the driver runs.
+pub fn is_pool(fs: &Filesystem) -> bool {
+    fs.tags.iter().any(|t| t == POOL)
+}
+
+/// The tag recording that a pool filesystem was first seen empty at `unix`.
+pub fn empty_since(unix: u64) -> String {
+    format!("{EMPTY_SINCE}{unix}")
+}
+
+/// When `fs`'s tags say it was first seen empty, if they do.
+pub fn empty_since_of(fs: &Filesystem) -> Option<u64> {
+    fs.tags
+        .iter()
+        .find_map(|t| t.strip_prefix(EMPTY_SINCE)?.parse().ok())
+}
+
+/// `fs`'s tags without the empty-since record.
+pub fn without_empty_since(fs: &Filesystem) -> Vec<String> {
+    fs.tags
+        .iter()
+        .filter(|t| !t.starts_with(EMPTY_SINCE))
+        .cloned()
+        .collect()
+}
+
 fn is_driver_tag(tag: &str) -> bool {
     tag == MANAGED
         || tag == CLONE_SNAPSHOT
         || tag == DIRECTORY_SNAPSHOTS
         || tag == RESTORE_SOURCE
-        || [SOURCE_SNAPSHOT, SOURCE_VOLUME, KEPT_SNAPSHOT]
-            .iter()
-            .any(|p| tag.starts_with(p))
+        || tag == POOL
+        || [
+            SOURCE_SNAPSHOT,
+            SOURCE_VOLUME,
+            KEPT_SNAPSHOT,
+            POOL_NAME,
+            EMPTY_SINCE,
+        ]
+        .iter()
+        .any(|p| tag.starts_with(p))
 }
 
 /// The user's tags among `tags`, as a set.

@@ -4,7 +4,9 @@
 //! it never blocks on the scrape for longer than a family's copy. Label
 //! values come only from fixed sets: RPC method names, gRPC code names,
 //! Linode endpoint templates (`nfs/spaces/{id}/filesystems/{id}`), request
-//! names and outcomes chosen in code; never an id, a name or a token.
+//! names and outcomes chosen in code; never an id, a volume's name or a
+//! token. The one name is a pool's (`shared-filesystem-pool`): admins
+//! choose a handful in their StorageClasses, so it cannot grow unbounded.
 //! docs/metrics.md documents every family: keep the two in step.
 
 pub mod endpoint;
@@ -73,6 +75,10 @@ families! {
     static RESTORE_RUNNING: Sampled = new("csi_restore_copies_running", "Copies filling subdirectory volumes now.", &[]);
     static RESTORE_PROGRESS_FILES: Sampled = new("csi_restore_copying_files", "Files the copies running now have written so far.", &[]);
     static RESTORE_PROGRESS_BYTES: Sampled = new("csi_restore_copying_bytes", "Bytes the copies running now have written so far.", &[]);
+    static POOL_FILESYSTEMS: Gauge = new("csi_pool_filesystems", "Filesystems of each pool of shared filesystems the driver runs, by pool and state (in_use, empty, creating), as the controller last tended them.", &["pool", "state"]);
+    static POOL_CREATED: Counter = new("csi_pool_filesystems_created_total", "Pool filesystems the driver created, by pool and reason: room (no filesystem of the pool had room for a new volume), spare (kept ready by pool-spares).", &["pool", "reason"]);
+    static POOL_PRUNED: Counter = new("csi_pool_filesystems_pruned_total", "Empty pool filesystems the driver deleted after POOL_EMPTY_GRACE, by pool.", &["pool"]);
+    static POOL_PLACEMENTS: Counter = new("csi_pool_placements_total", "New directory volumes placed on a pool, by pool and outcome: placed, waited (placed after waiting for a new pool filesystem), exhausted (the pool was at pool-max-filesystems and none had room).", &["pool", "outcome"]);
     static START_TIME: Computed = gauge("process_start_time_seconds", "Start time of the process since the Unix epoch, in seconds.", &[], process::start_time);
     static RESIDENT_MEMORY: Computed = gauge("process_resident_memory_bytes", "Resident memory size in bytes.", &[], process::resident_memory);
     static OPEN_FDS: Computed = gauge("process_open_fds", "Number of open file descriptors.", &[], process::open_fds);
@@ -388,6 +394,49 @@ pub fn watch_restore_copies(read: impl Fn() -> Option<(usize, u64, u64)> + Send 
     RESTORE_RUNNING.register(single(move || r1().map(|(n, _, _)| n)));
     RESTORE_PROGRESS_FILES.register(single(move || r2().map(|(_, f, _)| f as usize)));
     RESTORE_PROGRESS_BYTES.register(single(move || r3().map(|(_, _, b)| b as usize)));
+}
+
+/// Why a pool filesystem was created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolGrowth {
+    Room,
+    Spare,
+}
+
+pub fn pool_filesystem_created(pool: &str, why: PoolGrowth) {
+    let reason = match why {
+        PoolGrowth::Room => "room",
+        PoolGrowth::Spare => "spare",
+    };
+    POOL_CREATED.inc(&[pool, reason]);
+}
+
+pub fn pool_filesystem_pruned(pool: &str) {
+    POOL_PRUNED.inc(&[pool]);
+}
+
+/// How a placement on a pool ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    Placed,
+    Waited,
+    Exhausted,
+}
+
+pub fn pool_placement(pool: &str, outcome: Placement) {
+    let outcome = match outcome {
+        Placement::Placed => "placed",
+        Placement::Waited => "waited",
+        Placement::Exhausted => "exhausted",
+    };
+    POOL_PLACEMENTS.inc(&[pool, outcome]);
+}
+
+/// A pool's filesystems as last tended: in use, empty, being created.
+pub fn pool_filesystems(pool: &str, in_use: usize, empty: usize, creating: usize) {
+    for (state, n) in [("in_use", in_use), ("empty", empty), ("creating", creating)] {
+        POOL_FILESYSTEMS.set(&[pool, state], n as f64);
+    }
 }
 
 #[cfg(test)]

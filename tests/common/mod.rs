@@ -123,15 +123,25 @@ pub fn block_on<T: Send + 'static>(
 /// about to happen, then a few times a second, so a condition that costs an
 /// RPC or a backend call is not asked hundreds of times.
 #[track_caller]
-pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+pub fn wait_for(what: &str, limit: Duration, cond: impl FnMut() -> bool) {
+    wait_for_or(what, limit, cond, String::new);
+}
+
+/// `wait_for`, saying what `state` reads when it times out.
+#[track_caller]
+pub fn wait_for_or(
+    what: &str,
+    limit: Duration,
+    mut cond: impl FnMut() -> bool,
+    state: impl FnOnce() -> String,
+) {
     const PAUSES: Backoff = Backoff::doubling(Duration::from_millis(5), Duration::from_millis(50));
     let deadline = Instant::now() + limit;
     let mut pause = PAUSES.first;
     while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}"
-        );
+        if Instant::now() >= deadline {
+            panic!("timed out after {limit:?} waiting for {what} {}", state());
+        }
         std::thread::sleep(pause);
         pause = PAUSES.after(pause);
     }

@@ -19,8 +19,23 @@ mount --bind "$export_dir" "$2" || exit 32
 
 /// Writes the helper into `dir` and returns its path.
 pub fn install_bind_helper(dir: &Path) -> PathBuf {
+    install(dir, HELPER.to_string())
+}
+
+/// The helper of a server that exports every filesystem the fake makes:
+/// an export not there yet is made empty first (pools make their own).
+pub fn install_creating_bind_helper(dir: &Path) -> PathBuf {
+    let creating = HELPER.replace(
+        "if [ ! -d \"$export_dir\" ]",
+        "mkdir -p \"$export_dir\"\nif [ ! -d \"$export_dir\" ]",
+    );
+    assert_ne!(creating, HELPER);
+    install(dir, creating)
+}
+
+fn install(dir: &Path, text: String) -> PathBuf {
     let helper = dir.join("mount-nfs");
-    std::fs::write(&helper, HELPER).unwrap();
+    std::fs::write(&helper, text).unwrap();
     std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
     helper
 }

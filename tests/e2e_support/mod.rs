@@ -202,7 +202,10 @@ impl Dev {
             .prefix(&["unshare", "--mount", "--propagation", "private"])
             .env("DEV_STATE_DIR", state.path().to_string_lossy())
             // Debug logs of every body make retry storms slow and huge.
-            .env("RUST_LOG", "info");
+            .env("RUST_LOG", "info")
+            // No background requests in tests that count them (a test
+            // that wants the upkeep sets its own interval).
+            .env("MAINTENANCE_INTERVAL", "0s");
         for (k, v) in envs {
             b = b.env(k, *v);
         }

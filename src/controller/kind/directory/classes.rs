@@ -17,7 +17,7 @@
 //! is the caller's (`inspect`); nothing here calls Linode, mounts, writes
 //! or decides codes.
 
-use crate::controller::params::{KindParams, Params, ParentRef, SpaceRef};
+use crate::controller::params::{KindParams, Params, ParentRef, SpaceRef, SubdirParams};
 use crate::handles::VolumeId;
 use crate::identity::DRIVER_NAME;
 use crate::kube::KubeClient;
@@ -29,7 +29,7 @@ use std::sync::Mutex;
 /// Where the StorageClasses are read, and what each parent resolved to.
 pub struct ClassParents {
     kube: KubeClient,
-    resolved: Mutex<HashMap<(SpaceRef, ParentRef), Option<VolumeId>>>,
+    resolved: Mutex<HashMap<(SpaceRef, ParentRef), Vec<VolumeId>>>,
 }
 
 impl ClassParents {
@@ -42,6 +42,22 @@ impl ClassParents {
 }
 
 impl ClassParents {
+    /// The parameters of this driver's `subdirectory` StorageClasses (those
+    /// that parse); Err when the StorageClasses cannot be read.
+    pub fn directory_classes(&self) -> Result<Vec<(SpaceRef, SubdirParams)>, Error> {
+        Ok(self
+            .kube
+            .list_storage_classes()?
+            .iter()
+            .filter(|s| s.provisioner == DRIVER_NAME)
+            .filter_map(|s| Params::parse(&s.parameters).ok())
+            .filter_map(|p| match p.kind {
+                KindParams::Directory(sub) => Some((p.space, sub)),
+                KindParams::Filesystem(_) => None,
+            })
+            .collect())
+    }
+
     /// The parents the StorageClasses of this driver name, as far as they
     /// resolve: each by `resolve` once, remembered (a miss too). Only a
     /// failing lookup fails it (to be retried); StorageClasses that cannot
@@ -71,24 +87,28 @@ impl ClassParents {
             let KindParams::Directory(sub) = params.kind else {
                 continue;
             };
+            // A pool's filesystems come and go: looked up every time.
+            let remembered = !matches!(sub.parent, ParentRef::Pool(_));
             let key = (params.space, sub.parent);
             let known = lock(&self.resolved).get(&key).cloned();
             let parent = match known {
                 Some(parent) => parent,
                 None => match resolve(&key.0, &key.1)? {
                     Resolved::Known(parent) => {
-                        if parent.is_none() {
+                        if parent.is_empty() {
                             log::info!(
                                 "StorageClass {}: its shared NFS filesystem is not there (yet)",
                                 class.name
                             );
                         }
-                        lock(&self.resolved).insert(key, parent);
+                        if remembered {
+                            lock(&self.resolved).insert(key, parent.clone());
+                        }
                         parent
                     }
                     Resolved::NotNow(why) => {
                         log::warn!("StorageClass {}: its shared NFS filesystem cannot be looked up now: {why}", class.name);
-                        None
+                        Vec::new()
                     }
                 },
             };
@@ -100,9 +120,9 @@ impl ClassParents {
 
 /// What a parent resolved to.
 pub enum Resolved {
-    /// The filesystem, or `None` when there is none (or no single one) to
-    /// list volumes of: remembered.
-    Known(Option<VolumeId>),
+    /// The filesystems to list volumes of (none when there is none, or no
+    /// single one, for a label; a pool's): remembered, but for a pool's.
+    Known(Vec<VolumeId>),
     /// The cluster's region cannot be read now: asked again next time.
     NotNow(Error),
 }

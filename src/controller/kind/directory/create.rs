@@ -1,6 +1,6 @@
-//! CreateVolume of a `subdirectory` class: a directory of an existing
-//! shared filesystem (the parent, which the driver never makes or
-//! deletes) with its ownership marker and, unless the class says
+//! CreateVolume of a `subdirectory` class: a directory of a shared
+//! filesystem (the parent: the one the class names, or the one its pool
+//! places the volume on) with its ownership marker and, unless the class says
 //! otherwise, a backend quota that caps it. Retries and restarts are
 //! idempotent: the directory name is deterministic, the marker says whose
 //! it is, the quota is found by path. The parent is mounted through
@@ -9,16 +9,17 @@
 
 use super::files::{self, Marker, Ownership};
 use super::parent::{parent_of, quota_list};
-use super::room::Listed;
-use super::{kept, quotas, restore};
+use super::room::{Claim, Listed};
+use super::{kept, pool, quotas, restore};
 use crate::controller::lock_keys::{Doubt, Lock};
-use crate::controller::params::{KindParams, QuotaMode, SubdirParams};
+use crate::controller::params::{KindParams, ParentRef, QuotaMode, SubdirParams};
 use crate::controller::request::{CreateRequest, DirSource};
 use crate::controller::volume::{content_source, directory_volume};
 use crate::controller::Controller;
 use crate::flow::{done, Step, Then};
 use crate::handles::{DirName, SubdirId};
 use crate::linode::{Filesystem, MtlsMode, Quota, WriteError};
+use crate::locks::OpGuard;
 use crate::proto::csi;
 use crate::Error;
 use std::path::PathBuf;
@@ -110,17 +111,50 @@ impl Making {
     }
 }
 
-/// CreateVolume of a `subdirectory` class.
+/// CreateVolume of a `subdirectory` class: on the parent the class names,
+/// or where its pool places it.
 pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::CreateVolumeResponse> {
     let KindParams::Directory(sub) = want.params.kind.clone() else {
         return Err(Error::Internal("not a subdirectory class".into()));
     };
     let region = c.cluster.region()?;
     let space = c.spaces.resolve(&want.params.space)?;
-    let parent = parent_of(c, space.id, &sub.parent, &region)?;
-    let mtls = c.spaces.mtls_mode(space.id)?;
+    match &sub.parent {
+        ParentRef::Pool(pool) => {
+            let c2 = c.clone();
+            let space = space.id;
+            pool::place(c, space, pool, &region, &want.name, want.capacity).then(move |placed| {
+                let pool::Placed {
+                    parent,
+                    claim,
+                    guard,
+                } = placed;
+                make(&c2, want, sub, parent, Some((claim, guard)))
+            })
+        }
+        named => {
+            let parent = parent_of(c, space.id, named, &region)?;
+            make(c, want, sub, parent, None)
+        }
+    }
+}
+
+/// The rest of a create once its parent is known (`placed`: what its
+/// pool's placement holds, to be kept until the answer).
+fn make(
+    c: &Arc<Controller>,
+    want: Arc<CreateRequest>,
+    sub: SubdirParams,
+    parent: Filesystem,
+    placed: Option<(Option<Claim>, OpGuard)>,
+) -> Step<csi::CreateVolumeResponse> {
+    let (placed_claim, placing) = match placed {
+        Some((claim, guard)) => (claim, Some(guard)),
+        None => (None, None),
+    };
+    let mtls = c.spaces.mtls_mode(parent.space_id)?;
     let id = SubdirId {
-        space: space.id,
+        space: parent.space_id,
         filesystem: parent.id,
         name: DirName::for_name(&want.name),
     };
@@ -178,6 +212,7 @@ pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::Create
                 q.max_capacity_bytes.unwrap_or(0)
             )))
         }
+        (None, Ok(_)) if placed_claim.is_some() => placed_claim,
         (None, Ok(all)) => {
             let listed = Listed {
                 quotas: all,
@@ -227,7 +262,7 @@ pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::Create
             }
         };
         filled.then(move |()| {
-            drop((guard, claim));
+            drop((guard, claim, placing));
             done(with_source(resp, &want))
         })
     })

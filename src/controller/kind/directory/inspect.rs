@@ -10,7 +10,7 @@ use super::classes::Resolved;
 use super::parent::{find, quota_list, Found};
 use super::{files, quotas};
 use crate::controller::params::{KindParams, Mutable, Params, ParentRef, SpaceRef};
-use crate::controller::tags::is_volume;
+use crate::controller::tags::{self, is_volume};
 use crate::controller::volume::{directory_volume, quota_condition, Described};
 use crate::controller::volume_capability::capability_problem;
 use crate::controller::Controller;
@@ -100,6 +100,7 @@ fn subdirectory_problem(
         let other_parent = match &sub.parent {
             ParentRef::Id(fs) => *fs != parent.id,
             ParentRef::Label(label) => *label != parent.label,
+            ParentRef::Pool(pool) => !tags::is_pool_member(parent, &pool.name),
         };
         if space != id.space || other_parent {
             return Ok(Some(format!(
@@ -206,16 +207,38 @@ fn resolve(c: &Controller, space: &SpaceRef, parent: &ParentRef) -> Result<Resol
         SpaceRef::Id(id) => *id,
         SpaceRef::Label(_) => match c.spaces.resolve(space) {
             Ok(s) => s.id,
-            Err(e) if gone(&e) => return Ok(Resolved::Known(None)),
+            Err(e) if gone(&e) => return Ok(Resolved::Known(Vec::new())),
             Err(e) => return Err(e),
         },
     };
+    let vol = |fs: &Filesystem| VolumeId {
+        space,
+        filesystem: fs.id,
+    };
     let label = match parent {
         ParentRef::Id(id) => {
-            return Ok(Resolved::Known(Some(VolumeId {
+            return Ok(Resolved::Known(vec![VolumeId {
                 space,
                 filesystem: *id,
-            })))
+            }]))
+        }
+        ParentRef::Pool(pool) => {
+            return match c
+                .cloud
+                .find_filesystems_by_tag(space, &tags::pool(&pool.name))
+            {
+                Ok(found) => Ok(Resolved::Known(
+                    found
+                        .iter()
+                        .filter(|fs| {
+                            tags::is_pool_member(fs, &pool.name) && fs.status != Status::Deleting
+                        })
+                        .map(vol)
+                        .collect(),
+                )),
+                Err(e) if gone(&e) => Ok(Resolved::Known(Vec::new())),
+                Err(e) => Err(e),
+            }
         }
         ParentRef::Label(label) => label,
     };
@@ -225,17 +248,15 @@ fn resolve(c: &Controller, space: &SpaceRef, parent: &ParentRef) -> Result<Resol
     };
     let found = match c.cloud.find_filesystems(space, label, &region) {
         Ok(found) => found,
-        Err(e) if gone(&e) => return Ok(Resolved::Known(None)),
+        Err(e) if gone(&e) => return Ok(Resolved::Known(Vec::new())),
         Err(e) => return Err(e),
     };
-    let mut shared = found
-        .into_iter()
-        .filter(|fs| fs.status != Status::Deleting && !is_volume(fs));
-    Ok(Resolved::Known(match (shared.next(), shared.next()) {
-        (Some(fs), None) => Some(VolumeId {
-            space,
-            filesystem: fs.id,
-        }),
-        _ => None,
+    let shared: Vec<&Filesystem> = found
+        .iter()
+        .filter(|fs| fs.status != Status::Deleting && !is_volume(fs))
+        .collect();
+    Ok(Resolved::Known(match shared.as_slice() {
+        [fs] => vec![vol(fs)],
+        _ => Vec::new(),
     }))
 }

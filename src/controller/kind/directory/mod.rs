@@ -1,7 +1,7 @@
 //! Directory volumes: each volume is a directory `/csi-volumes/<name>` of
-//! a shared filesystem (the parent, which an admin made and the driver
-//! never deletes), carrying the driver's ownership marker and capped by a
-//! quota. The parent is mounted on the controller (`shares`), its files
+//! a shared filesystem (the parent: one an admin made, which the driver
+//! never deletes, or one of a pool the driver runs, `pool`), carrying the
+//! driver's ownership marker and capped by a quota. The parent is mounted on the controller (`shares`), its files
 //! made and removed through descriptors (`files`), its quotas found by
 //! path (`quotas`), its room counted with what calls under way claim
 //! (`room`) and what deleted volumes keep (`kept`); the parents a cluster
@@ -19,6 +19,7 @@ mod kept;
 mod own_files;
 mod parent;
 mod parent_cache;
+mod pool;
 mod quota_changes;
 mod quota_lists;
 mod quotas;
@@ -26,21 +27,24 @@ mod restore;
 mod room;
 mod shares;
 pub mod snapshots;
+mod upkeep;
 
 pub use classes::ClassParents;
 pub use create::create;
 pub use delete::delete;
 pub use inspect::{describe, list, validate};
 pub use parent_cache::ParentCache;
+pub use pool::{Pools, TendPolicy};
 pub use quota_changes::{expand, modify};
 pub use quota_lists::QuotaLists;
 pub use restore::{stop_all as stop_copies, Copies, Temporaries};
 pub use room::Room;
 pub use shares::Shares;
 pub use snapshots::SnapshotBatches;
+pub use upkeep::upkeep;
 
 use super::publishing::{Target, Unpublish};
-use crate::controller::params::{KindParams, Params};
+use crate::controller::params::{KindParams, Params, ParentRef};
 use crate::controller::tags::is_volume;
 use crate::controller::volume::id_of;
 use crate::controller::Controller;
@@ -50,13 +54,17 @@ use parent::{find, parent_of, quota_list};
 
 /// What the parent a directory class names can still promise: its
 /// capacity less the maxima of its quotas (its root quota aside) and what
-/// deleted volumes keep on it, as the room check of a create counts them.
+/// deleted volumes keep on it, as the room check of a create counts them;
+/// for a pool, that of all its filesystems and those it may still make.
 pub fn capacity(c: &Controller, params: &Params) -> Result<i64, Error> {
     let KindParams::Directory(sub) = &params.kind else {
         return Err(Error::Internal("not a subdirectory class".into()));
     };
     let region = c.cluster.region()?;
     let space = c.spaces.resolve(&params.space)?;
+    if let ParentRef::Pool(pool) = &sub.parent {
+        return pool::capacity(c, space.id, pool, &region);
+    }
     let fs = parent_of(c, space.id, &sub.parent, &region)?;
     let mtls = c.spaces.mtls_mode(space.id)?;
     let kept = kept::total(&c.shares.root(&fs, mtls.as_ref())?)?;

@@ -20,26 +20,44 @@ use crate::Error;
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// How a class names its parent, when it names one.
+#[derive(Clone, Copy)]
+enum Named<'a> {
+    Id(u64),
+    Label(&'a str),
+}
+
 /// The shared parent a class names, checked: active, not a volume of this
-/// driver, in the cluster's region, with a mount target.
+/// driver, in the cluster's region, with a mount target. A pool's volumes
+/// are placed (`pool::place`), never given one parent.
 pub fn parent_of(
     c: &Controller,
     space_id: u64,
     parent: &ParentRef,
     region: &str,
 ) -> Result<Filesystem, Error> {
-    let cached = match parent {
-        ParentRef::Id(id) => c.parent_cache.get(VolumeId {
+    let named = match parent {
+        ParentRef::Id(id) => Named::Id(*id),
+        ParentRef::Label(label) => Named::Label(label),
+        ParentRef::Pool(pool) => {
+            return Err(Error::Internal(format!(
+                "pool \"{}\" has no single shared filesystem: its volumes are placed",
+                pool.name
+            )))
+        }
+    };
+    let cached = match named {
+        Named::Id(id) => c.parent_cache.get(VolumeId {
             space: space_id,
-            filesystem: *id,
+            filesystem: id,
         }),
-        ParentRef::Label(label) => c.parent_cache.labelled(space_id, label, region),
+        Named::Label(label) => c.parent_cache.labelled(space_id, label, region),
     };
     if let Some(fs) = cached {
         return checked(space_id, fs, region);
     }
-    let fs = match parent {
-        ParentRef::Id(id) => match c.cloud.get_filesystem(space_id, *id) {
+    let fs = match named {
+        Named::Id(id) => match c.cloud.get_filesystem(space_id, id) {
             Ok(fs) => fs,
             Err(Error::NotFound(_)) => {
                 return Err(Error::NotFound(format!(
@@ -48,7 +66,7 @@ pub fn parent_of(
             }
             Err(e) => return c.spaces.checked(space_id, Err(e)),
         },
-        ParentRef::Label(label) => {
+        Named::Label(label) => {
             let found: Vec<Filesystem> = c
                 .spaces
                 .checked(space_id, c.cloud.find_filesystems(space_id, label, region))?
@@ -71,9 +89,9 @@ pub fn parent_of(
         }
     };
     let fs = checked(space_id, fs, region)?;
-    let lookup = match parent {
-        ParentRef::Id(_) => None,
-        ParentRef::Label(label) => Some((label.as_str(), region)),
+    let lookup = match named {
+        Named::Id(_) => None,
+        Named::Label(label) => Some((label, region)),
     };
     c.parent_cache.remember(&fs, lookup);
     Ok(fs)

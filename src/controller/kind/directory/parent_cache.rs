@@ -35,6 +35,11 @@ impl ParentCache {
         }
     }
 
+    /// How long an entry is reused (`SPACE_CACHE_TTL`).
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     fn fresh(&self, at: Instant) -> bool {
         at.elapsed() < self.ttl
     }

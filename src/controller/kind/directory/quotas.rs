@@ -104,11 +104,26 @@ impl NoRoom {
             kept,
             under_way,
         } = self.promised;
-        let left = (self.capacity - self.promised.total()).max(0);
+        let left = self.left();
         format!(
             "shared NFS filesystem {} holds {} bytes, of which other volumes' quotas promise {quotas}, data kept by deleted volumes {kept} and calls under way {under_way}, so {left} are left",
             self.parent, self.capacity
         )
+    }
+
+    /// No room at all on `fs`: it is going away.
+    pub fn none(fs: &Filesystem) -> NoRoom {
+        NoRoom {
+            parent: format!("{}/{}", fs.space_id, fs.id),
+            capacity: 0,
+            promised: Promised::default(),
+            asked: 0,
+        }
+    }
+
+    /// The bytes that are left.
+    pub fn left(&self) -> i64 {
+        (self.capacity - self.promised.total()).max(0)
     }
 
     /// A new volume that does not fit: ResourceExhausted.

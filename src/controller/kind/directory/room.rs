@@ -103,6 +103,15 @@ impl Room {
     }
 }
 
+impl Room {
+    /// Whether a call under way holds a claim on parent `(space, fs)`.
+    pub fn claimed(&self, space: u64, fs: u64) -> bool {
+        lock(&self.0)
+            .get(&(space, fs))
+            .is_some_and(|claims| claims.values().any(|h| h.released.is_none()))
+    }
+}
+
 impl Drop for Claim {
     fn drop(&mut self) {
         let mut all = lock(&self.room.0);

@@ -132,7 +132,16 @@ impl Shares {
     /// Unmounts the temporary filesystem `vol` when it is mounted here, and
     /// removes its mount point.
     pub fn release_temporary(&self, vol: VolumeId) -> Result<(), Error> {
-        let target = self.temporary_mount_point(vol);
+        self.release_at(vol, self.temporary_mount_point(vol))
+    }
+
+    /// Unmounts parent `vol` (a pool filesystem being deleted) when it is
+    /// mounted here, and removes its mount point.
+    pub fn release(&self, vol: VolumeId) -> Result<(), Error> {
+        self.release_at(vol, self.mount_point(vol))
+    }
+
+    fn release_at(&self, vol: VolumeId, target: PathBuf) -> Result<(), Error> {
         let this = lock(&self.mounting).entry(vol).or_default().clone();
         let _one = lock(&this);
         if self.mounter.is_mount_point(&target)? {

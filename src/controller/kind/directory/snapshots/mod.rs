@@ -20,7 +20,7 @@ mod clones;
 pub mod groups;
 mod queue;
 pub(in crate::controller::kind::directory) mod records;
-mod sweep;
+pub(super) mod sweep;
 
 pub use clones::{for_clone, forget_clone};
 pub use queue::SnapshotBatches;

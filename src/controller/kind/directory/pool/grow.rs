@@ -1,0 +1,98 @@
+//! A new filesystem for a pool, and what makes any pool filesystem ready
+//! for directory volumes. The POST carries the pool's tags (`tags::POOL`
+//! and the pool's name), never the volume mark, so no whole-filesystem
+//! RPC ever acts on it and no listing reports it as a volume; a POST whose
+//! outcome is unknown is looked up by its label before another is sent.
+//! Ready means squash `none` (the controller chowns and removes tenants'
+//! files as root) and, in node mode, an ACL admitting the controller's own
+//! Linode, which mounts it.
+
+use super::{members, PoolKey};
+use crate::config::AccessPolicyMode;
+use crate::controller::lock_keys::Doubt;
+use crate::controller::params::PoolParams;
+use crate::controller::{acl, tags, Controller};
+use crate::flow::{done, Step, Then};
+use crate::linode::{Filesystem, NewFilesystem, SquashPolicy, Status};
+use crate::metrics::{self, PoolGrowth};
+use crate::mutex::lock;
+use crate::Error;
+use std::sync::Arc;
+
+/// POSTs the next filesystem of `pool` (whose live filesystems are
+/// `members`) in `region`: answered `creating`.
+pub(super) fn grow(
+    c: &Controller,
+    key: &PoolKey,
+    pool: &PoolParams,
+    region: &str,
+    members: &[Filesystem],
+    why: PoolGrowth,
+) -> Result<Filesystem, Error> {
+    let space = key.0;
+    let label = members::next_label(&pool.name, members);
+    let doubt = Doubt::Filesystem {
+        space,
+        label: label.clone(),
+    };
+    c.in_doubt
+        .check(&doubt, &format!("create pool filesystem \"{label}\""))?;
+    let find = || -> Result<Option<Filesystem>, Error> {
+        Ok(c.cloud
+            .find_filesystems(space, &label, region)?
+            .into_iter()
+            .find(|fs| tags::is_pool_member(fs, &pool.name) && fs.status != Status::Deleting))
+    };
+    let new = NewFilesystem {
+        label: label.clone(),
+        region: region.to_string(),
+        max_capacity_bytes: pool.filesystem_bytes,
+        tags: vec![tags::POOL.to_string(), tags::pool(&pool.name)],
+    };
+    let fs = match c.cloud.create_filesystem(space, &new) {
+        Ok(fs) => fs,
+        Err(failed) => c.in_doubt.found_or(&doubt, failed, find)?,
+    };
+    log::info!(
+        "pool \"{}\": created filesystem {space}/{} (\"{label}\", {} bytes) for {}",
+        pool.name,
+        fs.id,
+        pool.filesystem_bytes,
+        match why {
+            PoolGrowth::Room => "a volume no filesystem of the pool had room for",
+            PoolGrowth::Spare => "a spare",
+        }
+    );
+    metrics::pool_filesystem_created(&pool.name, why);
+    members::remember(c, key, &fs);
+    Ok(fs)
+}
+
+/// Makes active pool filesystem `fs` ready for directory volumes, once per
+/// process (a policy already right costs one read; a filesystem a killed
+/// process made is finished by the next).
+pub(super) fn ready(c: &Arc<Controller>, fs: &Filesystem) -> Step<()> {
+    let vol = members::vol_of(fs);
+    if lock(&c.pools.ready).contains(&vol) {
+        return done(());
+    }
+    let squashed = if c.cloud.lacks_filesystem_policies() {
+        done(())
+    } else {
+        acl::set_squash(c, vol, SquashPolicy::None, false)
+    };
+    let c2 = c.clone();
+    squashed
+        .then(move |()| match c2.mode {
+            AccessPolicyMode::Node => {
+                let own = c2.own_linode()?;
+                let c3 = c2.clone();
+                acl::admit_all(&c2, vol, vec![own]).then(move |()| done(c3))
+            }
+            AccessPolicyMode::Space => done(c2),
+        })
+        .then(move |c| {
+            lock(&c.pools.ready).insert(vol);
+            done(())
+        })
+}

@@ -1,0 +1,72 @@
+//! What the `janitor` does for directory volumes each round: in every
+//! Space a directory class names, a pool was used in or a mounted parent
+//! lives in, it deletes the temporary filesystems no restore holds (a
+//! kill -9, a lost reply or a new leader left them) and tends the pools
+//! (`pool::tend`); on every parent mounted here it deletes the parent
+//! snapshots no directory snapshot needs (one the backend kept while a
+//! temporary clone of it existed). Each failure is logged and left for
+//! the next round; nothing here answers a call.
+
+use super::parent::existing_parent;
+use super::pool::{self, TendPolicy};
+use super::restore::sweep_temporaries;
+use super::snapshots::sweep;
+use crate::controller::params::{ParentRef, PoolParams};
+use crate::controller::Controller;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// One round of upkeep.
+pub fn upkeep(c: &Arc<Controller>, policy: TendPolicy) {
+    let classes = match c.shares.classes().map(|cl| cl.directory_classes()) {
+        Some(Ok(classes)) => Some(classes),
+        Some(Err(e)) => {
+            log::warn!("upkeep: the StorageClasses cannot be read ({e}); no pool filesystem is pruned or made this round");
+            None
+        }
+        None => None,
+    };
+    let mut spaces = c.pools.spaces();
+    let mut pools: Vec<(u64, PoolParams)> = Vec::new();
+    for (space, sub) in classes.iter().flatten() {
+        let Ok(space) = c.spaces.resolve(space) else {
+            continue;
+        };
+        spaces.insert(space.id);
+        if let ParentRef::Pool(pool) = &sub.parent {
+            pools.push((space.id, pool.clone()));
+        }
+    }
+    let parents = c.shares.known();
+    spaces.extend(parents.iter().map(|p| p.space));
+    for space in spaces {
+        if let Err(e) = sweep_temporaries(c, space) {
+            log::warn!("upkeep: temporary filesystems of space {space}: {e}");
+        }
+        let named: Vec<PoolParams> = pools
+            .iter()
+            .filter(|(s, _)| *s == space)
+            .map(|(_, p)| p.clone())
+            .collect();
+        let known = classes.as_ref().map(|_| named.as_slice());
+        if let Err(e) = pool::tend(c, space, known, policy) {
+            log::warn!("upkeep: pools of space {space}: {e}");
+        }
+    }
+    sweep_parent_snapshots(c, &parents);
+}
+
+/// Deletes the parent snapshots of `parents` that no directory snapshot needs.
+fn sweep_parent_snapshots(c: &Controller, parents: &BTreeSet<crate::handles::VolumeId>) {
+    for &vol in parents {
+        let swept = existing_parent(c, vol).and_then(|fs| {
+            let mtls = c.spaces.mtls_mode(vol.space)?;
+            let root = c.shares.root(&fs, mtls.as_ref())?;
+            sweep::orphans(c, vol, &root)
+        });
+        match swept {
+            Ok(()) | Err(crate::Error::NotFound(_)) => {}
+            Err(e) => log::warn!("upkeep: parent snapshots of {vol}: {e}"),
+        }
+    }
+}

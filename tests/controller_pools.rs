@@ -1,0 +1,388 @@
+//! Pools of shared filesystems the driver runs (`shared-filesystem-pool`),
+//! through the real binary in the controller role, in a mount namespace of
+//! its own, against the fake Linode API over loopback. The
+//! `NFS_MOUNT_HELPER` stand-in exports every filesystem the fake makes as a
+//! directory of the test. Each test checks the backend: which filesystems
+//! exist, with which tags, holding which volumes.
+
+mod common;
+
+use common::controller::*;
+use common::requests::*;
+use common::rpc::*;
+use common::subdir::{GIB, P_TYPE};
+use common::{share, wait_for, TempDir};
+use grpcio::RpcStatusCode as Code;
+use linode_nfs_csi::build_info::DRIVER_NAME;
+use linode_nfs_csi::fake::{FakeMetadata, FakeStorageClass, FilesystemSeed};
+use linode_nfs_csi::linode::{CloneFilesystem, Cloud, Filesystem, NewFilesystem, Status};
+use linode_nfs_csi::proto::csi;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const P_POOL: &str = "linodenfs.csi.linode.com/shared-filesystem-pool";
+const P_POOL_SIZE: &str = "linodenfs.csi.linode.com/pool-filesystem-size";
+const P_POOL_MAX: &str = "linodenfs.csi.linode.com/pool-max-filesystems";
+const P_POOL_SPARES: &str = "linodenfs.csi.linode.com/pool-spares";
+const ADMIN: &str = "admin-share";
+const VOLUME_MARK: &str = "csi.linodenfs.csi.linode.com";
+const PATIENCE: Duration = Duration::from_secs(60);
+
+struct PoolWorld {
+    env: Env,
+    helper_dir: TempDir,
+    _shares: TempDir,
+}
+
+fn pool_world(setup: impl FnOnce(Setup) -> Setup) -> PoolWorld {
+    let helper_dir = TempDir::new("pool-helper");
+    let shares = TempDir::new("pool-shares");
+    let helper = share::install_creating_bind_helper(helper_dir.path());
+    let base = Setup::new()
+        .seed(|s| s.with_filesystem(FilesystemSeed::new(SPACE, ADMIN, REGION)))
+        .env("NFS_MOUNT_HELPER", &helper.display().to_string())
+        .env("SHARE_MOUNT_DIR", &shares.path().display().to_string())
+        .env("VOLUME_EXPANSION", "subdirectory")
+        .prefix(&["unshare", "--mount", "--propagation", "private"]);
+    PoolWorld {
+        env: setup(base).start(),
+        helper_dir,
+        _shares: shares,
+    }
+}
+
+fn class(pool: &str, extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    let mut p = by_id();
+    p.push((P_TYPE, "subdirectory".into()));
+    p.push((P_POOL, pool.into()));
+    p.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    p
+}
+
+fn request(name: &str, size: i64, class: &[(&'static str, String)]) -> csi::CreateVolumeRequest {
+    with_capacity(volume_req(name, class), size, 0)
+}
+
+impl PoolWorld {
+    fn create(
+        &self,
+        name: &str,
+        size: i64,
+        class: &[(&'static str, String)],
+    ) -> grpcio::Result<csi::Volume> {
+        self.env
+            .create(&request(name, size, class))
+            .map(|r| r.volume.unwrap())
+    }
+
+    /// The live filesystems of `pool`, by id.
+    fn pool(&self, pool: &str) -> Vec<Filesystem> {
+        let tag = format!("csi-pool.{pool}");
+        let mut all: Vec<Filesystem> = self
+            .env
+            .live_filesystems()
+            .into_iter()
+            .filter(|fs| fs.tags.contains(&tag))
+            .collect();
+        all.sort_by_key(|fs| fs.id);
+        all
+    }
+
+    fn export(&self, fs: &Filesystem) -> PathBuf {
+        let target = fs.mount_target_fqdn.clone().expect("a mount target");
+        share::export_dir(self.helper_dir.path(), &target)
+    }
+
+    fn pool_posts(&self) -> usize {
+        self.env.linode.calls("POST", "nfs/spaces/*/filesystems")
+    }
+
+    fn admin_is_untouched(&self) {
+        let admin = self.env.filesystem(ADMIN);
+        assert_eq!(admin.status, Status::Active);
+        assert!(admin.tags.is_empty(), "{:?}", admin.tags);
+    }
+}
+
+/// The filesystem a directory volume's id names.
+fn fs_of(volume_id: &str) -> u64 {
+    volume_id.split('/').nth(1).unwrap().parse().unwrap()
+}
+
+/// The pool filesystem each volume id names, counted.
+fn per_filesystem(ids: &[String]) -> BTreeMap<u64, usize> {
+    let mut count = BTreeMap::new();
+    for id in ids {
+        *count.entry(fs_of(id)).or_default() += 1;
+    }
+    count
+}
+
+#[test]
+fn a_pool_grows_one_filesystem_at_a_time_packs_volumes_and_stops_at_its_bound() {
+    let w = pool_world(|s| s);
+    let small = class("small", &[(P_POOL_SIZE, "3Gi"), (P_POOL_MAX, "2")]);
+
+    // Four creates at once: they wait for one new filesystem, then the one
+    // that does not fit on it waits for one more.
+    let creates: Vec<_> = (0..4)
+        .map(|i| {
+            let (client, req) = (
+                w.env.client.clone(),
+                request(&format!("pvc-{i}"), GIB, &small),
+            );
+            std::thread::spawn(move || client.create_volume(&req))
+        })
+        .collect();
+    let mut ids: Vec<String> = creates
+        .into_iter()
+        .map(|t| t.join().unwrap().unwrap().volume.unwrap().volume_id)
+        .collect();
+    assert_eq!(w.pool_posts(), 2, "one filesystem at a time, one per need");
+    let pool = w.pool("small");
+    let labels: Vec<&str> = pool.iter().map(|fs| fs.label.as_str()).collect();
+    assert_eq!(labels, ["csi-pool-small-1", "csi-pool-small-2"]);
+    for fs in &pool {
+        assert!(fs.tags.contains(&"csi-pool".to_string()), "{:?}", fs.tags);
+        assert!(
+            !fs.tags.contains(&VOLUME_MARK.to_string()),
+            "never the volume mark"
+        );
+        assert_eq!(fs.max_capacity_bytes, Some(3 * GIB));
+        assert_eq!(w.env.squash(fs.id), "none");
+    }
+    assert_eq!(
+        per_filesystem(&ids),
+        BTreeMap::from([(pool[0].id, 3), (pool[1].id, 1)]),
+        "packed onto the fullest that fits"
+    );
+
+    // Two more fit on the second; the one after finds the pool full.
+    for i in 4..6 {
+        ids.push(
+            w.create(&format!("pvc-{i}"), GIB, &small)
+                .unwrap()
+                .volume_id,
+        );
+    }
+    assert_eq!(per_filesystem(&ids)[&pool[1].id], 3);
+    let full = w.create("pvc-6", GIB, &small).unwrap_err();
+    assert_eq!(code_of(&full), Code::RESOURCE_EXHAUSTED);
+    let message = format!("{full:?}");
+    for part in [
+        "pool \\\"small\\\"",
+        "2 of its 2 filesystems",
+        "0 bytes left",
+    ] {
+        assert!(message.contains(part), "{part} in {message}");
+    }
+    assert_eq!(w.pool_posts(), 2, "no filesystem past the bound");
+
+    // A repeat lands where its volume is; a volume larger than a pool
+    // filesystem, or grown past its filesystem's room, is out of range.
+    let again = w.create("pvc-0", GIB, &small).unwrap();
+    assert_eq!(
+        again.volume_id,
+        ids[..4]
+            .iter()
+            .find(|id| id.ends_with("/pvc-0"))
+            .unwrap()
+            .as_str()
+    );
+    assert_eq!(
+        err_code(w.create("pvc-big", 4 * GIB, &small)),
+        Code::OUT_OF_RANGE
+    );
+    let grown = w
+        .env
+        .client
+        .controller_expand_volume(&expand_req(&ids[4], 2 * GIB));
+    assert_eq!(err_code(grown), Code::OUT_OF_RANGE);
+
+    // No whole-filesystem RPC acts on a pool filesystem, and none is
+    // listed as a volume.
+    let whole = format!("{SPACE}/{}", pool[0].id);
+    let _ = w.env.delete(&whole);
+    assert!(w.env.snapshot("snap-whole", &whole).is_err());
+    assert_eq!(w.pool("small").len(), 2, "{:?}", w.env.live_filesystems());
+    let mut listed = w.env.listed_volume_ids();
+    listed.sort();
+    ids.sort();
+    assert_eq!(listed, ids);
+
+    for id in &ids {
+        w.env.delete(id).unwrap();
+    }
+    assert!(w.env.linode.quotas().iter().all(|q| q.is_root));
+    assert_eq!(w.pool("small").len(), 2, "no upkeep here: nothing pruned");
+    w.admin_is_untouched();
+}
+
+#[test]
+fn empty_pool_filesystems_are_pruned_after_their_grace_and_spares_kept_across_a_crash() {
+    let mut w = pool_world(|s| {
+        s.env("MAINTENANCE_INTERVAL", "100ms")
+            .env("POOL_EMPTY_GRACE", "2s")
+    });
+    let warm = class(
+        "warm",
+        &[
+            (P_POOL_SIZE, "3Gi"),
+            (P_POOL_MAX, "3"),
+            (P_POOL_SPARES, "1"),
+        ],
+    );
+    let parameters: Vec<(&str, &str)> = warm.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    w.env
+        .kube
+        .add_storage_class(FakeStorageClass::new("warm", DRIVER_NAME, &parameters));
+    let active = |w: &PoolWorld, n: usize| {
+        let pool = w.pool("warm");
+        pool.len() == n && pool.iter().all(|fs| fs.status == Status::Active)
+    };
+    wait_for("the spare", PATIENCE, || active(&w, 1));
+    let spare = w.pool("warm")[0].clone();
+
+    // A create takes the spare at once; the upkeep makes the next one.
+    let v = w.create("pvc-a", GIB, &warm).unwrap();
+    assert_eq!(fs_of(&v.volume_id), spare.id);
+    wait_for("a new spare", PATIENCE, || active(&w, 2));
+    assert_eq!(w.pool_posts(), 2);
+    let second = w.pool("warm")[1].clone();
+
+    // Data of anyone's on a pool filesystem keeps it, empty of volumes or not.
+    std::fs::write(w.export(&second).join("notes"), "mine").unwrap();
+    w.env.delete(&v.volume_id).unwrap();
+    wait_for("the first to be empty", PATIENCE, || {
+        std::fs::read_dir(w.export(&spare).join("csi-volumes"))
+            .map(|d| d.flatten().all(|e| e.file_name() == ".owners"))
+            .unwrap_or(false)
+    });
+    // Nothing to await: that it is not pruned, over several grace periods.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        w.pool("warm").len(),
+        2,
+        "a filesystem holding a file is kept"
+    );
+    assert!(w
+        .pool("warm")
+        .iter()
+        .all(|fs| !fs.tags.iter().any(|t| t.starts_with("csi-pool-empty."))));
+
+    // Once empty it is tagged; the grace survives a crash; then it goes.
+    std::fs::remove_file(w.export(&second).join("notes")).unwrap();
+    wait_for("the empty mark", PATIENCE, || {
+        w.pool("warm").iter().any(|fs| {
+            fs.id == second.id && fs.tags.iter().any(|t| t.starts_with("csi-pool-empty."))
+        })
+    });
+    w.env.driver.kill();
+    w.env.restart();
+    wait_for("the prune", PATIENCE, || {
+        w.pool("warm").iter().map(|fs| fs.id).collect::<Vec<_>>() == [spare.id]
+    });
+    assert_eq!(w.pool_posts(), 2, "the oldest empty one stays the spare");
+    w.admin_is_untouched();
+}
+
+#[test]
+fn the_upkeep_deletes_temporary_filesystems_no_restore_holds() {
+    let w = pool_world(|s| s.env("MAINTENANCE_INTERVAL", "100ms"));
+    let parameters = [
+        ("linodenfs.csi.linode.com/space-id", "7"),
+        (P_TYPE, "subdirectory"),
+        ("linodenfs.csi.linode.com/shared-filesystem-label", ADMIN),
+    ];
+    w.env
+        .kube
+        .add_storage_class(FakeStorageClass::new("shared", DRIVER_NAME, &parameters));
+    // What a restore killed mid-copy leaves: a clone tagged as a restore's
+    // source, held by no restore of the running controller.
+    let admin = w.env.filesystem(ADMIN);
+    let other = w.env.someone_else();
+    let snap = other
+        .create_snapshot(SPACE, admin.id, "left-behind", &[])
+        .unwrap();
+    let label = format!("csi-restore-{}-{}", admin.id, snap.id);
+    other
+        .clone_snapshot(
+            SPACE,
+            admin.id,
+            snap.id,
+            &CloneFilesystem {
+                label: label.clone(),
+                region: REGION.into(),
+                space_id: Some(SPACE),
+                size_gib: None,
+                tags: vec!["csi-restore-source".into()],
+            },
+        )
+        .unwrap();
+    let unrelated = NewFilesystem {
+        label: "csi-restore-not-ours".into(),
+        region: REGION.into(),
+        max_capacity_bytes: GIB,
+        tags: Vec::new(),
+    };
+    other.create_filesystem(SPACE, &unrelated).unwrap();
+    wait_for("the orphan's delete", PATIENCE, || {
+        !w.env.live_filesystems().iter().any(|fs| fs.label == label)
+    });
+    assert!(w
+        .env
+        .live_filesystems()
+        .iter()
+        .any(|fs| fs.label == "csi-restore-not-ours"));
+    w.admin_is_untouched();
+}
+
+#[test]
+fn node_mode_admits_the_controller_to_the_pool_filesystems_it_makes() {
+    const OWN: u64 = 5150;
+    let metadata = FakeMetadata::start(OWN, REGION).unwrap();
+    let w = pool_world(|s| {
+        s.node_mode()
+            .seed(|seed| with_nodes(seed, [1001, OWN]))
+            .env("METADATA_URL", &metadata.url())
+    });
+    let v = w.create("pvc-a", GIB, &class("nodes", &[])).unwrap();
+    let fs = fs_of(&v.volume_id);
+    let policy = w.env.linode.filesystem_policy(fs).unwrap();
+    assert_eq!(policy.linode_ids(), [OWN]);
+    assert_eq!(policy.squash_policy.unwrap().as_str(), "none");
+    // Publishing a volume admits its node beside the controller.
+    w.env.publish(&v.volume_id, "1001").unwrap();
+    let mut ids = w.env.linode.filesystem_policy(fs).unwrap().linode_ids();
+    ids.sort();
+    assert_eq!(ids, [1001, OWN]);
+}
+
+#[test]
+fn a_name_taken_on_one_pool_filesystem_by_someone_else_goes_to_another() {
+    let w = pool_world(|s| s);
+    let small = class("small", &[(P_POOL_SIZE, "3Gi"), (P_POOL_MAX, "2")]);
+    let a = w.create("pvc-a", GIB, &small).unwrap();
+    let first = w.pool("small")[0].clone();
+    assert_eq!(fs_of(&a.volume_id), first.id);
+    // Someone's own directory where pvc-b's would go, with room to spare.
+    let theirs = w.export(&first).join("csi-volumes/pvc-b");
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::write(theirs.join("keep"), "mine").unwrap();
+    let b = w.create("pvc-b", GIB, &small).unwrap();
+    let pool = w.pool("small");
+    assert_eq!(pool.len(), 2);
+    assert_eq!(fs_of(&b.volume_id), pool[1].id);
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("keep")).unwrap(),
+        "mine"
+    );
+    // Its repeat finds it there, and its delete leaves theirs alone.
+    assert_eq!(w.create("pvc-b", GIB, &small).unwrap(), b);
+    w.env.delete(&b.volume_id).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("keep")).unwrap(),
+        "mine"
+    );
+}
