@@ -583,6 +583,18 @@ const PROVISIONER: Retry<'static> = Retry {
     limit: Duration::from_secs(600),
 };
 
+/// The scaled-down budgets of the bulk benches (list and other requests
+/// per window), set on `linode`.
+fn scaled_down_limits(linode: &FakeLinode) -> (u64, u64, Duration) {
+    let (list, other, window) = (20, 40, Duration::from_secs(2));
+    linode.set_rate_limit(Some(linode_nfs_csi::fake::RateLimit {
+        list,
+        other,
+        window,
+    }));
+    (list, other, window)
+}
+
 /// What `n` CreateVolume calls cost when `callers` threads send them as
 /// csi-provisioner's workers do: one call per worker at a time, retried
 /// with backoff on Unavailable and Aborted. Returns the wall time, and the
@@ -657,12 +669,7 @@ fn bench_bulk_provisioning_through_provisioner_workers() {
         controller_with_volumes(Duration::from_secs(2), 500, &[("WORKER_THREADS", "4")]);
     let client = driver.controller();
     client.create_volume(&create_request("pvc-warm")).unwrap();
-    let (list_budget, other_budget, window) = (20, 40, Duration::from_secs(2));
-    linode.set_rate_limit(Some(linode_nfs_csi::fake::RateLimit {
-        list: list_budget,
-        other: other_budget,
-        window,
-    }));
+    let (list_budget, other_budget, window) = scaled_down_limits(&linode);
     linode.clear_requests();
     // ListVolumes and GetCapacity keep being asked meanwhile.
     let client = driver.controller();
@@ -850,31 +857,48 @@ fn bench_list_volumes_walks_and_published_nodes_at_scale() {
     }
 }
 
-/// A controller with a shared parent `team-share` in Space 7, mounted
-/// through the bind stand-in for `mount -t nfs4`, in a mount namespace of
-/// its own; the parent's id.
-fn subdirectory_controller(
+/// A controller mounting shared filesystems through the bind stand-in for
+/// `mount -t nfs4`, in a mount namespace of its own: with a shared parent
+/// `team-share` in Space 7 (`parent`), or exporting whatever the fake makes.
+fn mounting_controller(
     activation: Duration,
     dir: &std::path::Path,
-) -> (common::controller::Env, u64) {
+    parent: bool,
+) -> common::controller::Env {
     use common::controller::{Setup, REGION, SPACE};
     use linode_nfs_csi::fake::FilesystemSeed;
-    let helper = common::share::install_bind_helper(dir);
+    let helper = if parent {
+        common::share::install_bind_helper(dir)
+    } else {
+        common::share::install_creating_bind_helper(dir)
+    };
     let shares = dir.join("shares");
     std::fs::create_dir_all(&shares).unwrap();
-    let env = Setup::new()
+    Setup::new()
         .seed(|s| {
-            Seed {
+            let s = Seed {
                 activation_delay_ms: activation.as_millis() as u64,
                 ..s
+            };
+            match parent {
+                true => s.with_filesystem(FilesystemSeed::new(SPACE, "team-share", REGION)),
+                false => s,
             }
-            .with_filesystem(FilesystemSeed::new(SPACE, "team-share", REGION))
         })
         .env("RUST_LOG", "warn")
         .env("NFS_MOUNT_HELPER", &helper.display().to_string())
         .env("SHARE_MOUNT_DIR", &shares.display().to_string())
         .prefix(&["unshare", "--mount", "--propagation", "private"])
-        .start();
+        .start()
+}
+
+/// A controller with a shared parent `team-share` (see
+/// `mounting_controller`); the parent's id.
+fn subdirectory_controller(
+    activation: Duration,
+    dir: &std::path::Path,
+) -> (common::controller::Env, u64) {
+    let env = mounting_controller(activation, dir, true);
     let parent = env.filesystem("team-share");
     common::share::export_dir(dir, parent.mount_target_fqdn.as_deref().unwrap());
     (env, parent.id)
@@ -945,13 +969,7 @@ fn bench_subdirectory_create_next_to_a_filesystem_create() {
     env.client
         .create_volume(&subdirectory_request("pvc-sub-warm", parent))
         .unwrap();
-    let (list_budget, other_budget, window) = (20, 40, Duration::from_secs(2));
-    env.linode
-        .set_rate_limit(Some(linode_nfs_csi::fake::RateLimit {
-            list: list_budget,
-            other: other_budget,
-            window,
-        }));
+    let (list_budget, other_budget, window) = scaled_down_limits(&env.linode);
     env.linode.clear_requests();
     let (wall, seen) =
         provision_through_callers(&env.driver, 500, 100, "pvc-sub-limited", move |name| {
@@ -973,30 +991,11 @@ fn bench_subdirectory_create_next_to_a_filesystem_create() {
 #[test]
 #[ignore = "benchmark: bash .ci/bench"]
 fn bench_a_thousand_pool_volumes_under_rate_limits() {
-    use common::controller::Setup;
     // A pool of 20Gi filesystems holds 320 volumes of 64Mi each: 1000
     // volumes make four, one at a time, while the creates wait.
     let dir = common::TempDir::new("bench-pool");
-    let helper = common::share::install_creating_bind_helper(dir.path());
-    let shares = dir.path().join("shares");
-    std::fs::create_dir_all(&shares).unwrap();
-    let env = Setup::new()
-        .seed(|s| Seed {
-            activation_delay_ms: 2000,
-            ..s
-        })
-        .env("RUST_LOG", "warn")
-        .env("NFS_MOUNT_HELPER", &helper.display().to_string())
-        .env("SHARE_MOUNT_DIR", &shares.display().to_string())
-        .prefix(&["unshare", "--mount", "--propagation", "private"])
-        .start();
-    let (list_budget, other_budget, window) = (20, 40, Duration::from_secs(2));
-    env.linode
-        .set_rate_limit(Some(linode_nfs_csi::fake::RateLimit {
-            list: list_budget,
-            other: other_budget,
-            window,
-        }));
+    let env = mounting_controller(Duration::from_secs(2), dir.path(), false);
+    let (list_budget, other_budget, window) = scaled_down_limits(&env.linode);
     let (wall, seen) = provision_through_callers(&env.driver, 1000, 100, "pvc-pool", |name| {
         let mut req = create_request(name);
         for (k, v) in [
