@@ -14,7 +14,7 @@ use common::subdir::{GIB, P_TYPE};
 use common::{share, wait_for, TempDir};
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::build_info::DRIVER_NAME;
-use linode_nfs_csi::fake::{FakeMetadata, FakeStorageClass, FilesystemSeed};
+use linode_nfs_csi::fake::{FakeMetadata, FakeStorageClass, FilesystemSeed, Lifecycle};
 use linode_nfs_csi::linode::{CloneFilesystem, Cloud, Filesystem, NewFilesystem, Status};
 use linode_nfs_csi::proto::csi;
 use std::collections::BTreeMap;
@@ -357,6 +357,15 @@ fn node_mode_admits_the_controller_to_the_pool_filesystems_it_makes() {
     let mut ids = w.env.linode.filesystem_policy(fs).unwrap().linode_ids();
     ids.sort();
     assert_eq!(ids, [1001, OWN]);
+    // Unpublishing revokes the node, but never the controller's own Linode,
+    // even when a pod on the controller's node had the volume.
+    let own = OWN.to_string();
+    w.env.publish(&v.volume_id, &own).unwrap();
+    for node in ["1001", own.as_str()] {
+        w.env.unpublish(&v.volume_id, node).unwrap();
+    }
+    let policy = w.env.linode.filesystem_policy(fs).unwrap();
+    assert_eq!(policy.linode_ids(), [OWN]);
 }
 
 #[test]
@@ -385,4 +394,25 @@ fn a_name_taken_on_one_pool_filesystem_by_someone_else_goes_to_another() {
         std::fs::read_to_string(theirs.join("keep")).unwrap(),
         "mine"
     );
+}
+
+#[test]
+fn a_pool_filesystem_whose_creation_fails_is_deleted_and_made_again() {
+    let w = pool_world(|s| s.env("MAINTENANCE_INTERVAL", "100ms"));
+    let broken = class("broken", &[(P_POOL_MAX, "1")]);
+    w.env
+        .linode
+        .set_filesystem_lifecycle("csi-pool-broken-1", Lifecycle::StickInError);
+    let failed = w.create("pvc-a", GIB, &broken).unwrap_err();
+    assert_eq!(code_of(&failed), Code::UNAVAILABLE, "{failed:?}");
+    wait_for("the failed filesystem's delete", PATIENCE, || {
+        w.pool("broken").is_empty()
+    });
+    // With it gone the pool is below its bound again.
+    w.env
+        .linode
+        .set_filesystem_lifecycle("csi-pool-broken-1", Lifecycle::Normal);
+    let v = w.create("pvc-a", GIB, &broken).unwrap();
+    assert_eq!(w.pool_posts(), 2);
+    assert_eq!(w.pool("broken")[0].id, fs_of(&v.volume_id));
 }

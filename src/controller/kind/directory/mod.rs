@@ -45,7 +45,7 @@ pub use upkeep::upkeep;
 
 use super::publishing::{Target, Unpublish};
 use crate::controller::params::{KindParams, Params, ParentRef};
-use crate::controller::tags::is_volume;
+use crate::controller::tags::{is_pool, is_volume};
 use crate::controller::volume::id_of;
 use crate::controller::Controller;
 use crate::handles::SubdirId;
@@ -91,12 +91,22 @@ pub fn publish_target(c: &Controller, id: &SubdirId) -> Result<Target, Error> {
 /// only when no other volume of the parent is still attached there, as the
 /// cluster's VolumeAttachments say (`cluster`; read fresh, a failed read
 /// fails the call). A parent that is gone, or is a whole-filesystem volume
-/// (which holds no directory volumes), keeps its ACL as it is.
+/// (which holds no directory volumes), keeps its ACL as it is, and a pool
+/// filesystem keeps the controller's own Linode.
 pub fn unpublish(c: &Controller, id: &SubdirId, node: u64) -> Result<Unpublish, Error> {
     match c.cloud.get_filesystem(id.space, id.filesystem) {
         Ok(fs) if is_volume(&fs) => {
             return Ok(Unpublish::Keep(format!(
                 "NFS filesystem {} is a volume, not a shared filesystem",
+                id.parent()
+            )))
+        }
+        // The controller mounts a pool's filesystems through the ACL entry
+        // of its own Linode, which a pod's volume on that node must not take
+        // away with it.
+        Ok(fs) if is_pool(&fs) && c.own_linode().ok() == Some(node) => {
+            return Ok(Unpublish::Keep(format!(
+                "node {node} is the controller's own Linode, which pool filesystem {} admits for the controller",
                 id.parent()
             )))
         }

@@ -233,11 +233,25 @@ fn no_room(
         making.space_id,
         making.id
     );
-    let c2 = c.clone();
-    c.poller.filesystem(making, move |fs| {
-        members::remember(&c2, &want.key, &fs);
-        attempt(&c2, want, guard, true)
-    })
+    let (c2, vol) = (c.clone(), members::vol_of(&making));
+    c.poller
+        .filesystem(making, done)
+        .then_result(move |waited| match waited {
+            Ok(fs) => {
+                members::remember(&c2, &want.key, &fs);
+                attempt(&c2, want, guard, true)
+            }
+            // Gone or failed: not the caller's doing. The upkeep deletes a
+            // failed one, and a retry places the volume anew.
+            Err(e @ (Error::NotFound(_) | Error::FailedPrecondition(_))) => {
+                members::forget(&c2, &want.key, vol);
+                Err(Error::Unavailable(format!(
+                    "pool \"{}\": new filesystem {vol} did not become active ({e}); retry",
+                    want.pool.name
+                )))
+            }
+            Err(e) => Err(e),
+        })
 }
 
 /// ResourceExhausted at the pool's bound, naming each filesystem's room.

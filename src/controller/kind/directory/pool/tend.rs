@@ -1,5 +1,5 @@
-//! The pools' upkeep, run by the `janitor`: each pool's empty filesystems
-//! are counted; beyond the class's `pool-spares` (the oldest kept), each
+//! The pools' upkeep, run by the `janitor`: a pool filesystem whose
+//! creation failed is deleted; each pool's empty filesystems are counted; beyond the class's `pool-spares` (the oldest kept), each
 //! is tagged with when it was first seen empty and deleted once it has
 //! stayed empty for `POOL_EMPTY_GRACE`; a spare short is made, one at a
 //! time. A pool no StorageClass names any more keeps no spares. When the
@@ -70,6 +70,8 @@ fn tend_pool(
     for fs in &live {
         if fs.status == Status::Creating {
             creating += 1;
+        } else if matches!(fs.status, Status::Error | Status::Failed) {
+            discard_failed(c, &key, fs)?;
         } else if fs.status != Status::Active {
             in_use += 1;
         } else if emptiness::is_empty(c, fs)? {
@@ -121,6 +123,33 @@ fn tend_pool(
             }
         }
     }
+    Ok(())
+}
+
+/// Deletes `fs`, a pool filesystem whose creation failed: it never held
+/// anything, and it counts against the pool's bound.
+fn discard_failed(c: &Controller, key: &PoolKey, fs: &Filesystem) -> Result<(), Error> {
+    let vol = members::vol_of(fs);
+    {
+        let gate = c.pools.gate(key);
+        let _decided = lock(&gate);
+        lock(&c.pools.pruned).insert(vol);
+        members::forget(c, key, vol);
+    }
+    match c.cloud.delete_filesystem(vol.space, vol.filesystem) {
+        Ok(()) | Err(Error::NotFound(_)) => {}
+        Err(e) => {
+            lock(&c.pools.pruned).remove(&vol);
+            return Err(e.context(format!("delete failed pool filesystem {vol}")));
+        }
+    }
+    metrics::pool_filesystem_pruned(&key.1);
+    log::warn!(
+        "pool \"{}\": deleted filesystem {vol} (\"{}\"), whose creation ended {}",
+        key.1,
+        fs.label,
+        fs.status
+    );
     Ok(())
 }
 
