@@ -43,17 +43,20 @@ pub fn controller_service(
     rpc: &Rpc,
 ) -> Result<Vec<grpcio::Service>, String> {
     let mounter = LinuxMounter::new(config.nfs_mount_helper.clone(), config.nfs_mount_timeout);
-    controller_service_with(config, linode, kube, rpc, Arc::new(mounter))
+    let metadata = MetadataClient::new(&config.metadata_url, METADATA_TIMEOUT);
+    controller_service_with(config, linode, kube, rpc, Arc::new(mounter), metadata)
 }
 
 /// The Controller service over the real Linode client, mounting shared
-/// parents with `mounter` (dev mode's emulated NFS).
+/// parents with `mounter` (dev mode's emulated NFS) and learning its own
+/// Linode from `metadata` (dev mode's fake).
 pub fn controller_service_with(
     config: &Config,
     linode: &LinodeConfig,
     kube: KubeClient,
     rpc: &Rpc,
     mounter: Arc<dyn Mounter>,
+    metadata: MetadataClient,
 ) -> Result<Vec<grpcio::Service>, String> {
     let mut settings = LinodeSettings::new(linode.token.expose());
     settings.base_url = linode.url.clone();
@@ -80,7 +83,7 @@ pub fn controller_service_with(
             share_mount_dir: config.share_mount_dir.clone(),
             nfs_mount_timeout: config.nfs_mount_timeout,
             copy_threads: config.copy_threads,
-            metadata: Some(MetadataClient::new(&config.metadata_url, METADATA_TIMEOUT)),
+            metadata: Some(metadata),
         },
         rpc.clone(),
     ))

@@ -107,3 +107,15 @@ fn a_volume_moves_from_a_named_parent_to_a_pool_by_snapshot_and_restore() {
         "the admin's parent is never deleted"
     );
 }
+
+#[test]
+fn in_node_mode_dev_mode_admits_its_controller_to_a_new_pool_filesystem() {
+    let (state, dev) = start_dev("pool-node", &[("NFS_ACCESS_POLICY_MODE", "node")]);
+    let volume = dev.create(&req("pvc-a", pool_params()));
+    let fs = filesystem_of(&volume.volume_id);
+    assert_eq!(
+        state.acl(fs),
+        (true, vec![NODE_ID.parse().unwrap()]),
+        "dev mode's controller runs on its one Linode"
+    );
+}

@@ -344,6 +344,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         kube_client()?,
         rpc,
         mounter.clone(),
+        MetadataClient::new(&metadata.url(), Duration::from_secs(2)),
     )?;
     services.push(node::service(
         NodeDeps {
