@@ -36,7 +36,8 @@ mod walks;
 pub use cluster::Cluster;
 pub use kind::directory::stop_copies;
 pub use params::{
-    keys, KindParams, Mutable, OnDelete, Params, ParentRef, QuotaMode, SpaceRef, SubdirParams,
+    keys, KindParams, Mutable, OnDelete, Params, ParentRef, PoolParams, QuotaMode, SpaceRef,
+    SubdirParams,
 };
 pub use state::{Controller, ControllerDeps};
 // The request parsers the handlers run first, for `crate::fuzzing`.

@@ -1,7 +1,7 @@
 //! StorageClass parameters and VolumeAttributesClass (mutable) parameters.
 
 use super::{caller_mistake, pairs, reordered, text};
-use crate::controller::{KindParams, Mutable, Params, SpaceRef};
+use crate::controller::{KindParams, Mutable, Params, ParentRef, PoolParams, SpaceRef};
 use crate::linode::SquashPolicy;
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -31,13 +31,34 @@ pub(super) fn params(raw: &HashMap<String, String>) -> Option<Params> {
                 assert!(!label.is_empty() && label.trim() == label, "{label:?}")
             }
         }
-        if let KindParams::Filesystem(fs) = &p.kind {
-            tags(&fs.tags);
-            if let Some(squash) = &fs.squash {
-                squash_policy(squash);
+        match &p.kind {
+            KindParams::Filesystem(fs) => {
+                tags(&fs.tags);
+                if let Some(squash) = &fs.squash {
+                    squash_policy(squash);
+                }
+            }
+            KindParams::Directory(sub) => {
+                if let ParentRef::Pool(pool) = &sub.parent {
+                    pool_params(pool);
+                }
             }
         }
     })
+}
+
+/// A pool's name fits its labels and tags; its sizes and counts are sane.
+fn pool_params(pool: &PoolParams) {
+    assert!((1..=24).contains(&pool.name.len()), "{pool:?}");
+    assert!(
+        pool.name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+        "{pool:?}"
+    );
+    assert!(pool.filesystem_bytes >= 1 << 30, "{pool:?}");
+    assert!((1..=100).contains(&pool.max_filesystems), "{pool:?}");
+    assert!(pool.spares < pool.max_filesystems, "{pool:?}");
 }
 
 /// Only tags and the squash policy, well formed, and nothing asked for when
