@@ -28,7 +28,7 @@ use std::time::Instant;
 
 /// The quotas of `parent` a create sees, and when they were listed: `Err`
 /// with the reason when the backend has no quota API.
-type QuotasSeen = (Instant, Result<Vec<Quota>, String>);
+type QuotasSeen = pool::Seen;
 
 fn quotas_of(c: &Controller, id: &SubdirId) -> Result<QuotasSeen, Error> {
     let (read_at, listed) = quota_list(c, id.parent());
@@ -146,11 +146,12 @@ fn make(
     want: Arc<CreateRequest>,
     sub: SubdirParams,
     parent: Filesystem,
-    placed: Option<(Option<Claim>, OpGuard)>,
+    placed: Option<(Option<(Claim, QuotasSeen)>, OpGuard)>,
 ) -> Step<csi::CreateVolumeResponse> {
-    let (placed_claim, placing) = match placed {
-        Some((claim, guard)) => (claim, Some(guard)),
-        None => (None, None),
+    let (placed_claim, placed_seen, placing) = match placed {
+        Some((Some((claim, seen)), guard)) => (Some(claim), Some(seen), Some(guard)),
+        Some((None, guard)) => (None, None, Some(guard)),
+        None => (None, None, None),
     };
     let mtls = c.spaces.mtls_mode(parent.space_id)?;
     let id = SubdirId {
@@ -184,7 +185,11 @@ fn make(
             Instant::now(),
             Err("the class asks for none (quota: off)".to_string()),
         ),
-        QuotaMode::Required | QuotaMode::BestEffort => quotas_of(c, &id)?,
+        // What the placement claimed against is as fresh as a list of our own.
+        QuotaMode::Required | QuotaMode::BestEffort => match placed_seen {
+            Some(seen) => seen,
+            None => quotas_of(c, &id)?,
+        },
     };
     if let (QuotaMode::Required, Err(why)) = (sub.quota, &quotas) {
         return Err(Error::FailedPrecondition(format!(

@@ -16,7 +16,7 @@ mod members;
 mod place;
 mod tend;
 
-pub use place::{capacity, place, Placed};
+pub use place::{capacity, place, Placed, Seen};
 pub use tend::{tend, TendPolicy};
 
 use crate::handles::VolumeId;

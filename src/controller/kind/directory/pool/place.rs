@@ -18,7 +18,7 @@ use crate::controller::params::PoolParams;
 use crate::controller::Controller;
 use crate::flow::{done, Step, Then};
 use crate::handles::DirName;
-use crate::linode::{Filesystem, MtlsMode, Status};
+use crate::linode::{Filesystem, MtlsMode, Quota, Status};
 use crate::locks::OpGuard;
 use crate::metrics::{self, Placement, PoolGrowth};
 use crate::mutex::lock;
@@ -26,12 +26,14 @@ use crate::Error;
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A new volume's parent, chosen.
 pub struct Placed {
     pub parent: Filesystem,
-    /// The room claimed on it; `None` for a repeat, whose volume exists.
-    pub claim: Option<Claim>,
+    /// The room claimed on it and the quotas it was claimed against; `None`
+    /// for a repeat, whose volume exists.
+    pub claim: Option<(Claim, Seen)>,
     /// Keeps another call for the same name from placing it elsewhere
     /// until this create is answered.
     pub guard: OpGuard,
@@ -129,26 +131,32 @@ fn by_fullness<'a>(c: &Controller, active: &[&'a Filesystem], asked: i64) -> Vec
     order.into_iter().map(|(_, _, fs)| fs).collect()
 }
 
+/// The quotas of a pool filesystem a placement saw, and when they were
+/// listed: `Err` with the reason when the backend has no quota API. The
+/// create goes on with them rather than list them again.
+pub type Seen = (Instant, Result<Vec<Quota>, String>);
+
 /// Claims the room `want` asks on `fs` from a fresh quota list, unless `fs`
-/// is being pruned.
+/// is being pruned; the list goes with the claim.
 fn claim(
     c: &Controller,
     want: &Want,
     fs: &Filesystem,
     mtls: Option<&MtlsMode>,
-) -> Result<Result<Claim, NoRoom>, Error> {
+) -> Result<Result<(Claim, Seen), NoRoom>, Error> {
     let vol = members::vol_of(fs);
     let root = c.shares.root(fs, mtls)?;
     let kept = kept::total(&root)?;
     let (read_at, listed) = quota_list(c, vol);
-    let all = match listed {
-        Ok(all) => all,
-        Err(Error::Unimplemented(_)) => Vec::new(),
+    let seen = match listed {
+        Ok(all) => Ok(all),
+        Err(Error::Unimplemented(why)) => Err(why),
         Err(e) => return Err(e),
     };
-    lock(&c.pools.promised).insert(vol, quotas::promised(&all) + kept);
+    let all = seen.as_deref().unwrap_or_default();
+    lock(&c.pools.promised).insert(vol, quotas::promised(all) + kept);
     let listed = Listed {
-        quotas: &all,
+        quotas: all,
         read_at,
         kept,
     };
@@ -158,14 +166,15 @@ fn claim(
     if lock(&c.pools.pruned).contains(&vol) {
         return Ok(Err(NoRoom::none(fs)));
     }
-    Ok(c.room.claim(&listed, fs, &want.dir, want.capacity))
+    let claimed = c.room.claim(&listed, fs, &want.dir, want.capacity);
+    Ok(claimed.map(|claim| (claim, (read_at, seen.clone()))))
 }
 
 fn placed(
     c: &Arc<Controller>,
     want: &Want,
     fs: &Filesystem,
-    claim: Option<Claim>,
+    claim: Option<(Claim, Seen)>,
     guard: OpGuard,
     waited: bool,
 ) -> Step<Placed> {
@@ -197,7 +206,16 @@ fn no_room(
 ) -> Step<Placed> {
     let gate = c.pools.gate(&want.key);
     let decided = lock(&gate);
-    let now = members::list(c, &want.key, &want.region, true)?;
+    // One being made as this process last saw it is waited for without a
+    // list: a burst that fills the pool lists it once, not once a call.
+    let known = seen
+        .iter()
+        .find(|fs| fs.status == Status::Creating)
+        .cloned();
+    let now = match known {
+        Some(_) => Vec::new(),
+        None => members::list(c, &want.key, &want.region, true)?,
+    };
     let seen: BTreeSet<u64> = seen
         .iter()
         .filter(|fs| fs.status == Status::Active)
@@ -210,21 +228,22 @@ fn no_room(
         drop(decided);
         return attempt(c, want, guard, true);
     }
-    let making = match now.iter().find(|fs| fs.status == Status::Creating) {
-        Some(fs) => fs.clone(),
-        None if now.len() < want.pool.max_filesystems as usize => grow::grow(
-            c,
-            &want.key,
-            &want.pool,
-            &want.region,
-            &now,
-            PoolGrowth::Room,
-        )?,
-        None => {
-            metrics::pool_placement(&want.pool.name, Placement::Exhausted);
-            return Err(exhausted(&want, &now, &left));
-        }
-    };
+    let making =
+        match known.or_else(|| now.iter().find(|fs| fs.status == Status::Creating).cloned()) {
+            Some(fs) => fs,
+            None if now.len() < want.pool.max_filesystems as usize => grow::grow(
+                c,
+                &want.key,
+                &want.pool,
+                &want.region,
+                &now,
+                PoolGrowth::Room,
+            )?,
+            None => {
+                metrics::pool_placement(&want.pool.name, Placement::Exhausted);
+                return Err(exhausted(&want, &now, &left));
+            }
+        };
     drop(decided);
     log::info!(
         "pool \"{}\": volume {} waits for new pool filesystem {}/{}",
