@@ -94,6 +94,16 @@ impl PoolWorld {
         share::export_dir(self.helper_dir.path(), &target)
     }
 
+    fn modify(
+        &self,
+        id: &str,
+        pairs: &[(&str, &str)],
+    ) -> grpcio::Result<csi::ControllerModifyVolumeResponse> {
+        self.env
+            .client
+            .controller_modify_volume(&modify_req(id, pairs))
+    }
+
     fn pool_posts(&self) -> usize {
         self.env.linode.calls("POST", "nfs/spaces/*/filesystems")
     }
@@ -203,8 +213,15 @@ fn a_pool_grows_one_filesystem_at_a_time_packs_volumes_and_stops_at_its_bound() 
     // No whole-filesystem RPC acts on a pool filesystem, and none is
     // listed as a volume.
     let whole = format!("{SPACE}/{}", pool[0].id);
-    let _ = w.env.delete(&whole);
-    assert!(w.env.snapshot("snap-whole", &whole).is_err());
+    assert_eq!(err_code(w.env.delete(&whole)), Code::FAILED_PRECONDITION);
+    assert_eq!(
+        err_code(w.env.snapshot("snap-whole", &whole)),
+        Code::FAILED_PRECONDITION
+    );
+    assert_eq!(
+        err_code(w.modify(&whole, &[("linodenfs.csi.linode.com/tags", "x")])),
+        Code::FAILED_PRECONDITION
+    );
     assert_eq!(w.pool("small").len(), 2, "{:?}", w.env.live_filesystems());
     let mut listed = w.env.listed_volume_ids();
     listed.sort();

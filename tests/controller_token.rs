@@ -25,8 +25,10 @@ fn a_token_rotated_mid_burst_costs_no_create_and_no_restart() {
     let dir = TempDir::new("controller-token");
     let file = dir.join("token");
     let env = Setup::new()
+        // Long enough that the creates still wait for their filesystems
+        // when the rotation comes, however slow the machine.
         .seed(|s| Seed {
-            activation_delay_ms: 500,
+            activation_delay_ms: 3000,
             ..s
         })
         .token_file(&file)
