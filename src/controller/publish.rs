@@ -20,10 +20,12 @@ use std::sync::Arc;
 /// The node id of a publish request: the node's Linode id. One that cannot
 /// be a Linode id names no node, which CSI reports as NotFound.
 pub fn linode_id(node_id: &str) -> Result<u64, Error> {
-    node_id
-        .parse::<u64>()
-        .ok()
-        .filter(|n| *n > 0 && !node_id.starts_with('0'))
+    // Digits only: `parse` also takes a leading `+`, and `+242` is not the
+    // id NodeGetInfo reported.
+    Some(node_id)
+        .filter(|raw| raw.bytes().all(|b| b.is_ascii_digit()) && !raw.starts_with('0'))
+        .and_then(|raw| raw.parse::<u64>().ok())
+        .filter(|n| *n > 0)
         .ok_or_else(|| Error::NotFound(format!("node id \"{node_id}\" is not a Linode ID")))
 }
 
@@ -303,6 +305,24 @@ mod tests {
         req.node_id = NODE.to_string();
         req.volume_capability = Some(cap).into();
         req
+    }
+
+    #[test]
+    fn a_node_id_is_a_linode_id_in_its_canonical_digits() {
+        assert_eq!(linode_id("242").unwrap(), 242);
+        for bad in [
+            "+242",
+            "0242",
+            "0",
+            "-1",
+            " 242",
+            "242 ",
+            "",
+            "x",
+            "18446744073709551616",
+        ] {
+            assert!(matches!(linode_id(bad), Err(Error::NotFound(_))), "{bad:?}");
+        }
     }
 
     #[test]
