@@ -10,7 +10,7 @@ mod common;
 use common::controller::*;
 use common::requests::*;
 use common::rpc::*;
-use common::subdir::{GIB, P_TYPE};
+use common::subdir::{mounting, GIB, P_TYPE};
 use common::{share, wait_for, TempDir};
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::build_info::DRIVER_NAME;
@@ -39,12 +39,11 @@ fn pool_world(setup: impl FnOnce(Setup) -> Setup) -> PoolWorld {
     let helper_dir = TempDir::new("pool-helper");
     let shares = TempDir::new("pool-shares");
     let helper = share::install_creating_bind_helper(helper_dir.path());
-    let base = Setup::new()
-        .seed(|s| s.with_filesystem(FilesystemSeed::new(SPACE, ADMIN, REGION)))
-        .env("NFS_MOUNT_HELPER", &helper.display().to_string())
-        .env("SHARE_MOUNT_DIR", &shares.path().display().to_string())
-        .env("VOLUME_EXPANSION", "subdirectory")
-        .prefix(&["unshare", "--mount", "--propagation", "private"]);
+    let base = mounting(
+        Setup::new().seed(|s| s.with_filesystem(FilesystemSeed::new(SPACE, ADMIN, REGION))),
+        &helper,
+        shares.path(),
+    );
     PoolWorld {
         env: setup(base).start(),
         helper_dir,

@@ -11,7 +11,7 @@ use super::{share, volume_names, TempDir};
 use linode_nfs_csi::fake::FilesystemSeed;
 use linode_nfs_csi::linode::Quota;
 use linode_nfs_csi::proto::csi;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub const GIB: i64 = 1 << 30;
 pub const PARENT: &str = "team-share";
@@ -40,12 +40,11 @@ pub fn world_with(setup: impl FnOnce(Setup) -> Setup) -> World {
     let helper_dir = TempDir::new("subdir-helper");
     let shares = TempDir::new("subdir-shares");
     let helper = share::install_bind_helper(helper_dir.path());
-    let base = Setup::new()
-        .seed(|s| s.with_filesystem(FilesystemSeed::new(SPACE, PARENT, REGION)))
-        .env("NFS_MOUNT_HELPER", &helper.display().to_string())
-        .env("SHARE_MOUNT_DIR", &shares.path().display().to_string())
-        .env("VOLUME_EXPANSION", "subdirectory")
-        .prefix(&["unshare", "--mount", "--propagation", "private"]);
+    let base = mounting(
+        Setup::new().seed(|s| s.with_filesystem(FilesystemSeed::new(SPACE, PARENT, REGION))),
+        &helper,
+        shares.path(),
+    );
     let env = setup(base).start();
     let fs = env.filesystem(PARENT);
     let target = fs.mount_target_fqdn.clone().expect("a mount target");
@@ -57,6 +56,17 @@ pub fn world_with(setup: impl FnOnce(Setup) -> Setup) -> World {
         helper_dir,
         shares,
     }
+}
+
+/// `setup` with the controller mounting shared filesystems through
+/// `helper` under `shares`, in a mount namespace of its own, and growing
+/// directory volumes.
+pub fn mounting(setup: Setup, helper: &Path, shares: &Path) -> Setup {
+    setup
+        .env("NFS_MOUNT_HELPER", &helper.display().to_string())
+        .env("SHARE_MOUNT_DIR", &shares.display().to_string())
+        .env("VOLUME_EXPANSION", "subdirectory")
+        .prefix(&["unshare", "--mount", "--propagation", "private"])
 }
 
 pub fn world() -> World {
