@@ -84,6 +84,7 @@ pub fn controller_service_with(
             nfs_mount_timeout: config.nfs_mount_timeout,
             copy_threads: config.copy_threads,
             metadata: Some(metadata),
+            node_name: config.node_name.clone(),
         },
         rpc.clone(),
     ))

@@ -432,3 +432,34 @@ fn a_pool_filesystem_whose_creation_fails_is_deleted_and_made_again() {
     assert_eq!(w.pool_posts(), 2);
     assert_eq!(w.pool("broken")[0].id, fs_of(&v.volume_id));
 }
+
+#[test]
+fn without_a_metadata_service_the_controller_finds_its_linode_through_its_node() {
+    const OWN: u64 = 6160;
+    let w = pool_world(|s| {
+        s.node_mode()
+            .seed(|seed| with_nodes(seed, [OWN]))
+            .nodes(vec![
+                worker("controller-node", REGION).provider_id(&format!("linode://{OWN}"))
+            ])
+            // Nothing listens there: the metadata service is out of reach.
+            .env("METADATA_URL", "http://127.0.0.1:9")
+            .env("NODE_NAME", "controller-node")
+    });
+    let v = w.create("pvc-a", GIB, &class("nodes", &[])).unwrap();
+    let policy = w.env.linode.filesystem_policy(fs_of(&v.volume_id)).unwrap();
+    assert_eq!(policy.linode_ids(), [OWN]);
+}
+
+#[test]
+fn without_either_the_create_says_why() {
+    let w = pool_world(|s| s.node_mode().env("METADATA_URL", "http://127.0.0.1:9"));
+    let failed = w.create("pvc-a", GIB, &class("nodes", &[])).unwrap_err();
+    let message = format!("{failed:?}");
+    assert!(
+        message.contains("own Linode") && message.contains("NODE_NAME"),
+        "{message}"
+    );
+    // The pool filesystem it made waits for the retry (or the prune).
+    assert_eq!(w.pool("nodes").len(), 1);
+}

@@ -101,7 +101,7 @@ pub(super) const SERVING: &[Setting] = &[
     Setting {
         var: "NODE_NAME",
         default: "",
-        help: "Kubernetes node name (node role; required there)",
+        help: "Kubernetes node name (node role: required; controller: names its Linode when the metadata service does not answer)",
     },
     Setting {
         var: "KUBECONFIG",

@@ -125,16 +125,25 @@ impl Cluster {
             return Ok(id.parse().map_or(NodeId::Unknown, NodeId::Linode));
         }
         match self.kube.get_node(name) {
-            Ok(n) => Ok(n
-                .provider_id
-                .as_deref()
-                .and_then(|p| p.strip_prefix("linode://"))
-                .and_then(|id| id.parse().ok())
-                .map_or(NodeId::Unknown, NodeId::Linode)),
+            Ok(n) => {
+                Ok(linode_in(n.provider_id.as_deref()).map_or(NodeId::Unknown, NodeId::Linode))
+            }
             // No such node: nothing can be using a volume there.
             Err(Error::NotFound(_)) => Ok(NodeId::Gone),
             Err(e) => Err(e),
         }
+    }
+
+    /// The Linode Kubernetes node `name` runs on, from its `linode://`
+    /// providerID.
+    pub fn linode_of(&self, name: &str) -> Result<u64, Error> {
+        let node = self.kube.get_node(name)?;
+        linode_in(node.provider_id.as_deref()).ok_or_else(|| {
+            Error::FailedPrecondition(format!(
+                "node {name} names no Linode (spec.providerID {:?})",
+                node.provider_id
+            ))
+        })
     }
 
     /// The volume handle an attachment of this driver is for; `None` when
@@ -210,6 +219,15 @@ fn unreadable(what: &str, e: Error) -> Error {
             other.message()
         )),
     }
+}
+
+/// The Linode id in a `linode://<id>` providerID, as the Linode CCM sets it.
+fn linode_in(provider_id: Option<&str>) -> Option<u64> {
+    provider_id?
+        .strip_prefix("linode://")?
+        .parse()
+        .ok()
+        .filter(|id| *id > 0)
 }
 
 #[cfg(test)]

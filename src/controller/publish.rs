@@ -189,6 +189,7 @@ mod tests {
             nfs_mount_timeout: Duration::from_secs(10),
             copy_threads: 2,
             metadata: None,
+            node_name: None,
         };
         let c = Arc::new(Controller::new(deps, Rpc::new(2)));
         let vol = VolumeId {

@@ -57,6 +57,9 @@ pub struct ControllerDeps {
     /// Where the controller learns its own Linode (node mode admits it to
     /// the pool filesystems it mounts); `None` where there is none to ask.
     pub metadata: Option<MetadataClient>,
+    /// The Kubernetes node the controller runs on (`NODE_NAME`), whose
+    /// providerID names its Linode when the metadata service cannot.
+    pub node_name: Option<String>,
 }
 
 /// Shared state of every controller RPC.
@@ -90,6 +93,7 @@ pub struct Controller {
     /// The pools of shared filesystems the driver runs.
     pub(super) pools: Pools,
     metadata: Option<MetadataClient>,
+    node_name: Option<String>,
     own_linode: std::sync::Mutex<Option<u64>>,
 }
 
@@ -121,25 +125,36 @@ impl Controller {
             copies: Copies::new(deps.copy_threads),
             pools: Pools::default(),
             metadata: deps.metadata,
+            node_name: deps.node_name,
             own_linode: std::sync::Mutex::new(None),
         }
     }
 
-    /// The Linode the controller runs on, from the metadata service (asked
-    /// once, remembered once it answers).
+    /// The Linode the controller runs on: from the metadata service, else
+    /// from its Kubernetes node's providerID (`NODE_NAME`); asked until one
+    /// answers, then remembered.
     pub fn own_linode(&self) -> Result<u64, Error> {
         if let Some(id) = *lock(&self.own_linode) {
             return Ok(id);
         }
-        let Some(metadata) = &self.metadata else {
-            return Err(Error::FailedPrecondition(
-                "the controller cannot learn its own Linode (no metadata service), which node mode admits to the pool filesystems it mounts".into(),
-            ));
+        let from_metadata = match &self.metadata {
+            Some(metadata) => metadata.instance().map(|i| i.id),
+            None => Err(Error::FailedPrecondition("no metadata service".into())),
         };
-        let id = metadata
-            .instance()
-            .map_err(|e| e.context("the controller's own Linode, from the metadata service"))?
-            .id;
+        let id = match (from_metadata, &self.node_name) {
+            (Ok(id), _) => id,
+            (Err(e), Some(node)) => self.cluster.linode_of(node).map_err(|k| {
+                k.context(format!(
+                    "the controller's own Linode: metadata service: {}; its node {node}",
+                    e.message()
+                ))
+            })?,
+            (Err(e), None) => {
+                return Err(e.context(
+                    "the controller's own Linode, from the metadata service (NODE_NAME is not set, so its node cannot say)",
+                ))
+            }
+        };
         *lock(&self.own_linode) = Some(id);
         Ok(id)
     }
