@@ -103,6 +103,17 @@ impl PoolWorld {
             .controller_modify_volume(&modify_req(id, pairs))
     }
 
+    /// GetCapacity of `class`.
+    fn capacity(&self, class: &[(&'static str, String)]) -> i64 {
+        let mut req = csi::GetCapacityRequest::new();
+        req.parameters = params(class.iter().map(|(k, v)| (*k, v.clone())));
+        self.env
+            .client
+            .get_capacity(&req)
+            .unwrap()
+            .available_capacity
+    }
+
     fn pool_posts(&self) -> usize {
         self.env.linode.calls("POST", "nfs/spaces/*/filesystems")
     }
@@ -132,6 +143,7 @@ fn per_filesystem(ids: &[String]) -> BTreeMap<u64, usize> {
 fn a_pool_grows_one_filesystem_at_a_time_packs_volumes_and_stops_at_its_bound() {
     let w = pool_world(|s| s);
     let small = class("small", &[(P_POOL_SIZE, "3Gi"), (P_POOL_MAX, "2")]);
+    assert_eq!(w.capacity(&small), 6 * GIB, "two filesystems it may make");
 
     // Four creates at once: they wait for one new filesystem, then the one
     // that does not fit on it waits for one more.
@@ -166,6 +178,11 @@ fn a_pool_grows_one_filesystem_at_a_time_packs_volumes_and_stops_at_its_bound() 
         BTreeMap::from([(pool[0].id, 3), (pool[1].id, 1)]),
         "packed onto the fullest that fits"
     );
+    assert_eq!(
+        w.capacity(&small),
+        2 * GIB,
+        "the second's room, none to make"
+    );
 
     // Two more fit on the second; the one after finds the pool full.
     for i in 4..6 {
@@ -176,6 +193,7 @@ fn a_pool_grows_one_filesystem_at_a_time_packs_volumes_and_stops_at_its_bound() 
         );
     }
     assert_eq!(per_filesystem(&ids)[&pool[1].id], 3);
+    assert_eq!(w.capacity(&small), 0);
     let full = w.create("pvc-6", GIB, &small).unwrap_err();
     assert_eq!(code_of(&full), Code::RESOURCE_EXHAUSTED);
     let message = format!("{full:?}");

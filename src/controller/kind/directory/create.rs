@@ -129,30 +129,28 @@ pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::Create
                     claim,
                     guard,
                 } = placed;
-                make(&c2, want, sub, parent, Some((claim, guard)))
+                make(&c2, want, sub, parent, claim, Some(guard))
             })
         }
         named => {
             let parent = parent_of(c, space.id, named, &region)?;
-            make(c, want, sub, parent, None)
+            make(c, want, sub, parent, None, None)
         }
     }
 }
 
-/// The rest of a create once its parent is known (`placed`: what its
-/// pool's placement holds, to be kept until the answer).
+/// The rest of a create once its parent is known. A pool's placement
+/// hands over the room it claimed and the quotas it claimed against
+/// (`placed`), and its lock (`placing`), kept until the answer.
 fn make(
     c: &Arc<Controller>,
     want: Arc<CreateRequest>,
     sub: SubdirParams,
     parent: Filesystem,
-    placed: Option<(Option<(Claim, QuotasSeen)>, OpGuard)>,
+    placed: Option<(Claim, QuotasSeen)>,
+    placing: Option<OpGuard>,
 ) -> Step<csi::CreateVolumeResponse> {
-    let (placed_claim, placed_seen, placing) = match placed {
-        Some((Some((claim, seen)), guard)) => (Some(claim), Some(seen), Some(guard)),
-        Some((None, guard)) => (None, None, Some(guard)),
-        None => (None, None, None),
-    };
+    let (placed_claim, placed_seen) = placed.unzip();
     let mtls = c.spaces.mtls_mode(parent.space_id)?;
     let id = SubdirId {
         space: parent.space_id,

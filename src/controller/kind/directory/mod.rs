@@ -46,11 +46,10 @@ pub use upkeep::upkeep;
 use super::publishing::{Target, Unpublish};
 use crate::controller::params::{KindParams, Params, ParentRef};
 use crate::controller::tags::{is_pool, is_volume};
-use crate::controller::volume::id_of;
 use crate::controller::Controller;
 use crate::handles::SubdirId;
 use crate::Error;
-use parent::{find, parent_of, quota_list};
+use parent::{find, parent_of, room_left};
 
 /// What the parent a directory class names can still promise: its
 /// capacity less the maxima of its quotas (its root quota aside) and what
@@ -67,13 +66,7 @@ pub fn capacity(c: &Controller, params: &Params) -> Result<i64, Error> {
     }
     let fs = parent_of(c, space.id, &sub.parent, &region)?;
     let mtls = c.spaces.mtls_mode(space.id)?;
-    let kept = kept::total(&c.shares.root(&fs, mtls.as_ref())?)?;
-    let promised = match quota_list(c, id_of(&fs)).1 {
-        Ok(all) => quotas::promised(&all),
-        Err(Error::Unimplemented(_)) => 0,
-        Err(e) => return Err(e),
-    };
-    Ok((fs.capacity_bytes().unwrap_or(0) - promised - kept).max(0))
+    room_left(c, &fs, mtls.as_ref(), 0)
 }
 
 /// A directory has no ACL of its own: its publish admits the node to the

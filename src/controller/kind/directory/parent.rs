@@ -6,13 +6,13 @@
 //! Reads only; the parent is mounted through `shares` and remembered for
 //! a short time in `parent_cache`.
 
-use super::files;
 use super::quota_lists::QuotaList;
 use super::quotas;
+use super::{files, kept};
 use crate::controller::checks::exactly_one;
 use crate::controller::params::ParentRef;
 use crate::controller::tags::{is_restore_source, is_volume};
-use crate::controller::volume::require_mount_target;
+use crate::controller::volume::{id_of, require_mount_target};
 use crate::controller::Controller;
 use crate::handles::{SubdirId, VolumeId};
 use crate::linode::{Filesystem, MtlsMode, Quota, Status};
@@ -181,6 +181,24 @@ pub fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
         quotas,
         read_at,
     })
+}
+
+/// What parent `fs`, mounted here, can still promise: its capacity
+/// (`unknown` when the backend shows none) less the maxima of its quotas
+/// (its root quota aside) and what deleted volumes keep on it.
+pub fn room_left(
+    c: &Controller,
+    fs: &Filesystem,
+    mtls: Option<&MtlsMode>,
+    unknown: i64,
+) -> Result<i64, Error> {
+    let kept = kept::total(&c.shares.root(fs, mtls)?)?;
+    let promised = match quota_list(c, id_of(fs)).1 {
+        Ok(all) => quotas::promised(&all),
+        Err(Error::Unimplemented(_)) => 0,
+        Err(e) => return Err(e),
+    };
+    Ok((fs.capacity_bytes().unwrap_or(unknown) - promised - kept).max(0))
 }
 
 /// The quotas of parent `vol` and when they were listed, from a list shared

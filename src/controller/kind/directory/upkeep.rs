@@ -13,6 +13,8 @@ use super::restore::sweep_temporaries;
 use super::snapshots::sweep;
 use crate::controller::params::{ParentRef, PoolParams};
 use crate::controller::Controller;
+use crate::handles::VolumeId;
+use crate::Error;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -57,7 +59,7 @@ pub fn upkeep(c: &Arc<Controller>, policy: TendPolicy) {
 }
 
 /// Deletes the parent snapshots of `parents` that no directory snapshot needs.
-fn sweep_parent_snapshots(c: &Controller, parents: &BTreeSet<crate::handles::VolumeId>) {
+fn sweep_parent_snapshots(c: &Controller, parents: &BTreeSet<VolumeId>) {
     for &vol in parents {
         let swept = existing_parent(c, vol).and_then(|fs| {
             let mtls = c.spaces.mtls_mode(vol.space)?;
@@ -65,7 +67,7 @@ fn sweep_parent_snapshots(c: &Controller, parents: &BTreeSet<crate::handles::Vol
             sweep::orphans(c, vol, &root)
         });
         match swept {
-            Ok(()) | Err(crate::Error::NotFound(_)) => {}
+            Ok(()) | Err(Error::NotFound(_)) => {}
             Err(e) => log::warn!("upkeep: parent snapshots of {vol}: {e}"),
         }
     }

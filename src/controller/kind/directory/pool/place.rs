@@ -10,7 +10,7 @@
 use super::{grow, members, PoolKey};
 use crate::controller::kind::directory::files;
 use crate::controller::kind::directory::kept;
-use crate::controller::kind::directory::parent::quota_list;
+use crate::controller::kind::directory::parent::{quota_list, room_left};
 use crate::controller::kind::directory::quotas::{self, NoRoom};
 use crate::controller::kind::directory::room::{Claim, Listed};
 use crate::controller::lock_keys::Lock;
@@ -301,14 +301,7 @@ pub fn capacity(c: &Controller, space: u64, pool: &PoolParams, region: &str) -> 
     let mtls = c.spaces.mtls_mode(space)?;
     let mut room = 0i64;
     for fs in members.iter().filter(|fs| fs.status == Status::Active) {
-        let root = c.shares.root(fs, mtls.as_ref())?;
-        let promised = match quota_list(c, members::vol_of(fs)).1 {
-            Ok(all) => quotas::promised(&all),
-            Err(Error::Unimplemented(_)) => 0,
-            Err(e) => return Err(e),
-        };
-        let cap = fs.capacity_bytes().unwrap_or(pool.filesystem_bytes);
-        room += (cap - promised - kept::total(&root)?).max(0);
+        room += room_left(c, fs, mtls.as_ref(), pool.filesystem_bytes)?;
     }
     let more = (pool.max_filesystems as usize).saturating_sub(members.len()) as i64;
     Ok(room.saturating_add(more.saturating_mul(pool.filesystem_bytes)))
