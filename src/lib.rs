@@ -44,6 +44,7 @@ pub mod socket_file;
 pub mod systemd_notify;
 #[cfg(test)]
 pub(crate) mod test_support;
+pub mod timers;
 pub mod wiring;
 
 pub use error::{Error, Result};

@@ -76,6 +76,7 @@ pub fn controller_service_with(
             space_cache_ttl: config.space_cache_ttl,
             maintenance_interval: config.maintenance_interval,
             pool_empty_grace: config.pool_empty_grace,
+            fill_timeout: config.fill_timeout,
             request_timeout: linode.request_timeout,
             acl_cache_max_age: config.acl_cache_max_age,
             expansion: config.volume_expansion,

@@ -845,6 +845,53 @@ fn shared_parent_empty(c: &mut Campaign) {
     }
 }
 
+/// A violation unless the volume directories on the shared parent are
+/// exactly the directory volumes ListVolumes lists there (restores under
+/// way aside: their markers say they are still being filled).
+fn directories_are_listed(c: &mut Campaign, after: &str) {
+    let parent = format!("1/{}/", c.state.shared_parent().0);
+    let codes: Vec<Code> = TRANSIENT.into_iter().chain([Code::UNKNOWN]).collect();
+    let how = Retry {
+        codes: &codes,
+        pauses: Backoff::doubling(Duration::from_millis(50), Duration::from_secs(2)),
+        limit: STEP_PATIENCE,
+    };
+    let client = c.dev().another_controller();
+    let mut listed = BTreeSet::new();
+    let mut token = String::new();
+    loop {
+        let mut req = csi::ListVolumesRequest::new();
+        req.starting_token = token.clone();
+        let page = match retry(&how, || client.list_volumes_opt(&req, call())) {
+            Ok(page) => page,
+            Err(e) => return c.violation(format!("ListVolumes {after}: {e:?}")),
+        };
+        listed.extend(page.entries.iter().filter_map(|e| {
+            let id = &e.volume.as_ref()?.volume_id;
+            id.strip_prefix(&parent).map(str::to_string)
+        }));
+        if page.next_token.is_empty() {
+            break;
+        }
+        token = page.next_token;
+    }
+    let base = c.state.shared_base();
+    let filling = |name: &String| {
+        std::fs::read_to_string(base.join(".owners").join(name))
+            .is_ok_and(|m| m.contains("filling: true"))
+    };
+    let dirs: BTreeSet<String> = volume_names(&base)
+        .into_iter()
+        .filter(|n| !filling(n))
+        .collect();
+    if dirs != listed {
+        c.violation(format!(
+            "{after}: directories not listed or listed without a directory: {:?}",
+            dirs.symmetric_difference(&listed).collect::<Vec<_>>()
+        ));
+    }
+}
+
 /// The faults of the last process counted, the wave's figures printed, and
 /// no violation.
 fn report(c: &mut Campaign, wave: &str) {
@@ -936,10 +983,21 @@ fn contents(dir: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Every other restore or clone call gives up long before its fill is
+/// done (a sidecar's short `--timeout`): its retries join the fill.
+fn impatient(i: usize) -> CallOption {
+    match i % 2 {
+        0 => CallOption::default().timeout(Duration::from_millis(200)),
+        _ => call(),
+    }
+}
+
 /// Directory snapshots, restores and clones of one shared parent, each a
 /// wave of retried calls with lost replies, throttling and server errors,
 /// the driver killed part-way through the snapshots, the restores (so
-/// mid-clone and mid-copy) and the clones. Each restore holds its own
+/// mid-clone and mid-copy) and the clones, half of whose calls give up
+/// long before their fill is done. After each wave the volume
+/// directories are exactly what ListVolumes lists. Each restore holds its own
 /// source's directory at snapshot time and nothing of a sibling's, each
 /// clone its source as it was; no temporary filesystem, clone snapshot or
 /// record is left behind, and after the deletes nothing at all.
@@ -961,6 +1019,7 @@ fn directory_snapshots_restores_and_clones_through_faults_and_restarts() {
             .create_volume_opt(&subdir(name(i)), call())
             .map(|_| ())
     });
+    directories_are_listed(&mut c, "after the creates");
     let base = c.state.shared_base();
     for i in 0..COUNT {
         std::fs::write(base.join(name(i)).join("data"), name(i)).unwrap();
@@ -993,10 +1052,11 @@ fn directory_snapshots_restores_and_clones_through_faults_and_restarts() {
             2,
             move |client, i| {
                 let req = from_snapshot(subdir(restored(i)), &ids[&i]);
-                client.create_volume_opt(&req, call()).map(|_| ())
+                client.create_volume_opt(&req, impatient(i)).map(|_| ())
             },
         );
     }
+    directories_are_listed(&mut c, "after the restores");
     {
         let prefix = prefix.clone();
         wave(
@@ -1006,10 +1066,11 @@ fn directory_snapshots_restores_and_clones_through_faults_and_restarts() {
             1,
             move |client, i| {
                 let req = from_volume(subdir(cloned(i)), &format!("{prefix}/{}", name(i)));
-                client.create_volume_opt(&req, call()).map(|_| ())
+                client.create_volume_opt(&req, impatient(i)).map(|_| ())
             },
         );
     }
+    directories_are_listed(&mut c, "after the clones");
     for i in 0..COUNT {
         let at_snapshot = BTreeMap::from([("data".to_string(), name(i))]);
         let got = contents(&base.join(restored(i)));
@@ -1064,6 +1125,7 @@ fn directory_snapshots_restores_and_clones_through_faults_and_restarts() {
             .delete_volume_opt(&delete_req(&format!("{prefix}/{}", volumes[i])), call())
             .map(|_| ())
     });
+    directories_are_listed(&mut c, "after the deletes");
     wait_for_or(
         "no snapshot or filesystem left",
         STEP_PATIENCE,

@@ -416,8 +416,10 @@ struct UnderWay {
     state: StateDir,
     first: Dev,
     at_snapshot: BTreeMap<String, String>,
-    /// The Linode snapshot behind the source's snapshot.
+    /// The Linode snapshot behind the source's snapshot...
     snapshot: u64,
+    /// ...and the source's snapshot.
+    snapshot_id: String,
     req: csi::CreateVolumeRequest,
     parked: Option<std::thread::JoinHandle<grpcio::Result<csi::CreateVolumeResponse>>>,
 }
@@ -448,6 +450,7 @@ fn restore_under_way(tag: &str, extra: &[(&str, &str)], many: bool, until: &str)
         first,
         at_snapshot,
         snapshot,
+        snapshot_id: snap.snapshot_id.clone(),
         req,
         parked: Some(parked),
     }
@@ -477,9 +480,16 @@ impl UnderWay {
 
     /// The next process on the same state finishes the restore: the tree
     /// as at the snapshot, and no temporary clone, mount of one, or
-    /// snapshot but the source's left. Returns that process.
+    /// snapshot but the source's left (an orphan clone of a restore the
+    /// killed process had finished is its upkeep's to delete). Returns
+    /// that process.
     fn finished_by_the_next_process(&self) -> Dev {
-        let second = Dev::start(&self.state, &SLOW);
+        let upkeep: Vec<(&str, &str)> = SLOW
+            .iter()
+            .copied()
+            .chain([("MAINTENANCE_INTERVAL", "1s")])
+            .collect();
+        let second = Dev::start(&self.state, &upkeep);
         let restored = second.create(&self.req);
         assert_eq!(tree(&dir_of(&self.state, &restored)), self.at_snapshot);
         wait_for(
@@ -545,10 +555,9 @@ fn sigterm_mid_copy_answers_unavailable_and_the_next_process_reuses_the_copied()
     }
 }
 
-/// kill -9 once the first process logs `when`; the next process finishes
-/// the restore, reusing what the first copied.
-fn killed_when_logged(tag: &str, extra: &[(&str, &str)], when: &str) {
-    let mut u = restore_under_way(tag, extra, true, when);
+#[test]
+fn a_restore_killed_mid_copy_is_finished_by_the_next_process() {
+    let mut u = restore_under_way("restore-kill-copy", &[], true, "copy started");
     u.kill();
     let copied = u.copied();
     let second = u.finished_by_the_next_process();
@@ -559,16 +568,297 @@ fn killed_when_logged(tag: &str, extra: &[(&str, &str)], when: &str) {
 }
 
 #[test]
-fn a_restore_killed_mid_copy_is_finished_by_the_next_process() {
-    killed_when_logged("restore-kill-copy", &[], "copy started");
-}
-
-#[test]
 fn a_restore_killed_before_its_temporary_filesystem_is_deleted_deletes_it_later() {
-    // The temporary filesystem's DELETE is held until the kill.
+    // The temporary filesystem's DELETE is held until the kill; the job
+    // marked the volume filled before it let go of the clone.
     let held = [
         ("DEV_FAULTS", "slow:1@DELETE:nfs/spaces/*/filesystems/*"),
         ("LINODE_REQUEST_TIMEOUT", "60s"),
     ];
-    killed_when_logged("restore-kill-delete", &held, "injected slow");
+    let mut u = restore_under_way("restore-kill-delete", &held, true, "injected slow");
+    u.kill();
+    let second = u.finished_by_the_next_process();
+    let logs = second.driver.logs();
+    assert!(
+        !logs.contains("copy started"),
+        "a filled volume was copied again:\n{logs}"
+    );
+}
+
+/// When the first line of `logs` holding `what` was logged, in
+/// milliseconds of its day (the driver logs `[2026-12-05T16:19:42.123Z …`).
+fn logged_at(logs: &str, what: &str) -> u64 {
+    let line = logs
+        .lines()
+        .find(|l| l.contains(what))
+        .unwrap_or_else(|| panic!("nothing logged {what:?}:\n{logs}"));
+    let time = line.split('T').nth(1).and_then(|t| t.get(..12)).unwrap();
+    let (hms, ms) = time.split_once('.').unwrap();
+    let hms: Vec<u64> = hms.split(':').map(|p| p.parse().unwrap()).collect();
+    ((hms[0] * 60 + hms[1]) * 60 + hms[2]) * 1000 + ms.parse::<u64>().unwrap()
+}
+
+/// A source with 4 MiB beside the usual tree, snapshotted: under
+/// `slow-clones` its temporary clone takes about 2 s + 4 s.
+fn bulky_snapshot(
+    tag: &str,
+    env: &[(&str, &str)],
+) -> (StateDir, Dev, BTreeMap<String, String>, csi::Snapshot) {
+    let (state, dev) = start_dev(tag, env);
+    let src = dev.create(&subdir_req("pvc-src", GIB));
+    let src_dir = dir_of(&state, &src);
+    fill_source(&src_dir);
+    std::fs::write(src_dir.join("bulk"), vec![7u8; 4 << 20]).unwrap();
+    let at_snapshot = tree(&src_dir);
+    let snap = snapshot_until_ready(&dev, "snap-src", &src.volume_id);
+    (state, dev, at_snapshot, snap)
+}
+
+/// A call bounded by `secs`, as a sidecar's `--timeout`.
+fn within(secs: u64) -> grpcio::CallOption {
+    grpcio::CallOption::default().timeout(std::time::Duration::from_secs(secs))
+}
+
+#[test]
+fn a_restore_three_times_slower_than_its_caller_finishes_for_a_retry_with_one_clone() {
+    let (state, dev, at_snapshot, snap) =
+        bulky_snapshot("restore-slow-caller", &[("DEV_QUIRKS", "slow-clones")]);
+    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
+    // Each try gives up after 2 s; the next comes 1 s later, as a
+    // provisioner with a fixed retry interval would send it.
+    let started = std::time::Instant::now();
+    let mut tries = 0;
+    let restored = loop {
+        tries += 1;
+        match dev.controller.create_volume_opt(&req, within(2)) {
+            Ok(resp) => break resp.volume.unwrap(),
+            Err(e) => {
+                assert!(
+                    matches!(
+                        code_of(&e),
+                        Code::DEADLINE_EXCEEDED | Code::UNAVAILABLE | Code::ABORTED
+                    ),
+                    "{e:?}"
+                );
+                assert!(started.elapsed().as_secs() < 60, "never finished: {e:?}");
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
+    };
+    let took = started.elapsed().as_millis() as u64;
+    assert!(
+        tries >= 3,
+        "the restore was not slower than its caller ({tries} tries)"
+    );
+    assert_eq!(tree(&dir_of(&state, &restored)), at_snapshot);
+    let logs = dev.driver.logs();
+    assert_eq!(
+        logs.matches("into temporary filesystem").count(),
+        1,
+        "one temporary filesystem is POSTed:\n{logs}"
+    );
+    let id = &restored.volume_id;
+    let job = logged_at(&logs, &format!("{id}: filled"))
+        - logged_at(&logs, &format!("{id}: fill job started"));
+    assert!(
+        took <= job + 2000,
+        "the calls took {took} ms, the clone and the copy {job} ms"
+    );
+    wait_for(
+        "no temporary clone to be left",
+        std::time::Duration::from_secs(30),
+        || temporaries(&state).is_empty(),
+    );
+}
+
+#[test]
+fn a_snapshot_deleted_while_a_restore_clones_it_stays_until_the_restore_is_done() {
+    let (state, dev, at_snapshot, snap) =
+        bulky_snapshot("restore-snapshot-deleted", &[("DEV_QUIRKS", "slow-clones")]);
+    let (parent_snapshot, _) = linode_snapshot(&state, &snap.snapshot_id);
+    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
+    // The caller gives up while the temporary clone is being made...
+    assert_code(
+        dev.controller.create_volume_opt(&req, within(1)),
+        Code::DEADLINE_EXCEEDED,
+        "a restore slower than its caller",
+    );
+    wait_for(
+        "the temporary clone's POST",
+        std::time::Duration::from_secs(30),
+        || dev.driver.logs().contains("into temporary filesystem"),
+    );
+    // ...and the snapshot is deleted meanwhile: answered at once, while the
+    // parent snapshot the restore clones stays.
+    dev.controller
+        .delete_snapshot_opt(&delete_snapshot_req(&snap.snapshot_id), call())
+        .unwrap();
+    assert!(
+        live_snapshots(&state).contains(&parent_snapshot),
+        "the parent snapshot went while a restore still cloned it"
+    );
+    let restored = retry(&SIDECAR, || dev.controller.create_volume_opt(&req, call()))
+        .unwrap()
+        .volume
+        .unwrap();
+    assert_eq!(tree(&dir_of(&state, &restored)), at_snapshot);
+    wait_for(
+        "the parent snapshot and the temporary clone to go once the restore is done",
+        std::time::Duration::from_secs(30),
+        || live_snapshots(&state).is_empty() && temporaries(&state).is_empty(),
+    );
+}
+
+#[test]
+fn a_restore_whose_caller_left_mid_copy_is_filled_all_the_same() {
+    let (state, dev) = start_dev("restore-left-mid-copy", &SLOW);
+    let src = dev.create(&subdir_req("pvc-src", GIB));
+    let src_dir = dir_of(&state, &src);
+    fill_source(&src_dir);
+    fill_many(&src_dir);
+    let at_snapshot = tree(&src_dir);
+    let snap = snapshot_until_ready(&dev, "snap-src", &src.volume_id);
+    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
+    let mut left = dev
+        .controller
+        .create_volume_async_opt(&req, call())
+        .unwrap();
+    wait_for(
+        "the copy to start",
+        std::time::Duration::from_secs(60),
+        || dev.driver.logs().contains("copy started"),
+    );
+    left.cancel();
+    drop(left);
+    // The copy goes on without its caller, and its job marks the volume
+    // filled: a snapshot deleted now takes nothing with it.
+    wait_for(
+        "the fill to end",
+        std::time::Duration::from_secs(60),
+        || dev.driver.logs().contains(": filled"),
+    );
+    dev.controller
+        .delete_snapshot_opt(&delete_snapshot_req(&snap.snapshot_id), call())
+        .unwrap();
+    let restored = dev.create(&req);
+    assert_eq!(tree(&dir_of(&state, &restored)), at_snapshot);
+    wait_for(
+        "no snapshot or temporary clone to be left",
+        std::time::Duration::from_secs(30),
+        || live_snapshots(&state).is_empty() && temporaries(&state).is_empty(),
+    );
+}
+
+#[test]
+fn a_restore_whose_snapshot_went_while_no_process_ran_leaves_nothing() {
+    let mut u = restore_under_way("restore-gone-after-kill", &[], true, "copy started");
+    u.kill();
+    // The next process, whose upkeep resumes nothing, sees the snapshot
+    // deleted; the retry then answers the final error and takes the
+    // half-filled volume with it.
+    let no_upkeep: Vec<(&str, &str)> = SLOW
+        .iter()
+        .copied()
+        .chain([("MAINTENANCE_INTERVAL", "0s")])
+        .collect();
+    let second = Dev::start(&u.state, &no_upkeep);
+    second
+        .controller
+        .delete_snapshot_opt(&delete_snapshot_req(&u.snapshot_id), call())
+        .unwrap();
+    assert_code(
+        second.controller.create_volume_opt(&u.req, call()),
+        Code::NOT_FOUND,
+        "a restore of a deleted snapshot",
+    );
+    let base = u.state.shared_base();
+    assert!(!base.join("pvc-restored").exists(), "its data is left");
+    assert!(
+        !base.join(".owners/pvc-restored").exists(),
+        "its marker is left"
+    );
+    let quotas: Vec<String> = u.state.quotas().into_iter().map(|q| q.1).collect();
+    assert!(
+        quotas.iter().all(|path| !path.contains("pvc-restored")),
+        "its quota is left: {quotas:?}"
+    );
+    wait_for(
+        "the parent snapshot the killed restore held to go",
+        std::time::Duration::from_secs(30),
+        || live_snapshots(&u.state).is_empty(),
+    );
+}
+
+#[test]
+fn the_next_process_s_upkeep_finishes_a_killed_restore_without_a_call() {
+    let mut u = restore_under_way("restore-resumed", &[], true, "copy started");
+    u.kill();
+    let upkeep: Vec<(&str, &str)> = SLOW
+        .iter()
+        .copied()
+        .chain([("MAINTENANCE_INTERVAL", "1s")])
+        .collect();
+    let second = Dev::start(&u.state, &upkeep);
+    wait_for(
+        "the upkeep to finish the fill",
+        std::time::Duration::from_secs(60),
+        || second.driver.logs().contains(": filled"),
+    );
+    let started = second.driver.logs().matches("copy started").count();
+    let restored = second.create(&u.req);
+    assert_eq!(tree(&dir_of(&u.state, &restored)), u.at_snapshot);
+    assert_eq!(
+        second.driver.logs().matches("copy started").count(),
+        started,
+        "the call copied again what the upkeep had filled"
+    );
+    wait_for(
+        "no temporary clone to be left",
+        std::time::Duration::from_secs(30),
+        || temporaries(&u.state).is_empty(),
+    );
+}
+
+#[test]
+fn a_volume_deleted_while_its_fill_waits_for_the_clone_goes_and_its_clone_after_it() {
+    let (state, dev, _, snap) = bulky_snapshot(
+        "restore-deleted-mid-clone",
+        &[("DEV_QUIRKS", "slow-clones")],
+    );
+    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
+    assert_code(
+        dev.controller.create_volume_opt(&req, within(1)),
+        Code::DEADLINE_EXCEEDED,
+        "a restore slower than its caller",
+    );
+    wait_for(
+        "the temporary clone's POST",
+        std::time::Duration::from_secs(30),
+        || dev.driver.logs().contains("into temporary filesystem"),
+    );
+    // The provisioner deletes the volume (its PVC went) while the job
+    // waits for the clone: no copy runs, so the delete goes through.
+    let id = format!("1/{}/pvc-restored", state.shared_parent().0);
+    dev.controller
+        .delete_volume_opt(&delete_req(&id), call())
+        .unwrap();
+    let base = state.shared_base();
+    assert!(!base.join("pvc-restored").exists());
+    assert!(!base.join(".owners/pvc-restored").exists());
+    // The job then finds its volume gone, writes nothing, and lets its
+    // clone go.
+    wait_for(
+        "the temporary clone to go",
+        std::time::Duration::from_secs(30),
+        || temporaries(&state).is_empty(),
+    );
+    assert!(
+        !base.join("pvc-restored").exists(),
+        "the job wrote into a deleted volume"
+    );
+    let quotas: Vec<String> = state.quotas().into_iter().map(|q| q.1).collect();
+    assert!(
+        quotas.iter().all(|path| !path.contains("pvc-restored")),
+        "{quotas:?}"
+    );
 }

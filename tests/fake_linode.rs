@@ -1093,3 +1093,53 @@ fn request_timeouts_and_proxy_pages_can_be_programmed() {
         200
     );
 }
+
+/// The observer (dev mode's exports) sees changes in the order they were
+/// made: a snapshot deleted while its clone's POST is being served is
+/// removed only after the clone has copied it, so a clone is never
+/// reported active with part of the data.
+#[test]
+fn a_snapshot_deleted_during_its_clone_s_post_goes_only_after_the_clone_has_copied_it() {
+    let fake = Arc::new(fake());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (copying, copy_began) = std::sync::mpsc::channel();
+    let copying = Mutex::new(copying);
+    let sink = seen.clone();
+    fake.set_observer(Arc::new(move |e: &FakeEvent| match e {
+        FakeEvent::CloneCreated { .. } => {
+            sink.lock().unwrap().push("copy began");
+            copying.lock().unwrap().send(()).unwrap();
+            // A copy that takes a moment, as dev mode's of a real tree does.
+            std::thread::sleep(Duration::from_millis(300));
+            sink.lock().unwrap().push("copy done");
+        }
+        FakeEvent::SnapshotDeleted { .. } => sink.lock().unwrap().push("snapshot removed"),
+        _ => {}
+    }));
+    let id = create_fs(&fake, "data");
+    let snaps = format!("v4beta/nfs/spaces/7/filesystems/{id}/snapshots");
+    let (_, _, snap) = raw(&fake, "POST", &snaps, &[], Some(json!({"label": "s"})));
+    let snap_path = format!("{snaps}/{}", snap["id"]);
+    let cloning = {
+        let (fake, path) = (fake.clone(), format!("{snap_path}/clone"));
+        std::thread::spawn(move || {
+            raw(
+                &fake,
+                "POST",
+                &path,
+                &[],
+                Some(json!({"label": "copy", "region": "us-ord"})),
+            )
+            .0
+        })
+    };
+    copy_began.recv_timeout(Duration::from_secs(10)).unwrap();
+    let (deleted, _, body) = raw(&fake, "DELETE", &snap_path, &[], None);
+    assert_eq!(deleted, 200, "{body}");
+    assert_eq!(cloning.join().unwrap(), 200);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["copy began", "copy done", "snapshot removed"],
+        "the snapshot's data went while its clone was copying it"
+    );
+}

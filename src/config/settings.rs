@@ -79,6 +79,8 @@ pub struct Config {
     pub maintenance_interval: Duration,
     /// `POOL_EMPTY_GRACE`.
     pub pool_empty_grace: Duration,
+    /// `FILL_TIMEOUT`: the bound of a fill job of a directory volume.
+    pub fill_timeout: Duration,
     /// `ACL_CACHE_MAX_AGE` (controller, node mode).
     pub acl_cache_max_age: Duration,
     pub access_policy_mode: AccessPolicyMode,
@@ -152,6 +154,7 @@ impl Config {
         let space_cache_ttl = lookup.duration("SPACE_CACHE_TTL")?;
         let maintenance_interval = lookup.duration("MAINTENANCE_INTERVAL")?;
         let pool_empty_grace = lookup.duration("POOL_EMPTY_GRACE")?;
+        let fill_timeout = lookup.timeout("FILL_TIMEOUT")?;
         let request_timeout = lookup.timeout("LINODE_REQUEST_TIMEOUT")?;
         let linode = match role {
             Role::Controller => {
@@ -240,6 +243,7 @@ impl Config {
             space_cache_ttl,
             maintenance_interval,
             pool_empty_grace,
+            fill_timeout,
             acl_cache_max_age: lookup.duration("ACL_CACHE_MAX_AGE")?,
             access_policy_mode,
             default_capacity_bytes,

@@ -64,6 +64,11 @@ pub(super) const SERVING: &[Setting] = &[
         help: "controller: how often it tends the pools of shared filesystems (spares, pruning) and deletes restores' temporary filesystems that no restore holds (0s: never)",
     },
     Setting {
+        var: "FILL_TIMEOUT",
+        default: "24h",
+        help: "controller: how long the job filling a directory volume from a snapshot or a clone may take in all (its waits for the temporary clone and the copy), whoever waits for it; a call waits for it at most LINODE_WAIT_TIMEOUT and a retry joins it",
+    },
+    Setting {
         var: "POOL_EMPTY_GRACE",
         default: "10m",
         help: "controller: how long a pool filesystem the driver made stays empty (no directory, marker or quota) before it is deleted, unless it is a spare",

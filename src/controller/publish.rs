@@ -181,6 +181,7 @@ mod tests {
             space_cache_ttl: Duration::ZERO,
             maintenance_interval: Duration::ZERO,
             pool_empty_grace: Duration::from_secs(600),
+            fill_timeout: Duration::from_secs(600),
             request_timeout: Duration::from_secs(10),
             acl_cache_max_age: Duration::from_secs(300),
             expansion: crate::config::VolumeExpansion::Off,

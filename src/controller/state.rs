@@ -8,7 +8,7 @@ use super::acl::AclQueue;
 use super::cluster::Cluster;
 use super::in_doubt::InDoubt;
 use super::kind::directory::{
-    ClassParents, Copies, ParentCache, Pools, QuotaLists, Room, Shares, SnapshotBatches,
+    ClassParents, Copies, Fills, ParentCache, Pools, QuotaLists, Room, Shares, SnapshotBatches,
     Temporaries,
 };
 use super::lock_keys::Lock;
@@ -22,6 +22,7 @@ use crate::metadata::MetadataClient;
 use crate::mount::Mounter;
 use crate::mutex::lock;
 use crate::rpc::Rpc;
+use crate::timers::Timers;
 use crate::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,6 +41,8 @@ pub struct ControllerDeps {
     pub maintenance_interval: Duration,
     /// `POOL_EMPTY_GRACE`.
     pub pool_empty_grace: Duration,
+    /// `FILL_TIMEOUT`: how long a fill job of a directory volume may go on.
+    pub fill_timeout: Duration,
     /// `LINODE_REQUEST_TIMEOUT`: how long a create may be in doubt.
     pub request_timeout: Duration,
     /// `ACL_CACHE_MAX_AGE`: when a known filesystem ACL is read again.
@@ -86,6 +89,14 @@ pub struct Controller {
     /// The temporary filesystems restores copy from, and the copies.
     pub(super) temporaries: Temporaries,
     pub(super) copies: Copies,
+    /// The jobs filling new directory volumes, owned by no call.
+    pub(super) fills: Fills,
+    /// How long a job may go on (`FILL_TIMEOUT`)...
+    pub(super) fill_timeout: Duration,
+    /// ...and a call wait for one (`LINODE_WAIT_TIMEOUT`).
+    pub(super) call_wait: Duration,
+    /// A job's pauses and the bounds of the calls waiting for it.
+    pub(super) timers: Timers,
     /// Quota lists of shared parents, shared by the calls that need one at once.
     pub(super) quota_lists: QuotaLists,
     /// Shared parents as last read (`SPACE_CACHE_TTL`).
@@ -123,6 +134,10 @@ impl Controller {
             quota_lists: QuotaLists::default(),
             parent_cache: ParentCache::new(deps.space_cache_ttl),
             copies: Copies::new(deps.copy_threads),
+            fills: Fills::default(),
+            fill_timeout: deps.fill_timeout,
+            call_wait: deps.wait.timeout,
+            timers: Timers::new(),
             pools: Pools::default(),
             metadata: deps.metadata,
             node_name: deps.node_name,

@@ -306,6 +306,10 @@ pub struct DevMounter {
     real: LinuxMounter,
     exports: std::sync::Arc<Exports>,
     mounted: Mutex<Vec<PathBuf>>,
+    /// Set by `unmount_all`: nothing mounts any more (an upkeep round or a
+    /// fill job still running would otherwise remount a parent while the
+    /// state directory is being removed).
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl DevMounter {
@@ -314,7 +318,17 @@ impl DevMounter {
             real,
             exports,
             mounted: Mutex::new(Vec::new()),
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    fn refuse_when_closed(&self) -> Result<()> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Unavailable(
+                "dev mode is stopping: nothing is mounted any more".into(),
+            ));
+        }
+        Ok(())
     }
 
     fn record(&self, target: &Path) {
@@ -324,8 +338,10 @@ impl DevMounter {
         }
     }
 
-    /// Unmounts everything this mounter mounted, newest first.
+    /// Unmounts everything this mounter mounted, newest first, and mounts
+    /// nothing from then on.
     pub fn unmount_all(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         let targets: Vec<PathBuf> = std::mem::take(&mut *lock(&self.mounted));
         for target in targets.iter().rev() {
             // Stacked mounts come off one layer per unmount; the bound keeps
@@ -346,6 +362,7 @@ impl DevMounter {
 impl Mounter for DevMounter {
     fn mount_nfs4(&self, mount: &NfsMount) -> Result<(), NfsMountError> {
         let (source, target, options) = (mount.source, mount.target, mount.options);
+        self.refuse_when_closed()?;
         let dir = self.exports.mount_dir(source)?;
         log::debug!(
             "dev: NFS {source} (options {options:?}) emulated by binding {}",
@@ -362,6 +379,7 @@ impl Mounter for DevMounter {
     }
 
     fn bind(&self, source: &Path, target: &Path, flags: &[String]) -> Result<()> {
+        self.refuse_when_closed()?;
         self.real.bind(source, target, flags)?;
         self.record(target);
         Ok(())
@@ -719,7 +737,7 @@ mod tests {
         );
         // The link resolves beside the mount, never into the export.
         assert!(!target.join("sibling/secret").exists());
-        mounter.unmount_all();
+        mounter.unmount(&target).unwrap();
 
         for (source, want) in [
             ("h:/a/csi-volumes/to-v2", "symbolic link"),
@@ -740,5 +758,18 @@ mod tests {
                 "{source} mounted"
             );
         }
+
+        // Once dev mode stops, nothing mounts again (an upkeep round would
+        // otherwise keep the state directory busy while it is removed).
+        mounter.unmount_all();
+        let err = mounter
+            .mount_nfs4(&NfsMount {
+                source: "h:/a/csi-volumes/v1",
+                target: &target,
+                options: &[],
+            })
+            .unwrap_err();
+        assert!(err.error.message().contains("stopping"), "{err:?}");
+        assert!(!mounter.real.is_mount_point(&target).unwrap());
     }
 }

@@ -84,6 +84,7 @@ impl FakeLinode {
             log: Mutex::new(VecDeque::new()),
             seq: AtomicU64::new(0),
             observer: Mutex::new(None),
+            delivering: Mutex::new(()),
             gates: Arc::new(Gates::default()),
             next_gate: AtomicU64::new(0),
             counts: Mutex::default(),
@@ -104,14 +105,15 @@ impl FakeLinode {
     /// Applies `f` to the state after advancing the clocks, saves, notifies.
     fn mutate<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         let mut events = Vec::new();
-        let out = {
+        let (out, turn) = {
             let mut state = self.state();
             state.advance(now_ms(), &mut events);
             let out = f(&mut state);
             self.shared.persist(&state);
-            out
+            (out, lock(&self.shared.delivering))
         };
         self.shared.notify(&events);
+        drop(turn);
         out
     }
 

@@ -57,6 +57,11 @@ pub(super) struct Shared {
     pub(super) log: Mutex<VecDeque<(u64, RequestRecord)>>,
     pub(super) seq: AtomicU64,
     pub(super) observer: Mutex<Option<Observer>>,
+    /// Taken before the state's lock is let go and held while the events
+    /// of that change are delivered: the observer sees changes in the
+    /// order they were made (a clone's copy is complete before a delete
+    /// of its snapshot removes the data it copies).
+    pub(super) delivering: Mutex<()>,
     pub(super) gates: Arc<Gates>,
     pub(super) next_gate: AtomicU64,
     /// Requests per `METHOD endpoint-template`, never capped or dropped.
@@ -200,7 +205,7 @@ impl Shared {
             _ => {}
         }
         let mut events = Vec::new();
-        let routed = {
+        let (routed, turn) = {
             let mut state = lock(&self.state);
             let advanced = state.advance(now_ms(), &mut events);
             let mut routed = route(&mut state, req, path, &mut events);
@@ -209,9 +214,10 @@ impl Shared {
             }
             let dialect = state.dialect;
             routed.result = routed.result.map(|v| dialect.write(&req.method, path, v));
-            routed
+            (routed, lock(&self.delivering))
         };
         self.notify(&events);
+        drop(turn);
         if let Some(status) = fail_after {
             return ApiError::new(status, None, "Internal Server Error").response();
         }

@@ -174,7 +174,13 @@ fn make(
     // So is a source that cannot fill it (unless an earlier attempt did).
     let filled = repeat && files::read_marker(&root, &id.name)?.is_some_and(|m| !m.filling);
     let plan = match &want.dir_source {
-        Some((source, _)) if !filled => Some(restore::plan(c, source, want.capacity)?),
+        Some((source, raw)) if !filled => Some(restore::plan_of(
+            c,
+            &id,
+            &root,
+            (source, raw),
+            want.capacity,
+        )?),
         _ => None,
     };
     let kept = kept::total(&root)?;
@@ -256,18 +262,18 @@ fn make(
         (Ok(_), None) => post_quota(making),
     };
     made.then(move |resp| {
+        if plan.is_none() {
+            let source = want.dir_source.as_ref().map(|(source, _)| source);
+            restore::after_filled(&c2, source, &filling)?;
+        }
+        // The volume is made and capped: what is left is a fill, a job of
+        // its own that a repeat joins, so the call lets go of the volume.
+        drop((guard, claim, placing));
         let filled = match plan {
             Some(plan) => restore::fill(&c2, filling, fill_root, plan),
-            None => {
-                let source = want.dir_source.as_ref().map(|(source, _)| source);
-                restore::after_filled(&c2, source, &filling)?;
-                done(())
-            }
+            None => done(()),
         };
-        filled.then(move |()| {
-            drop((guard, claim, placing));
-            done(with_source(resp, &want))
-        })
+        filled.then(move |()| done(with_source(resp, &want)))
     })
 }
 

@@ -27,7 +27,7 @@ use std::sync::Arc;
 /// the marker there is no volume: a quota at its path is someone else's.
 pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
     let _guard = c.lock(Lock::Directory(id.clone()))?;
-    if c.copies.stop(&id) {
+    if c.fills.cancel(c, &id) {
         return Err(Error::Unavailable(format!(
             "the copy filling volume {id} is being stopped; retry the delete"
         )));

@@ -37,7 +37,7 @@ pub use parent_cache::ParentCache;
 pub use pool::{Pools, TendPolicy};
 pub use quota_changes::{expand, modify};
 pub use quota_lists::QuotaLists;
-pub use restore::{stop_all as stop_copies, Copies, Temporaries};
+pub use restore::{stop_all as stop_copies, Copies, Fills, Temporaries};
 pub use room::Room;
 pub use shares::Shares;
 pub use snapshots::SnapshotBatches;

@@ -4,16 +4,19 @@
 //! kill -9, a lost reply or a new leader left them) and tends the pools
 //! (`pool::tend`); on every parent mounted here it deletes the parent
 //! snapshots no directory snapshot needs (one the backend kept while a
-//! temporary clone of it existed). Each failure is logged and left for
-//! the next round; nothing here answers a call.
+//! temporary clone of it existed), and it resumes the fills no job runs
+//! (their markers say they are being filled). Each failure is logged and
+//! left for the next round; nothing here answers a call.
 
 use super::parent::existing_parent;
 use super::pool::{self, TendPolicy};
-use super::restore::sweep_temporaries;
+use super::restore::{self, sweep_temporaries};
 use super::snapshots::sweep;
+use super::{files, inspect};
+use crate::controller::lock_keys::Lock;
 use crate::controller::params::{ParentRef, PoolParams};
 use crate::controller::Controller;
-use crate::handles::VolumeId;
+use crate::handles::{SubdirId, VolumeId};
 use crate::Error;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -39,6 +42,9 @@ pub fn upkeep(c: &Arc<Controller>, policy: TendPolicy) {
             pools.push((space.id, pool.clone()));
         }
     }
+    // First, so that the temporary filesystems of the fills it resumes
+    // are held before the sweep below.
+    resume_fills(c);
     let parents = c.shares.known();
     spaces.extend(parents.iter().map(|p| p.space));
     for space in spaces {
@@ -56,6 +62,51 @@ pub fn upkeep(c: &Arc<Controller>, policy: TendPolicy) {
         }
     }
     sweep_parent_snapshots(c, &parents);
+}
+
+/// Starts a job for every volume whose marker says it is being filled and
+/// that no job fills: what a killed or stopped process, or a job that
+/// ended without finishing, left. The markers on the parents the
+/// StorageClasses and pools name (and those mounted here) are the record
+/// of them; the mounts themselves do not survive a restart.
+fn resume_fills(c: &Arc<Controller>) {
+    let parents = match inspect::parents(c) {
+        Ok(parents) => parents,
+        Err(e) => {
+            log::warn!("upkeep: the shared filesystems to resume fills on cannot be listed: {e}");
+            return;
+        }
+    };
+    for vol in parents {
+        let resumed = existing_parent(c, vol).and_then(|fs| {
+            let mtls = c.spaces.mtls_mode(vol.space)?;
+            let root = c.shares.root(&fs, mtls.as_ref())?;
+            for (name, marker) in files::marked(&root)? {
+                let id = SubdirId {
+                    space: vol.space,
+                    filesystem: vol.filesystem,
+                    name,
+                };
+                let Some(source) = marker.source.filter(|_| marker.filling) else {
+                    continue;
+                };
+                // A call that holds the volume resumes it itself.
+                let Ok(_held) = c.lock(Lock::Directory(id.clone())) else {
+                    continue;
+                };
+                if marker.volume_id == id.to_string() {
+                    if let Err(e) = restore::resume(c, id.clone(), root.clone(), &source) {
+                        log::warn!("upkeep: the fill of volume {id}: {e}");
+                    }
+                }
+            }
+            Ok(())
+        });
+        match resumed {
+            Ok(()) | Err(Error::NotFound(_)) => {}
+            Err(e) => log::warn!("upkeep: fills on {vol}: {e}"),
+        }
+    }
 }
 
 /// Deletes the parent snapshots of `parents` that no directory snapshot needs.

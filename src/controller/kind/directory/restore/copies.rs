@@ -1,6 +1,6 @@
 //! The copies that fill directory volumes, one per volume at a time, each
 //! on a thread of its own (a copy takes minutes to hours; no RPC worker
-//! waits for it: the CreateVolume calls park until it ends). A call for a
+//! waits for it: the fill job parks until it ends). A second run for a
 //! volume whose copy runs joins it; DeleteVolume of that volume stops it;
 //! SIGTERM stops them all (`stop_all`), between files, so a later call
 //! resumes where they were. Progress goes to the metrics while a copy
@@ -53,6 +53,11 @@ pub fn stop_all() {
     }
 }
 
+/// Whether the process is stopping (no fill is tried again then).
+pub fn is_stopping() -> bool {
+    STOPPING.load(Ordering::SeqCst)
+}
+
 fn stopping() -> Error {
     Error::Unavailable("the controller is stopping; the copy resumes on the next call".into())
 }
@@ -75,14 +80,6 @@ impl Copies {
             Some((all.len(), files, bytes))
         });
         Copies { running, threads }
-    }
-
-    /// Parks until the copy filling `id` ends, if one runs.
-    pub fn join(&self, id: &SubdirId) -> Option<Step<()>> {
-        let running = lock(&self.running).get(id).cloned()?;
-        let answer = Handoff::new();
-        lock(&running.waiters).push(answer.clone());
-        Some(wait(answer))
     }
 
     /// Stops the copy filling `id`, if one runs: whether one did.

@@ -1,13 +1,14 @@
 //! The temporary filesystems restores copy from: a clone of one Linode
 //! snapshot (a shared parent's, or a whole-filesystem volume's), made
-//! once while any restore of this process needs it, mounted read-only on
-//! the controller only (`Shares::temporary_root`), and deleted when the
-//! last of them is done (a delete that fails is tried again in the
-//! background for a few minutes). Each is labelled `csi-restore-<fs>-<snapshot>`
-//! and tagged `tags::RESTORE_SOURCE`: never a volume, a parent, or a
-//! user's. One that no restore of this process holds (a crash, a lost
-//! reply, a new leader) is an orphan: a restore of the same snapshot
-//! adopts it, any other restore in its Space deletes it (`sweep`). In
+//! once while any fill job of this process needs it (the job holds it
+//! until it ends, whoever waits for it), mounted read-only on the
+//! controller only (`Shares::temporary_root`), and deleted when the last
+//! of them is done (a delete that fails is tried again in the background
+//! for a few minutes). Each is labelled `csi-restore-<fs>-<snapshot>` and
+//! tagged `tags::RESTORE_SOURCE`: never a volume, a parent, or a user's.
+//! One that no job of this process holds (a crash, a lost reply, a new
+//! leader) is an orphan: a job of the same snapshot adopts it, the upkeep
+//! deletes it once it has resumed the fills it finds (`sweep`). In
 //! node mode a new one is given the source filesystem's ACL, which admits
 //! the controller where the source's mounts do.
 
@@ -185,8 +186,7 @@ pub fn sweep(c: &Controller, space: u64) -> Result<(), Error> {
 }
 
 /// The clone of `snap` in its Space, active and mounted here, made when
-/// there is none (orphans of other snapshots in the Space are deleted
-/// first). Parked while it becomes active.
+/// there is none. Parked while it becomes active.
 pub fn acquire(c: &Arc<Controller>, snap: &Snapshot) -> Step<Lease> {
     let key = SnapshotId {
         space: snap.space_id,
@@ -198,7 +198,6 @@ pub fn acquire(c: &Arc<Controller>, snap: &Snapshot) -> Step<Lease> {
         c: c.clone(),
         snapshot: key,
     };
-    sweep(c, key.space)?;
     let source = c.cloud.get_filesystem(key.space, key.filesystem)?;
     let fs = {
         let one = lock(&c.temporaries.making).entry(key).or_default().clone();

@@ -17,6 +17,7 @@
 
 mod batches;
 mod clones;
+pub mod fills;
 pub mod groups;
 mod queue;
 pub(in crate::controller::kind::directory) mod records;

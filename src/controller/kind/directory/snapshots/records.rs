@@ -15,7 +15,7 @@
 
 use super::super::files::{base, ensure_dir, is_dir};
 use super::super::own_files;
-use crate::handles::DirName;
+use crate::handles::{DirName, SubdirId};
 use crate::Error;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -289,6 +289,63 @@ pub fn release(root: &Path, batch: &str, shelf: Shelf, entry: &DirName) -> Resul
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
         Err(e) => Err(io("remove", &path, e)),
     }
+}
+
+/// The name of a fill's reference in a batch directory: the filled
+/// volume's whole id, since it may live on another parent.
+fn fill_link(fill: &SubdirId) -> String {
+    format!("f-{}-{}-{}", fill.space, fill.filesystem, fill.name)
+}
+
+/// Counts the job filling volume `fill` in `batch`'s references, so a
+/// DeleteSnapshot meanwhile removes the record, never the parent snapshot
+/// the job copies. NotFound once the batch is closed: its parent snapshot
+/// is, or is about to be, deleted.
+pub fn hold_fill(root: &Path, batch: &str, fill: &SubdirId) -> Result<(), Error> {
+    let path = batch_dir(root, batch).join(fill_link(fill));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::NotFound(format!(
+            "parent snapshot \"{batch}\" is being deleted: nothing to restore from"
+        ))),
+        Err(e) => Err(io("create", &path, e)),
+    }
+}
+
+/// Drops the references the job filling `fill` holds in any batch, and
+/// closes each batch nothing else holds: the batches closed, whose parent
+/// snapshots are to be swept. Found by name, so a job whose record is gone
+/// (deleted while the process was down) still lets go.
+pub fn release_fill(root: &Path, fill: &SubdirId) -> Result<Vec<String>, Error> {
+    let dir = batches_dir(root);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io("list", &dir, e)),
+    };
+    let link = fill_link(fill);
+    let mut closed = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| io("list", &dir, e))?;
+        let Some(batch) = e.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let path = e.path().join(&link);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(e) => return Err(io("remove", &path, e)),
+        }
+        if close_batch(root, &batch)? {
+            closed.push(batch);
+        }
+    }
+    Ok(closed)
 }
 
 /// Removes `batch`'s directory if nothing holds it any more: true when it
