@@ -70,6 +70,44 @@ fn oversized_inputs_are_invalid_argument_before_any_backend_call() {
     env.create_ok("after-the-big-ones");
 }
 
+/// A misspelt key of the driver's prefix is refused before anything is
+/// made, naming the key meant; keys of other prefixes pass.
+#[test]
+fn a_class_key_typo_is_invalid_argument_naming_the_key_meant() {
+    let env = Setup::new().start();
+    let mut typo = volume_req("pvc-typo", &by_id());
+    typo.parameters
+        .insert("linodenfs.csi.linode.com/on-delet".into(), "retain".into());
+    let err = env.create(&typo).unwrap_err();
+    assert_eq!(code_of(&err), Code::INVALID_ARGUMENT);
+    assert!(
+        message_of(&err).contains("did you mean linodenfs.csi.linode.com/on-delete?"),
+        "{err:?}"
+    );
+    let mut capacity = csi::GetCapacityRequest::new();
+    capacity.parameters = typo.parameters.clone();
+    assert_eq!(
+        err_code(env.client.get_capacity(&capacity)),
+        Code::INVALID_ARGUMENT
+    );
+    let mut snap = snapshot_req("snap-typo", "7/101");
+    snap.parameters
+        .insert("linodenfs.csi.linode.com/tags".into(), "a".into());
+    let err = env.client.create_snapshot(&snap).unwrap_err();
+    assert_eq!(code_of(&err), Code::INVALID_ARGUMENT);
+    assert!(message_of(&err).contains("VolumeSnapshotClass"), "{err:?}");
+    assert!(
+        env.linode.requests().is_empty(),
+        "{:?}",
+        env.requests_since(0)
+    );
+    let mut others = volume_req("pvc-others", &by_id());
+    others
+        .parameters
+        .insert("csi.storage.k8s.io/pvc/name".into(), "data".into());
+    env.create(&others).unwrap();
+}
+
 #[test]
 fn no_token_or_secret_reaches_a_trace_log_or_an_error() {
     let env = Setup::new()

@@ -1,7 +1,9 @@
 //! StorageClass parameters of CreateVolume and VolumeAttributesClass
-//! (mutable) parameters, parsed into typed values. Unknown StorageClass keys
-//! (including the `csi.storage.k8s.io/*` ones the provisioner adds) are
-//! ignored; unknown or immutable mutable keys are refused, since a
+//! (mutable) parameters, parsed into typed values. StorageClass keys of
+//! other prefixes (the `csi.storage.k8s.io/*` ones the provisioner adds)
+//! are ignored, an unknown key of the driver's own prefix is refused
+//! (`unknown`: a typo must not quietly mean the default); unknown or
+//! immutable mutable keys are refused, since a
 //! VolumeAttributesClass that asks for a change we cannot make must not
 //! look applied. Bad values are InvalidArgument with the reference driver's
 //! messages. A `subdirectory` class names a shared parent filesystem and
@@ -35,12 +37,14 @@ pub mod keys {
     pub const POOL_SPARES: &str = "linodenfs.csi.linode.com/pool-spares";
 }
 mod pool;
+mod unknown;
 use keys::{
     DIRECTORY_GID, DIRECTORY_MODE, DIRECTORY_UID, MAX_FILES, ON_DELETE, POOL, POOL_FILESYSTEM_SIZE,
     POOL_MAX_FILESYSTEMS, POOL_SPARES, QUOTA, ROOT_SQUASH, SHARED_FS_ID, SHARED_FS_LABEL, SPACE_ID,
     SPACE_LABEL, TAGS, VOLUME_TYPE,
 };
 pub use pool::PoolParams;
+pub use unknown::refuse_unknown;
 
 /// The shared filesystem a `subdirectory` class names, in its Space: one
 /// an admin made, or a pool the driver runs.
@@ -147,6 +151,7 @@ impl Params {
 
 impl Params {
     pub fn parse(raw: &HashMap<String, String>) -> Result<Params, Error> {
+        refuse_unknown(raw, &unknown::CLASS_KEYS, "StorageClass")?;
         let get = |k: &str| raw.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
         let kind = match get(VOLUME_TYPE).unwrap_or("filesystem") {
             "filesystem" => {

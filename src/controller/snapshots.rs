@@ -5,6 +5,7 @@
 //! `ready_to_use`), only, parked, for a directory snapshot's batch POST.
 
 use super::checks::{self, page_end, page_size, required};
+use super::params::refuse_unknown;
 use super::{kind, Controller};
 use crate::flow::{done, Step, Then};
 use crate::handles::SnapshotHandle;
@@ -24,6 +25,7 @@ pub fn create(
     limits::string("snapshot name", &req.name)?;
     limits::map("parameters", &req.parameters)?;
     limits::map("secrets", &req.secrets)?;
+    refuse_unknown(&req.parameters, &[], "VolumeSnapshotClass")?;
     let source = checks::source_volume(&req.source_volume_id)?;
     kind::snapshot(c, source, &req).then(|snapshot| {
         done(csi::CreateSnapshotResponse {
