@@ -13,9 +13,10 @@ use crate::Error;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// CreateVolumeGroupSnapshot. InvalidArgument without a name or sources,
-/// with a source named twice, or with sources that cannot be snapshotted
-/// at one instant; NotFound for a source that is no volume.
+/// CreateVolumeGroupSnapshot, answered once every member is ready (parked
+/// meanwhile). InvalidArgument without a name or sources, with a source
+/// named twice, or with sources that cannot be snapshotted at one instant;
+/// NotFound for a source that is no volume.
 pub fn create(
     c: &Arc<Controller>,
     req: csi::CreateVolumeGroupSnapshotRequest,
