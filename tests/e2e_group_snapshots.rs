@@ -248,6 +248,19 @@ fn calls_that_repeat_a_waiting_group_join_it_and_none_is_refused() {
             let phase = &live_snapshots(&state)[0].1;
             assert_eq!(phase, "Creating", "too late to prove anything");
             calls.push(s.spawn(call_once()));
+            // What the waiting group cannot answer is refused, as against
+            // its record: other members, another name of its entry.
+            let groups = dev.driver.groups();
+            for other in [
+                group_req("groupsnapshot-join", &sources[..1]),
+                group_req("GroupSnapshot-Join", &sources),
+            ] {
+                let e = groups
+                    .create_volume_group_snapshot_opt(&other, call())
+                    .unwrap_err();
+                assert_eq!(code_of(&e), Code::ALREADY_EXISTS, "{other:?}: {e:?}");
+                assert!(message_of(&e).contains("being taken"), "{e:?}");
+            }
             calls.into_iter().map(|c| c.join().unwrap()).collect()
         });
     let groups: Vec<csi::VolumeGroupSnapshot> = answers
@@ -261,6 +274,8 @@ fn calls_that_repeat_a_waiting_group_join_it_and_none_is_refused() {
     assert!(groups.iter().all(|g| *g == groups[0]), "{groups:#?}");
     assert!(groups[0].snapshots.iter().all(|s| s.ready_to_use));
     assert_eq!(live_snapshots(&state).len(), 1, "one parent snapshot");
+    let recorded = common::volume_names(&state.shared_base().join(".snapshots"));
+    assert_eq!(recorded.len(), 2, "the members' records only: {recorded:?}");
     delete_group(&dev, &groups[0]);
     assert!(live_snapshots(&state).is_empty());
 }
