@@ -96,6 +96,20 @@ fn a_class_key_typo_is_invalid_argument_naming_the_key_meant() {
     let err = env.client.create_snapshot(&snap).unwrap_err();
     assert_eq!(code_of(&err), Code::INVALID_ARGUMENT);
     assert!(message_of(&err).contains("VolumeSnapshotClass"), "{err:?}");
+    let mut group = csi::CreateVolumeGroupSnapshotRequest::new();
+    group.name = "group-typo".into();
+    group.source_volume_ids = vec!["7/101".into()];
+    group.parameters = snap.parameters.clone();
+    let err = env
+        .driver
+        .groups()
+        .create_volume_group_snapshot(&group)
+        .unwrap_err();
+    assert_eq!(code_of(&err), Code::INVALID_ARGUMENT);
+    assert!(
+        message_of(&err).contains("VolumeGroupSnapshotClass"),
+        "{err:?}"
+    );
     assert!(
         env.linode.requests().is_empty(),
         "{:?}",

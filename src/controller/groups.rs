@@ -4,6 +4,7 @@
 //! (`kind`), which says which volumes can be snapshotted together.
 
 use super::checks::{self, required};
+use super::params::refuse_unknown;
 use super::{kind, Controller};
 use crate::flow::{done, Step, Then};
 use crate::handles::GroupSnapshotId;
@@ -13,9 +14,10 @@ use crate::Error;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// CreateVolumeGroupSnapshot. InvalidArgument without a name or sources,
-/// with a source named twice, or with sources that cannot be snapshotted
-/// at one instant; NotFound for a source that is no volume.
+/// CreateVolumeGroupSnapshot, answered once every member is ready (parked
+/// meanwhile). InvalidArgument without a name or sources, with a source
+/// named twice, or with sources that cannot be snapshotted at one instant;
+/// NotFound for a source that is no volume.
 pub fn create(
     c: &Arc<Controller>,
     req: csi::CreateVolumeGroupSnapshotRequest,
@@ -24,6 +26,7 @@ pub fn create(
     limits::string("group snapshot name", &req.name)?;
     limits::map("parameters", &req.parameters)?;
     limits::map("secrets", &req.secrets)?;
+    refuse_unknown(&req.parameters, &[], "VolumeGroupSnapshotClass")?;
     if req.source_volume_ids.is_empty() {
         return Err(Error::InvalidArgument(
             "source volume ids are required".into(),

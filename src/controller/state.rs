@@ -8,8 +8,8 @@ use super::acl::AclQueue;
 use super::cluster::Cluster;
 use super::in_doubt::InDoubt;
 use super::kind::directory::{
-    ClassParents, Copies, Fills, ParentCache, Pools, QuotaLists, Room, Shares, SnapshotBatches,
-    Temporaries,
+    ClassParents, Copies, Fills, GroupJobs, ParentCache, Pools, QuotaLists, Room, Shares,
+    SnapshotBatches, Temporaries,
 };
 use super::lock_keys::Lock;
 use super::spaces::Spaces;
@@ -86,6 +86,8 @@ pub struct Controller {
     pub(super) room: Room,
     /// The directory snapshots waiting for, or in, a parent snapshot.
     pub(super) dir_snapshots: SnapshotBatches,
+    /// The group snapshots being taken, which a repeated call joins.
+    pub(super) group_jobs: GroupJobs,
     /// The temporary filesystems restores copy from, and the copies.
     pub(super) temporaries: Temporaries,
     pub(super) copies: Copies,
@@ -130,6 +132,7 @@ impl Controller {
                 .naming(classes),
             room: Room::default(),
             dir_snapshots: SnapshotBatches::default(),
+            group_jobs: GroupJobs::default(),
             temporaries: Temporaries::default(),
             quota_lists: QuotaLists::default(),
             parent_cache: ParentCache::new(deps.space_cache_ttl),

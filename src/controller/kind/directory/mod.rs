@@ -40,7 +40,7 @@ pub use quota_lists::QuotaLists;
 pub use restore::{stop_all as stop_copies, Copies, Fills, Temporaries};
 pub use room::Room;
 pub use shares::Shares;
-pub use snapshots::SnapshotBatches;
+pub use snapshots::{GroupJobs, SnapshotBatches};
 pub use upkeep::upkeep;
 
 use super::publishing::{Target, Unpublish};

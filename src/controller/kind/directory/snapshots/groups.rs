@@ -6,8 +6,12 @@
 //! restorable), recorded under an entry derived from the group's name and
 //! its directory, carrying the group's id. A member goes with its group
 //! only: DeleteSnapshot of one is FailedPrecondition (`snapshots::delete`).
+//! A create answers only once the parent snapshot is `active` (`create`
+//! says why), taking the group as a job that repeated calls join
+//! (`group_jobs`).
 
 use super::batches;
+use super::group_jobs::{Taking, Wanted};
 use super::queue::Member;
 use super::records::{self, Record, Shelf};
 use super::{
@@ -16,7 +20,7 @@ use super::{
 };
 use crate::controller::lock_keys::Lock;
 use crate::controller::Controller;
-use crate::flow::{done, Step, Then};
+use crate::flow::{done, guarded, Step, Then};
 use crate::handles::{DirName, DirSnapshotId, GroupSnapshotId, SubdirId, VolumeId};
 use crate::linode::Snapshot;
 use crate::proto::csi;
@@ -68,9 +72,14 @@ fn group_of(
 
 /// CreateVolumeGroupSnapshot of directory volumes `sources` of parent
 /// `vol` (distinct, checked by the caller): one parent snapshot for all,
-/// or what an earlier call of the same name made. AlreadyExists when the
-/// name belongs to a group of other volumes; NotFound when a source is
-/// no volume.
+/// or what an earlier call of the same name made, answered once that
+/// parent snapshot is `active`, so every member is ready. csi-snapshotter
+/// fills a group's members in only from its first OK answer and never
+/// reads their readiness again, so an answer with members not yet ready
+/// would leave their VolumeSnapshots unready for good. Taking it is a job
+/// (`group_jobs`) that a repeated call joins; this call parks on it,
+/// holding no worker. AlreadyExists when the name belongs to a group of
+/// other volumes; NotFound when a source is no volume.
 pub fn create(
     c: &Arc<Controller>,
     vol: VolumeId,
@@ -78,11 +87,49 @@ pub fn create(
     name: &str,
 ) -> Step<csi::VolumeGroupSnapshot> {
     let gentry = DirName::for_name(name);
+    let dirs: BTreeSet<DirName> = sources.iter().map(|s| s.name.clone()).collect();
+    let wanted = Wanted {
+        name: name.to_string(),
+        parent: vol,
+        members: dirs.iter().map(|d| member_entry(name, d)).collect(),
+    };
+    let answer = match c.group_jobs.join_or_start(&gentry, wanted.clone())? {
+        Taking::Joined(answer) => return answer,
+        Taking::Started(answer) => answer,
+    };
+    let (taking, finishing, entry) = (c.clone(), c.clone(), gentry.clone());
+    // A panic ends only this job: its callers are answered (Internal) and
+    // the next call for the group starts afresh.
+    let job = guarded("group snapshot", move || {
+        take(&taking, &sources, dirs, wanted, gentry)
+    })
+    .then_result(move |made| {
+        finishing.group_jobs.finish(&entry, made);
+        done(())
+    });
+    c.rpc.detach("group snapshot", job);
+    answer
+}
+
+/// The job of `create`: the group `wanted` of directories `dirs`, under
+/// its lock until the answer (a delete of the group meanwhile is
+/// Aborted), from its parent snapshot once that is `active`.
+fn take(
+    c: &Arc<Controller>,
+    sources: &[SubdirId],
+    dirs: BTreeSet<DirName>,
+    wanted: Wanted,
+    gentry: DirName,
+) -> Step<csi::VolumeGroupSnapshot> {
+    let Wanted {
+        name,
+        parent: vol,
+        members: entries,
+    } = wanted;
+    let name = name.as_str();
     let guard = c.lock(Lock::Group(gentry.clone()))?;
     let arrival = batches::arrive(c, vol);
     let root = mounted(c, vol).map_err(source_missing(&sources[0]))?;
-    let dirs: BTreeSet<DirName> = sources.iter().map(|s| s.name.clone()).collect();
-    let entries: Vec<DirName> = dirs.iter().map(|d| member_entry(name, d)).collect();
     let found = records::read(&root, Shelf::Groups, &gentry)?;
     if let Some(found) = &found {
         if found.csi_name != name {
@@ -146,16 +193,19 @@ pub fn create(
             arrival.request(root.clone(), members)
         }
     };
+    let c = c.clone();
     parent.then(move |s| {
-        drop(guard);
-        let id = GroupSnapshotId(DirSnapshotId {
-            space: vol.space,
-            filesystem: vol.filesystem,
-            snapshot: s.id,
-            entry: gentry,
-        });
-        let group = records::read(&root, Shelf::Groups, &id.0.entry)?.unwrap_or(group);
-        done(group_of(&root, &id, &group, &s)?)
+        c.poller.snapshot(s, move |s| {
+            drop(guard);
+            let id = GroupSnapshotId(DirSnapshotId {
+                space: vol.space,
+                filesystem: vol.filesystem,
+                snapshot: s.id,
+                entry: gentry,
+            });
+            let group = records::read(&root, Shelf::Groups, &id.0.entry)?.unwrap_or(group);
+            done(group_of(&root, &id, &group, &s)?)
+        })
     })
 }
 

@@ -18,12 +18,14 @@
 mod batches;
 mod clones;
 pub mod fills;
+mod group_jobs;
 pub mod groups;
 mod queue;
 pub(in crate::controller::kind::directory) mod records;
 pub(super) mod sweep;
 
 pub use clones::{for_clone, forget_clone};
+pub use group_jobs::GroupJobs;
 pub use queue::SnapshotBatches;
 
 use super::parent::{existing_parent, find};
