@@ -160,19 +160,37 @@ impl Exports {
         Ok(())
     }
 
-    /// A new export holding what the snapshot held.
+    /// A new export holding what the snapshot held. Copied beside it and
+    /// renamed into place, so a process killed mid-copy leaves no export
+    /// holding part of the snapshot (the next start copies it again, see
+    /// `restore_missing`).
     pub fn restore(&self, snapshot: u64, export: &str) -> Result<()> {
         let to = self.export_dir(export)?;
-        let _ = std::fs::remove_dir_all(&to);
+        let copying = copying_dir(&to);
+        let _ = std::fs::remove_dir_all(&copying);
         match self.find_snapshot(snapshot) {
-            Some(from) => copy_tree(&from, &to),
-            None => std::fs::create_dir_all(&to).map_err(Error::from),
+            Some(from) => copy_tree(&from, &copying)?,
+            None => std::fs::create_dir_all(&copying)?,
+        }
+        let _ = std::fs::remove_dir_all(&to);
+        std::fs::rename(&copying, &to).map_err(Error::from)
+    }
+
+    /// The export of an active filesystem, made when missing: cloned from
+    /// `snapshot` again for a clone whose copy a kill interrupted, else
+    /// empty. An existing one is kept as it is.
+    pub fn restore_missing(&self, export: &str, snapshot: Option<u64>) -> Result<()> {
+        match snapshot {
+            Some(snapshot) if !self.export_dir(export)?.is_dir() => self.restore(snapshot, export),
+            _ => self.create(export),
         }
     }
 
-    /// Removes the export and every snapshot copy taken of it.
+    /// Removes the export, a clone's copy a kill interrupted, and every
+    /// snapshot copy taken of it.
     pub fn remove(&self, export: &str) -> Result<()> {
-        for dir in [self.export_dir(export)?, self.snapshots_of(export)?] {
+        let dir = self.export_dir(export)?;
+        for dir in [copying_dir(&dir), dir, self.snapshots_of(export)?] {
             match std::fs::remove_dir_all(dir) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
                 _ => {}
@@ -222,6 +240,16 @@ impl ExportContent for Exports {
 
 /// `host:/export/a/b` → (`export`, [`a`, `b`]), refusing a malformed
 /// source or subpath (InvalidArgument, as a mount source that can never work).
+/// Where a clone's copy of its snapshot is made before it takes the
+/// export's place.
+fn copying_dir(export_dir: &Path) -> PathBuf {
+    let name = export_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    export_dir.with_file_name(format!(".copying-{name}"))
+}
+
 fn split_source(source: &str) -> Result<(&str, Vec<&str>)> {
     let bad =
         |why: &str| Error::InvalidArgument(format!("not an NFS export source: {source:?}{why}"));
@@ -596,6 +624,28 @@ mod tests {
             e.find_snapshot(9).is_none(),
             "a snapshot outlived its filesystem"
         );
+    }
+
+    #[test]
+    fn a_clone_copy_a_kill_interrupted_is_never_the_export_and_is_made_again() {
+        let (_root, e) = exports("restore-killed");
+        std::fs::write(e.dir_of("h:/a").unwrap().join("f"), "one").unwrap();
+        e.snapshot("/a", 9, "s9").unwrap();
+        // What a kill mid-copy leaves: part of the copy beside the export,
+        // no export.
+        let export = e.export_dir("/b").unwrap();
+        std::fs::create_dir_all(copying_dir(&export)).unwrap();
+        assert!(!export.exists());
+        // At activation (or the next start) the clone is copied again.
+        e.restore_missing("/b", Some(9)).unwrap();
+        assert_eq!(std::fs::read_to_string(export.join("f")).unwrap(), "one");
+        assert!(!copying_dir(&export).exists());
+        // An export already there is kept as it is.
+        std::fs::write(export.join("g"), "mine").unwrap();
+        e.restore_missing("/b", Some(9)).unwrap();
+        assert!(export.join("g").exists());
+        e.remove("/b").unwrap();
+        assert!(!export.exists());
     }
 
     #[test]

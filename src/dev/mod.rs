@@ -209,7 +209,11 @@ fn quota_behaviour(quirks: &[DevQuirk]) -> QuotaBehaviour {
 /// Mirrors the fake backend's objects onto the export directories.
 fn mirror(exports: &Exports, event: &FakeEvent) {
     let done = match event {
-        FakeEvent::FilesystemActive { export, .. } => exports.create(export),
+        FakeEvent::FilesystemActive {
+            export,
+            source_snapshot_id,
+            ..
+        } => exports.restore_missing(export, *source_snapshot_id),
         FakeEvent::CloneCreated {
             snapshot_id,
             export,
@@ -238,8 +242,8 @@ fn mirror(exports: &Exports, event: &FakeEvent) {
 /// filesystem active and before its directory was made, and filesystems
 /// seeded or loaded as active never announce themselves.
 fn recreate_exports(linode: &FakeLinode, exports: &Exports) {
-    for export in linode.active_exports() {
-        if let Err(e) = exports.create(&export) {
+    for (export, snapshot) in linode.active_clones() {
+        if let Err(e) = exports.restore_missing(&export, snapshot) {
             log::warn!("dev: export {export}: {e}");
         }
     }

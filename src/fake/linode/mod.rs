@@ -416,11 +416,19 @@ impl FakeLinode {
     /// The export path (`/<label>-<hex id>`) of every active filesystem,
     /// whatever its answers show of its mount targets.
     pub fn active_exports(&self) -> Vec<String> {
+        self.active_clones()
+            .into_iter()
+            .map(|(export, _)| export)
+            .collect()
+    }
+
+    /// `(export, snapshot it was cloned from)` of every active filesystem.
+    pub fn active_clones(&self) -> Vec<(String, Option<u64>)> {
         self.mutate(|s| {
             s.filesystems
                 .values()
                 .filter(|f| f.phase == Phase::Active)
-                .map(|f| export_path(&f.label, f.id))
+                .map(|f| (export_path(&f.label, f.id), f.source_snapshot_id))
                 .collect()
         })
     }
