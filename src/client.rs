@@ -65,6 +65,11 @@ pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Stri
     if args.is_empty() || args[0] == "--help" || args[0] == "help" {
         return Ok(USAGE.to_string());
     }
+    // Asked of any command, help makes no call: `create-volume --help`
+    // must never create a volume named `--help`.
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        return Ok(usage_of(&args[0]));
+    }
     let channel = ChannelBuilder::new(Arc::new(Environment::new(1))).connect(&target);
     let c = Clients {
         identity: csi_grpc::IdentityClient::new(channel.clone()),
@@ -74,6 +79,23 @@ pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Stri
     let command = args.remove(0);
     c.dispatch(&command, args)
         .map_err(|e| format!("{command}: {e}"))
+}
+
+/// The usage lines of `command` (its line and the continuation lines
+/// under it), else the whole usage.
+fn usage_of(command: &str) -> String {
+    let is_command = |l: &&str| {
+        l.starts_with("  ") && !l.starts_with("   ") && l.split_whitespace().next() == Some(command)
+    };
+    let mut lines = USAGE.lines().skip_while(|l| !is_command(l));
+    let Some(first) = lines.next() else {
+        return USAGE.to_string();
+    };
+    let mut out = format!("Usage: linode-nfs-csi client {}\n", first.trim_start());
+    for more in lines.take_while(|l| l.starts_with("   ")) {
+        out.push_str(&format!("    {}\n", more.trim_start()));
+    }
+    out
 }
 
 struct Clients {

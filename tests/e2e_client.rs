@@ -108,6 +108,20 @@ fn every_verb_in_help_is_a_command() {
     }
     let err = client_at(endpoint, &["no-such-verb"]).expect_err("unknown verb");
     assert!(err.contains("unknown command"), "{err}");
+    // Help of any verb prints its usage and calls nothing: the endpoint
+    // does not exist, so a call would fail.
+    for verb in &verbs {
+        for flag in ["--help", "-h"] {
+            let usage =
+                client_at(endpoint, &[verb, flag]).unwrap_or_else(|e| panic!("{verb} {flag}: {e}"));
+            assert!(
+                usage.starts_with(&format!("Usage: linode-nfs-csi client {verb}")),
+                "{verb} {flag}: {usage}"
+            );
+        }
+    }
+    let usage = client_at(endpoint, &["create-volume", "pvc-a", "--help"]).unwrap();
+    assert!(usage.contains("--from-snapshot"), "{usage}");
 }
 
 /// The capabilities, create with mutable parameters, clone, modify, list
