@@ -26,6 +26,7 @@ pub mod http_answer;
 pub mod http_server;
 pub mod identity;
 pub mod kube;
+pub mod lease;
 pub mod limits;
 pub mod linode;
 pub mod locks;

@@ -145,6 +145,8 @@ pub fn run(config: Config, signals: StopSignals) -> Result<(), String> {
     if let Err(e) = futures_executor::block_on(shutdown) {
         log::warn!("gRPC shutdown: {e}");
     }
+    // Drained: nothing writes any more, so a successor may take over now.
+    crate::lease::release();
     // gRPC core usually unlinks the socket itself on shutdown.
     if let Endpoint::Unix(path) = &config.endpoint {
         match std::fs::remove_file(path) {

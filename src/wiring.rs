@@ -5,6 +5,7 @@
 use crate::config::{Config, LinodeConfig};
 use crate::controller::{self, ControllerDeps};
 use crate::kube::KubeClient;
+use crate::lease::Leadership;
 use crate::linode::{LinodeCloud, LinodeSettings, WaitPolicy};
 use crate::metadata::MetadataClient;
 use crate::mount::{LinuxMounter, Mounter};
@@ -64,11 +65,15 @@ pub fn controller_service_with(
     settings.ca_file = linode.ca_file.clone();
     settings.token_file = linode.token_file.clone();
     settings.request_timeout = linode.request_timeout;
+    let lease = Leadership::new(config.lease.clone().ok_or("no lease settings")?);
+    settings.fence = Some(lease.fence());
     let cloud =
         LinodeCloud::new(settings).map_err(|e| format!("Linode client: {}", e.message()))?;
-    Ok(controller::services(
+    let elector = kube.duplicate();
+    let services = controller::services(
         ControllerDeps {
             cloud: Arc::new(cloud),
+            lease: lease.clone(),
             kube,
             mode: config.access_policy_mode,
             wait: WaitPolicy::new(config.wait_timeout),
@@ -88,5 +93,9 @@ pub fn controller_service_with(
             node_name: config.node_name.clone(),
         },
         rpc.clone(),
-    ))
+    );
+    // After the services, which act on its first gain.
+    lease.publish();
+    crate::lease::start(elector, &lease);
+    Ok(services)
 }

@@ -285,9 +285,11 @@ fn empty_pool_filesystems_are_pruned_after_their_grace_and_spares_kept_across_a_
     assert_eq!(w.pool_posts(), 2);
     let second = w.pool("warm")[1].clone();
 
-    // Data of anyone's on a pool filesystem keeps it, empty of volumes or not.
-    std::fs::write(w.export(&second).join("notes"), "mine").unwrap();
+    // Data of anyone's on a pool filesystem keeps it, empty of volumes or
+    // not. Written once the volume is gone: with both in use for a
+    // moment, a round in between would rightly make a spare.
     w.env.delete(&v.volume_id).unwrap();
+    std::fs::write(w.export(&second).join("notes"), "mine").unwrap();
     wait_for("the first to be empty", PATIENCE, || {
         std::fs::read_dir(w.export(&spare).join("csi-volumes"))
             .map(|d| d.flatten().all(|e| e.file_name() == ".owners"))
@@ -313,10 +315,38 @@ fn empty_pool_filesystems_are_pruned_after_their_grace_and_spares_kept_across_a_
         })
     });
     w.env.driver.kill();
+    let first_logs = w.env.driver.logs();
     w.env.restart();
     wait_for("the prune", PATIENCE, || {
         w.pool("warm").iter().map(|fs| fs.id).collect::<Vec<_>>() == [spare.id]
     });
+    std::thread::sleep(Duration::from_millis(500));
+    if w.pool_posts() != 2 {
+        for l in w
+            .env
+            .driver
+            .logs()
+            .lines()
+            .filter(|l| !l.contains("DEBUG") || l.contains("POST") || l.contains("PUT"))
+        {
+            eprintln!("LOG {l}");
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    if w.pool_posts() != 2 {
+        for l in first_logs
+            .lines()
+            .filter(|l| !l.contains("DEBUG") || l.contains("POST") || l.contains("PUT"))
+        {
+            eprintln!("LOG1 {l}");
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    if w.pool_posts() != 2 {
+        for l in first_logs.lines() {
+            eprintln!("LOG1 {l}");
+        }
+    }
     assert_eq!(w.pool_posts(), 2, "the oldest empty one stays the spare");
     w.admin_is_untouched();
 }

@@ -1044,6 +1044,41 @@ fn sidecar_arguments_and_images() {
     }
 }
 
+/// One controller process writes: one replica, replaced by Recreate (with
+/// `rollingUpdate: null`, so applying over a Deployment an earlier version
+/// made with RollingUpdate is accepted), and ready only while it holds the
+/// Lease (`/readyz` on the metrics port).
+#[test]
+fn the_controller_is_one_replica_replaced_by_recreate_and_ready_when_it_holds_the_lease() {
+    for (variant, objects) in variants() {
+        let (variant, objects) = (variant.as_str(), objects.as_slice());
+        let controller = get(objects, "Deployment", CONTROLLER, variant);
+        assert_eq!(controller["spec"]["replicas"], 1, "{variant}");
+        let strategy = &controller["spec"]["strategy"];
+        assert_eq!(strategy["type"], "Recreate", "{variant}");
+        assert!(
+            strategy
+                .as_object()
+                .is_some_and(|s| s.get("rollingUpdate") == Some(&Value::Null)),
+            "{variant}: {strategy}"
+        );
+        let plugin = containers(controller)
+            .iter()
+            .find(|c| c["name"] == PLUGIN)
+            .unwrap();
+        let probe = &plugin["readinessProbe"]["httpGet"];
+        assert_eq!(probe["path"], "/readyz", "{variant}");
+        let port = probe["port"].as_str().unwrap();
+        let declared = plugin["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == port)
+            .unwrap_or_else(|| panic!("{variant}: no port {port}"));
+        assert_eq!(declared["containerPort"], 29662, "{variant}");
+    }
+}
+
 #[test]
 fn node_plugin_runs_everywhere_and_controller_is_unprivileged() {
     for (variant, objects) in variants() {

@@ -8,6 +8,7 @@ use super::address::{Endpoint, ListenAddress};
 use super::dev::{self, DevConfig};
 use super::parse::{parse_endpoint, parse_listen_address, parse_plugin_endpoint, parse_quantity};
 use super::read::{ConfigError, Lookup};
+use crate::lease::LeaseSettings;
 use crate::secret::Secret;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -72,6 +73,8 @@ pub struct Config {
     pub endpoint: Endpoint,
     /// Present for the controller role only; the node never sees the token.
     pub linode: Option<LinodeConfig>,
+    /// The controller's election (controller and dev roles).
+    pub lease: Option<LeaseSettings>,
     /// `LINODE_WAIT_TIMEOUT`, for the real client and dev mode's alike.
     pub wait_timeout: Duration,
     pub space_cache_ttl: Duration,
@@ -235,10 +238,15 @@ impl Config {
             Role::Dev => Some(DevConfig::from_lookup(lookup, request_timeout)?),
             _ => None,
         };
+        let lease = match role {
+            Role::Controller | Role::Dev => Some(lease(lookup, role, request_timeout)?),
+            Role::Node => None,
+        };
         Ok(Config {
             role,
             endpoint,
             linode,
+            lease,
             wait_timeout,
             space_cache_ttl,
             maintenance_interval,
@@ -328,4 +336,59 @@ fn registration(
         dir: dir.components().collect(),
         endpoint,
     }))
+}
+
+/// The controller's election: its Lease, this process's name in it and its
+/// periods, refused when they cannot fence (`LeaseSettings::check`).
+fn lease(
+    lookup: &Lookup,
+    role: Role,
+    request_timeout: Duration,
+) -> Result<LeaseSettings, ConfigError> {
+    let namespace = match (lookup.get("LEASE_NAMESPACE"), role) {
+        (Some(ns), _) => ns,
+        // Dev mode's fake API server has no service account of its own.
+        (None, Role::Dev) => "kube-system".to_string(),
+        (None, _) => {
+            let file = std::path::Path::new(crate::kube::SERVICE_ACCOUNT_DIR).join("namespace");
+            std::fs::read_to_string(file)
+                .ok()
+                .map(|ns| ns.trim().to_string())
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or_else(|| "kube-system".to_string())
+        }
+    };
+    let identity = lookup.get("LEASE_HOLDER_IDENTITY").unwrap_or_else(|| {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        format!(
+            "{}_{}_{started:x}",
+            lookup
+                .get("HOSTNAME")
+                .unwrap_or_else(|| "controller".into()),
+            std::process::id()
+        )
+    });
+    let renew_deadline = lookup.timeout("LEASE_RENEW_DEADLINE")?;
+    let default_duration = lookup.timeout("LEASE_DURATION")?;
+    // Unset, the duration grows with a long LINODE_REQUEST_TIMEOUT so that
+    // the defaults always fence; a value set is checked as it is.
+    let duration = match lookup.get("LEASE_DURATION") {
+        Some(_) => default_duration,
+        None => {
+            let fenced = renew_deadline + request_timeout + Duration::from_secs(5);
+            default_duration.max(Duration::from_secs(fenced.as_secs() + 1))
+        }
+    };
+    let settings = LeaseSettings {
+        name: lookup.or_default("LEASE_NAME"),
+        namespace,
+        identity,
+        duration,
+        renew_deadline,
+        retry_period: lookup.timeout("LEASE_RETRY_PERIOD")?,
+    };
+    settings.check(request_timeout).map_err(ConfigError::new)?;
+    Ok(settings)
 }

@@ -104,6 +104,36 @@ pub(super) const SERVING: &[Setting] = &[
         help: "controller: where the shared filesystems of subdirectory volumes are mounted (dev role: <DEV_STATE_DIR>/shares unless set)",
     },
     Setting {
+        var: "LEASE_NAME",
+        default: "linode-nfs-csi-controller",
+        help: "controller: the coordination.k8s.io Lease whose holder is the one controller process that writes (the sidecars' leases have other names)",
+    },
+    Setting {
+        var: "LEASE_NAMESPACE",
+        default: "",
+        help: "controller: the Lease's namespace (default: the service account's, from its namespace file; else kube-system)",
+    },
+    Setting {
+        var: "LEASE_HOLDER_IDENTITY",
+        default: "",
+        help: "controller: this process's name in the Lease (default: HOSTNAME, the process id and its start time, unique per process)",
+    },
+    Setting {
+        var: "LEASE_DURATION",
+        default: "30s",
+        help: "controller: how long a Lease nobody renews keeps a standby out (whole seconds); must exceed LEASE_RENEW_DEADLINE plus LINODE_REQUEST_TIMEOUT (unset, it grows to do so)",
+    },
+    Setting {
+        var: "LEASE_RENEW_DEADLINE",
+        default: "15s",
+        help: "controller: how long the holder goes on writing without a successful renewal",
+    },
+    Setting {
+        var: "LEASE_RETRY_PERIOD",
+        default: "3s",
+        help: "controller: how often the holder renews the Lease and a standby tries to take it",
+    },
+    Setting {
         var: "NODE_NAME",
         default: "",
         help: "Kubernetes node name (node role: required; controller: names its Linode when the metadata service does not answer)",

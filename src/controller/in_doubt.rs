@@ -12,8 +12,10 @@
 //!   (see `publish`).
 //!
 //! The window is three request timeouts: the longest a request the client
-//! gave up on can plausibly still be in the backend's hands. It lives in
-//! this process only; every record and check forgets the windows that
+//! gave up on can plausibly still be in the backend's hands. A process that
+//! took the Lease over from one that stopped renewing holds every create
+//! back for one window (`everything`): it cannot know what that one left
+//! in doubt. It lives in this process only; every record and check forgets the windows that
 //! have passed, so keys never checked again do not pile up.
 
 use super::lock_keys::Doubt;
@@ -27,6 +29,10 @@ use std::time::{Duration, Instant};
 pub struct InDoubt {
     window: Duration,
     until: Mutex<HashMap<Doubt, Instant>>,
+    /// Every write is in doubt until then: this process took the Lease
+    /// over from one that stopped renewing, whose last writes it cannot
+    /// know.
+    all_until: Mutex<Option<Instant>>,
 }
 
 impl InDoubt {
@@ -34,6 +40,7 @@ impl InDoubt {
         InDoubt {
             window: request_timeout * 3,
             until: Mutex::default(),
+            all_until: Mutex::default(),
         }
     }
 
@@ -53,7 +60,18 @@ impl InDoubt {
 
     /// Whether a write to `key` may still be applied.
     pub fn is_recorded(&self, key: &Doubt) -> bool {
-        self.current().contains_key(key)
+        self.current().contains_key(key) || self.all_in_doubt()
+    }
+
+    /// The previous holder of the Lease may have left any write in doubt:
+    /// for one window, a retry that finds nothing answers Unavailable
+    /// instead of writing again.
+    pub fn everything(&self) {
+        *lock(&self.all_until) = Some(Instant::now() + self.window);
+    }
+
+    fn all_in_doubt(&self) -> bool {
+        lock(&self.all_until).is_some_and(|t| Instant::now() < t)
     }
 
     /// The object of `key` was found: nothing is in doubt any more.
@@ -85,12 +103,17 @@ impl InDoubt {
     /// Unavailable while an earlier write to `key` (`what` it did, e.g.
     /// "create NFS filesystem \"x\"") may still be applied.
     pub fn check(&self, key: &Doubt, what: &str) -> Result<(), Error> {
-        match self.current().get(key) {
-            Some(_) => Err(Error::Unavailable(format!(
+        if self.current().contains_key(key) {
+            return Err(Error::Unavailable(format!(
                 "an earlier request to {what} timed out or failed and may still be applied by the backend; retry shortly"
-            ))),
-            None => Ok(()),
+            )));
         }
+        if self.all_in_doubt() {
+            return Err(Error::Unavailable(format!(
+                "this controller took the lease over from one that stopped renewing, whose last request to {what} may still be applied by the backend; retry shortly"
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -47,6 +47,7 @@ pub(crate) use volume_capability::{capability_problem, check_capabilities};
 
 use crate::capabilities;
 use crate::config::{AccessPolicyMode, VolumeExpansion};
+use crate::lease::Gained;
 use crate::proto::csi;
 use crate::rpc::registrar::{rpc_name, Registrar};
 use crate::rpc::Rpc;
@@ -73,11 +74,25 @@ pub fn services(deps: ControllerDeps, rpc: Rpc) -> Vec<grpcio::Service> {
         grace: deps.pool_empty_grace,
     };
     let c = Arc::new(Controller::new(deps, rpc.clone()));
-    janitor::start(&c, every, policy);
+    let kick = janitor::start(&c, every, policy);
+    let weak = Arc::downgrade(&c);
+    c.lease.on_gain(move |how| {
+        if let (Some(c), Gained::TakenOver) = (weak.upgrade(), how) {
+            c.in_doubt.everything();
+        }
+        // Resumes what the previous holder left (its fill jobs).
+        kick.now();
+    });
     let groups = Registrar::new(rpc.clone(), c.clone())
-        .parking(group_name!("CreateVolumeGroupSnapshot"), groups::create)
+        .parking(
+            group_name!("CreateVolumeGroupSnapshot"),
+            writing(groups::create),
+        )
         .pooled(group_name!("GetVolumeGroupSnapshot"), groups::get)
-        .pooled(group_name!("DeleteVolumeGroupSnapshot"), groups::delete)
+        .pooled(
+            group_name!("DeleteVolumeGroupSnapshot"),
+            writing(groups::delete),
+        )
         .inline(
             group_name!("GroupControllerGetCapabilities"),
             |_, _: csi::GroupControllerGetCapabilitiesRequest| {
@@ -90,38 +105,59 @@ pub fn services(deps: ControllerDeps, rpc: Rpc) -> Vec<grpcio::Service> {
     vec![service(c, rpc), groups]
 }
 
+/// `f`, served only by the holder of the Lease: a standby answers
+/// Unavailable, naming the holder. The RPCs that only read (Validate,
+/// ControllerGetVolume, ListVolumes, GetCapacity, ListSnapshots,
+/// GetSnapshot, GetVolumeGroupSnapshot, the capabilities) are served by
+/// any process.
+fn writing<Req, T>(
+    f: fn(&Arc<Controller>, Req) -> crate::Result<T>,
+) -> impl Fn(&Arc<Controller>, Req) -> crate::Result<T> + Send + Sync + 'static
+where
+    Req: 'static,
+    T: 'static,
+{
+    move |c, req| {
+        c.lease.require()?;
+        f(c, req)
+    }
+}
+
 /// The Controller gRPC service.
 fn service(c: Arc<Controller>, rpc: Rpc) -> grpcio::Service {
     let expansion = c.expansion;
     let node_mode = c.mode == AccessPolicyMode::Node;
     let r = Registrar::new(rpc, c);
     let r = r
-        .parking(name!("CreateVolume"), volumes::create_volume)
-        .pooled(name!("DeleteVolume"), volumes::delete_volume)
+        .parking(name!("CreateVolume"), writing(volumes::create_volume))
+        .pooled(name!("DeleteVolume"), writing(volumes::delete_volume))
         .pooled(
             name!("ValidateVolumeCapabilities"),
             inspect::validate_capabilities,
         )
         .pooled(name!("ControllerGetVolume"), inspect::get_volume)
-        .parking(name!("CreateSnapshot"), snapshots::create)
-        .pooled(name!("DeleteSnapshot"), snapshots::delete)
+        .parking(name!("CreateSnapshot"), writing(snapshots::create))
+        .pooled(name!("DeleteSnapshot"), writing(snapshots::delete))
         .pooled(name!("ListSnapshots"), snapshots::list)
         .pooled(name!("GetSnapshot"), snapshots::get)
         .pooled(name!("ListVolumes"), listing::list_volumes)
         .pooled(name!("GetCapacity"), listing::get_capacity)
-        .parking(name!("ControllerModifyVolume"), modify::modify);
+        .parking(name!("ControllerModifyVolume"), writing(modify::modify));
     // The API cannot change an existing filesystem's capacity; only a
     // subdirectory volume's quota grows, and only when the admin asks.
     let r = match expansion {
-        VolumeExpansion::Subdirectory => r.parking(name!("ControllerExpandVolume"), expand::expand),
+        VolumeExpansion::Subdirectory => r.parking(name!("ControllerExpandVolume"), writing(expand::expand)),
         VolumeExpansion::Off => r.unimplemented::<
             csi::ControllerExpandVolumeRequest,
             csi::ControllerExpandVolumeResponse,
         >(name!("ControllerExpandVolume")),
     };
     let r = if node_mode {
-        r.parking(name!("ControllerPublishVolume"), publish::publish)
-            .parking(name!("ControllerUnpublishVolume"), publish::unpublish)
+        r.parking(name!("ControllerPublishVolume"), writing(publish::publish))
+            .parking(
+                name!("ControllerUnpublishVolume"),
+                writing(publish::unpublish),
+            )
     } else {
         r.unimplemented::<csi::ControllerPublishVolumeRequest, csi::ControllerPublishVolumeResponse>(
             name!("ControllerPublishVolume"),

@@ -174,6 +174,7 @@ mod tests {
         };
         let deps = ControllerDeps {
             cloud,
+            lease: crate::lease::Leadership::sole(),
             kube: KubeClient::from_kubeconfig(&kubeconfig).unwrap(),
             mode: AccessPolicyMode::Node,
             wait,

@@ -16,6 +16,7 @@ use super::spaces::Spaces;
 use super::walks::Walks;
 use crate::config::{AccessPolicyMode, VolumeExpansion};
 use crate::kube::KubeClient;
+use crate::lease::Leadership;
 use crate::linode::{Cloud, Poller, WaitPolicy};
 use crate::locks::{OpGuard, OpLocks};
 use crate::metadata::MetadataClient;
@@ -31,6 +32,8 @@ use std::time::Duration;
 /// What the controller is built from.
 pub struct ControllerDeps {
     pub cloud: Arc<dyn Cloud>,
+    /// Whether this process may write (it holds the cluster's Lease).
+    pub lease: Arc<Leadership>,
     pub kube: KubeClient,
     pub mode: AccessPolicyMode,
     pub wait: WaitPolicy,
@@ -68,6 +71,8 @@ pub struct ControllerDeps {
 /// Shared state of every controller RPC.
 pub struct Controller {
     pub(super) cloud: Arc<dyn Cloud>,
+    /// Only the holder of the Lease serves writes, upkeep and jobs.
+    pub(super) lease: Arc<Leadership>,
     pub(super) cluster: Cluster,
     pub(super) spaces: Spaces,
     pub(super) locks: OpLocks,
@@ -117,6 +122,7 @@ impl Controller {
             poller: Poller::new(deps.cloud.clone(), deps.wait),
             spaces: Spaces::new(deps.cloud.clone(), deps.space_cache_ttl),
             cloud: deps.cloud,
+            lease: deps.lease,
             cluster: Cluster::new(deps.kube),
             locks: OpLocks::new(),
             mode: deps.mode,

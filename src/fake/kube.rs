@@ -7,9 +7,11 @@
 //! `GET /apis/storage.k8s.io/v1/csinodes` (both `?limit=&continue=`, by
 //! name), `GET /apis/storage.k8s.io/v1/csinodes/{name}`,
 //! `GET /apis/storage.k8s.io/v1/storageclasses` (paged likewise) and
-//! `GET /api/v1/persistentvolumes/{name}`. Requires the bearer token;
-//! errors are `Status` objects. Everything can change at runtime.
+//! `GET /api/v1/persistentvolumes/{name}`, and the controller's Leases
+//! (`leases`). Requires the bearer token; errors are `Status` objects.
+//! Everything can change at runtime.
 
+use super::leases::Leases;
 use super::{percent_decode, HttpRequest, HttpResponse, HttpServer};
 use crate::mutex::lock;
 use serde::{Deserialize, Serialize};
@@ -208,6 +210,7 @@ struct Shared {
     csi_nodes: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
     failures: Mutex<Option<(u16, u32)>>,
     requests: AtomicUsize,
+    leases: Leases,
 }
 
 /// The fake API server.
@@ -278,9 +281,17 @@ fn parse_selector(s: &str) -> Result<Vec<Requirement>, String> {
 
 impl Shared {
     fn handle(&self, req: HttpRequest) -> HttpResponse {
-        self.requests.fetch_add(1, Ordering::SeqCst);
         let want = format!("Bearer {}", lock(&self.token));
-        if req.header("Authorization") != Some(want.as_str()) {
+        let authorised = req.header("Authorization") == Some(want.as_str());
+        // Leases are counted and failed apart: the election's background
+        // requests never change what a test counts or injects.
+        if authorised {
+            if let Some(answer) = self.leases.handle(&req) {
+                return answer;
+            }
+        }
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        if !authorised {
             return status(401, "Unauthorized", "Unauthorized");
         }
         {
@@ -445,6 +456,7 @@ impl FakeKube {
             csi_nodes: Mutex::new(BTreeMap::new()),
             failures: Mutex::new(None),
             requests: AtomicUsize::new(0),
+            leases: Leases::default(),
         });
         let handler = Arc::clone(&shared);
         let http = super::serve("fake-kube", Arc::new(move |r| handler.handle(r)))?;
@@ -517,9 +529,25 @@ impl FakeKube {
         *lock(&self.shared.failures) = (times > 0).then_some((status, times));
     }
 
-    /// Requests received so far, authorised or not.
+    /// Requests received so far, authorised or not, Leases' aside.
     pub fn requests(&self) -> usize {
         self.shared.requests.load(Ordering::SeqCst)
+    }
+
+    /// Lease requests received so far.
+    pub fn lease_requests(&self) -> usize {
+        self.shared.leases.requests.load(Ordering::SeqCst)
+    }
+
+    /// The holder of lease `namespace/name` (empty: released), if it exists.
+    pub fn lease_holder(&self, namespace: &str, name: &str) -> Option<String> {
+        self.shared.leases.holder(namespace, name)
+    }
+
+    /// Every lease request answers 503 while `cut` (a partition between
+    /// the controllers and the API server).
+    pub fn cut_off_leases(&self, cut: bool) {
+        self.shared.leases.cut_off.store(cut, Ordering::SeqCst);
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod http;
 pub mod kube;
+mod leases;
 pub mod linode;
 pub mod metadata;
 pub mod rate_limit;

@@ -1,5 +1,6 @@
 //! The Kubernetes REST requests the driver makes (read one Node, list Nodes
-//! by label selector; the storage objects are `storage`'s) over a connection built from resolved settings
+//! by label selector; the storage objects are `storage`'s, the Lease
+//! `lease`'s) over a connection built from resolved settings
 //! ([`super::config`]), with the bearer token re-read as the projected
 //! service-account token rotates. Each request's duration and outcome is a
 //! metric. It must never log or return a bearer token.
@@ -298,22 +299,40 @@ impl KubeClient {
         path: &str,
         what: &str,
     ) -> crate::Result<String> {
-        let mut req = self
-            .agent
-            .get(format!("{}{path}", self.server))
+        self.send(
+            Sent {
+                request,
+                method: "GET",
+                path,
+                body: None,
+                timeout: None,
+            },
+            what,
+        )
+    }
+
+    /// One request: the success body, or the error its status maps to (the
+    /// one place that maps the API server's statuses).
+    pub(super) fn send(&self, sent: Sent<'_>, what: &str) -> crate::Result<String> {
+        let mut req = ureq::http::Request::builder()
+            .method(sent.method)
+            .uri(format!("{}{}", self.server, sent.path))
             .header("Accept", "application/json");
+        if sent.body.is_some() {
+            req = req.header("Content-Type", "application/json");
+        }
         if let Some(token) = self.bearer.current() {
             req = req.header("Authorization", format!("Bearer {token}"));
         }
+        let bad = |e: ureq::http::Error| crate::Error::Internal(format!("Kubernetes: {what}: {e}"));
+        let answered = match sent.body {
+            Some(body) => self.exchange(req.body(body.to_string()).map_err(bad)?, &sent),
+            None => self.exchange(req.body(()).map_err(bad)?, &sent),
+        };
         // An unreachable API server is transient from the driver's view
         // (rolling control plane, network blip): the caller retries later.
-        let unreachable =
-            |e: ureq::Error| crate::Error::Unavailable(format!("Kubernetes: {what}: {e}"));
-        let (status, body) = crate::http_answer::exchange(
-            || req.call(),
-            |status, took| crate::metrics::kube_request(request, status, took),
-        )
-        .map_err(unreachable)?;
+        let (status, body) =
+            answered.map_err(|e| crate::Error::Unavailable(format!("Kubernetes: {what}: {e}")))?;
         if (200..300).contains(&status) {
             return Ok(body);
         }
@@ -331,6 +350,34 @@ impl KubeClient {
             _ => crate::Error::Internal(message),
         })
     }
+
+    /// Sends `req` within `sent`'s timeout, if it has one: the status and body.
+    fn exchange(
+        &self,
+        req: ureq::http::Request<impl ureq::AsSendBody>,
+        sent: &Sent<'_>,
+    ) -> Result<(u16, String), ureq::Error> {
+        let mut config = self.agent.configure_request(req);
+        if let Some(timeout) = sent.timeout {
+            config = config.timeout_global(Some(timeout));
+        }
+        let req = config.build();
+        crate::http_answer::exchange(
+            || self.agent.run(req),
+            |status, took| crate::metrics::kube_request(sent.request, status, took),
+        )
+    }
+}
+
+/// One request as `KubeClient::send` sends it.
+pub(super) struct Sent<'a> {
+    /// Its name in the metrics.
+    pub request: &'static str,
+    pub method: &'static str,
+    pub path: &'a str,
+    pub body: Option<&'a str>,
+    /// Below the client's own bound, for a caller with a deadline of its own.
+    pub timeout: Option<Duration>,
 }
 
 impl Bearer {

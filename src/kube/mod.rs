@@ -1,7 +1,8 @@
 //! Minimal Kubernetes REST client: read one Node, list Nodes by label
-//! selector, and read the storage objects node-mode unpublish decides from
+//! selector, read the storage objects node-mode unpublish decides from
 //! (VolumeAttachments, PersistentVolumes, CSINodes) and the StorageClasses
-//! that name shared filesystems (`classes`). Where the API server
+//! that name shared filesystems (`classes`), and read and write the
+//! controller's Lease (`lease`). Where the API server
 //! is and how to authenticate comes from a kubeconfig file or the
 //! in-cluster service account (`config`); the requests, their metrics and
 //! the rotating bearer token are `client`'s.
@@ -11,10 +12,12 @@
 mod classes;
 mod client;
 mod config;
+mod lease;
 mod storage;
 
 pub use classes::StorageClass;
 pub use client::{KubeClient, Node, TOKEN_REFRESH};
 pub(crate) use config::resolve_kubeconfig_with;
 pub use config::SERVICE_ACCOUNT_DIR;
+pub use lease::{micro_time, Lease};
 pub use storage::{CsiSource, VolumeAttachment};

@@ -25,6 +25,8 @@ pub enum Error {
     Decode(String),
     /// The request (or connect) timeout elapsed.
     Timeout(String),
+    /// Not sent: this process may not write now (`WriteFence`).
+    Fenced(String),
 }
 
 impl Error {
@@ -62,6 +64,7 @@ impl fmt::Display for Error {
             Error::Transport(m) => write!(f, "Linode API unreachable: {m}"),
             Error::Decode(m) => write!(f, "unexpected Linode API response: {m}"),
             Error::Timeout(m) => write!(f, "Linode API request timed out: {m}"),
+            Error::Fenced(m) => write!(f, "Linode write not sent: {m}"),
         }
     }
 }

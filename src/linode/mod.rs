@@ -19,7 +19,7 @@ pub use endpoint::endpoint_template;
 pub use error::{Error, WriteError};
 pub use pacer::{RateLimitState, RequestClass};
 pub use poller::{PendingWaits, Poller, WaitPolicy};
-pub use transport::{user_agent, LinodeSettings, RetryPolicy};
+pub use transport::{user_agent, LinodeSettings, RetryPolicy, WriteFence};
 pub use types::{
     naive_to_unix, unix_to_naive, CloneFilesystem, ConfigInterface, Filesystem,
     FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, FilesystemStats, HasStatus, Instance,

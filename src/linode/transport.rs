@@ -77,6 +77,29 @@ pub struct LinodeSettings {
     pub request_timeout: Duration,
     pub user_agent: String,
     pub retry: RetryPolicy,
+    /// Checked before every POST, PUT and DELETE; none: always sent.
+    pub fence: Option<WriteFence>,
+}
+
+/// What says whether this process may write to Linode now (the controller
+/// holds its Lease): a write it refuses is never sent.
+#[derive(Clone)]
+pub struct WriteFence(Arc<dyn Fn() -> Result<(), String> + Send + Sync>);
+
+impl WriteFence {
+    pub fn new(check: impl Fn() -> Result<(), String> + Send + Sync + 'static) -> WriteFence {
+        WriteFence(Arc::new(check))
+    }
+
+    fn check(&self) -> Result<(), Error> {
+        (self.0)().map_err(Error::Fenced)
+    }
+}
+
+impl std::fmt::Debug for WriteFence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WriteFence")
+    }
 }
 
 impl LinodeSettings {
@@ -91,6 +114,7 @@ impl LinodeSettings {
             request_timeout: Duration::from_secs(10),
             user_agent: user_agent(),
             retry: RetryPolicy::default(),
+            fence: None,
         }
     }
 }
@@ -227,6 +251,7 @@ impl Error {
                 !matches!(status, 400 | 401 | 403 | 404 | 408 | 409 | 422 | 429 | 503)
             }
             Error::Transport(_) | Error::Decode(_) | Error::Timeout(_) => true,
+            Error::Fenced(_) => false,
         }
     }
 
@@ -256,7 +281,7 @@ impl From<Error> for crate::Error {
                 408 | 429 | 502 | 503 | 504 => crate::Error::Unavailable(message),
                 _ => crate::Error::Internal(message),
             },
-            Error::Timeout(_) => crate::Error::Unavailable(message),
+            Error::Timeout(_) | Error::Fenced(_) => crate::Error::Unavailable(message),
             Error::Transport(_) | Error::Decode(_) => crate::Error::Internal(message),
         }
     }
@@ -309,6 +334,7 @@ pub struct Transport {
     pacer: Arc<Pacer>,
     /// Whose turn this view's requests are at the pacer.
     work: Work,
+    fence: Option<WriteFence>,
 }
 
 impl Transport {
@@ -352,6 +378,7 @@ impl Transport {
             pacer: Arc::new(Pacer::new(settings.retry.retry_after_cap)),
             retry: settings.retry,
             work: Work::New,
+            fence: settings.fence,
         })
     }
 
@@ -400,6 +427,7 @@ impl Transport {
             Error::Transport(m) => Error::Transport(clean(m)),
             Error::Decode(m) => Error::Decode(clean(m)),
             Error::Timeout(m) => Error::Timeout(clean(m)),
+            Error::Fenced(m) => Error::Fenced(m),
         }
     }
 
@@ -481,6 +509,11 @@ impl Transport {
         let mut reread = false;
         loop {
             self.pacer.wait_turn(class, self.work);
+            // Checked before each attempt: the lease may lapse while a
+            // retry waits its turn.
+            if let (true, Some(fence)) = (method != Method::Get, &self.fence) {
+                fence.check()?;
+            }
             let started = Instant::now();
             let sent = self.once(&token, method, &url, filter, body);
             let status = sent.as_ref().ok().map(|r| r.status);

@@ -1,6 +1,7 @@
 //! The metrics endpoint (`METRICS_ADDRESS`): `GET /metrics` answers the
-//! exposition, `GET /healthz` answers `ok`, anything else 404, and what is
-//! not HTTP 400. It runs on the crate's HTTP server with tight bounds, on
+//! exposition, `GET /healthz` answers `ok`, `GET /readyz` answers `ok` for
+//! the controller holding the Lease (and the node) and 503 naming the
+//! holder for a standby, anything else 404, and what is not HTTP 400. It runs on the crate's HTTP server with tight bounds, on
 //! threads of its own: a scraper that stalls, trickles or floods holds at
 //! most one of a few connection threads for a few seconds, never an RPC
 //! worker or the gRPC server.
@@ -71,10 +72,18 @@ fn handle(req: HttpRequest) -> HttpResponse {
     match (req.method.as_str(), req.path.as_str()) {
         ("GET", "/metrics") => HttpResponse::raw(200, CONTENT_TYPE, super::render().into_bytes()),
         ("GET", "/healthz") => HttpResponse::raw(200, "text/plain; charset=utf-8", b"ok".to_vec()),
+        ("GET", "/readyz") => match crate::lease::readiness() {
+            Ok(()) => HttpResponse::raw(200, "text/plain; charset=utf-8", b"ok".to_vec()),
+            Err(standby) => HttpResponse::raw(
+                503,
+                "text/plain; charset=utf-8",
+                format!("{standby}\n").into_bytes(),
+            ),
+        },
         _ => HttpResponse::raw(
             404,
             "text/plain; charset=utf-8",
-            b"not found: GET /metrics or /healthz\n".to_vec(),
+            b"not found: GET /metrics, /healthz or /readyz\n".to_vec(),
         ),
     }
 }

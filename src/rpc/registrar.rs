@@ -91,7 +91,7 @@ impl<S: Send + Sync + 'static> Registrar<S> {
     pub fn pooled<Req: MessageFull, Resp: MessageFull>(
         self,
         name: Name,
-        f: fn(&Arc<S>, Req) -> crate::Result<Resp>,
+        f: impl Fn(&Arc<S>, Req) -> crate::Result<Resp> + Send + Sync + 'static,
     ) -> Registrar<S> {
         self.unary(Unary::Pooled, name, f)
     }
@@ -101,7 +101,7 @@ impl<S: Send + Sync + 'static> Registrar<S> {
     pub fn parking<Req: MessageFull, Resp: MessageFull>(
         self,
         name: Name,
-        f: fn(&Arc<S>, Req) -> Step<Resp>,
+        f: impl Fn(&Arc<S>, Req) -> Step<Resp> + Send + Sync + 'static,
     ) -> Registrar<S> {
         let state = self.state.clone();
         let parks: Parks =

@@ -12,7 +12,7 @@
 //! `restore`'s; this file only runs, joins and ends jobs.
 
 use super::copies;
-use super::Lease;
+use super::Loan;
 use crate::backoff::Backoff;
 use crate::controller::Controller;
 use crate::flow::{done, guarded, Flow, Handoff, Step, Then};
@@ -40,7 +40,7 @@ pub(super) struct Job {
     /// volume to the delete.
     cancelled: AtomicBool,
     /// The temporary filesystem it copies from, once it has one.
-    lease: Mutex<Option<Lease>>,
+    temporary: Mutex<Option<Loan>>,
     /// Why its last attempt failed, for the calls that stop waiting.
     last_error: Mutex<Option<Error>>,
     attempts: AtomicU32,
@@ -48,9 +48,9 @@ pub(super) struct Job {
 }
 
 impl Job {
-    /// Keeps `lease` until the job ends (a retry's new lease replaces it).
-    pub(super) fn keep(&self, lease: Lease) {
-        *lock(&self.lease) = Some(lease);
+    /// Keeps `loan` until the job ends (a retry's new loan replaces it).
+    pub(super) fn keep(&self, loan: Loan) {
+        *lock(&self.temporary) = Some(loan);
     }
 
     pub(super) fn is_cancelled(&self) -> bool {
@@ -135,7 +135,7 @@ pub(super) fn run(c: &Arc<Controller>, work: impl Work, waited: bool) -> Step<()
                 let job = Arc::new(Job {
                     waiters: Mutex::default(),
                     cancelled: AtomicBool::new(false),
-                    lease: Mutex::default(),
+                    temporary: Mutex::default(),
                     last_error: Mutex::default(),
                     attempts: AtomicU32::new(0),
                     started: Instant::now(),
@@ -197,6 +197,8 @@ fn attempts(c: Arc<Controller>, job: Arc<Job>, work: Arc<dyn Work>) -> Step<()> 
             Some("the volume is being deleted")
         } else if copies::is_stopping() {
             Some("the controller is stopping")
+        } else if !c.lease.is_held() {
+            Some("this controller no longer holds the lease; the holder resumes it")
         } else if job.started.elapsed() >= c.fill_timeout {
             Some("FILL_TIMEOUT has passed")
         } else {
@@ -224,7 +226,7 @@ fn finish(c: &Controller, job: &Job, work: &dyn Work, outcome: Result<(), Error>
     // the next process; only what the job holds goes.
     work.end(c, final_failure);
     let ended = lock(&c.fills.running).remove(id);
-    drop(lock(&job.lease).take());
+    drop(lock(&job.temporary).take());
     match &outcome {
         Ok(()) => log::info!("volume {id}: filled"),
         Err(e) => log::info!("volume {id}: fill job ended: {e}"),

@@ -40,7 +40,7 @@ use crate::Error;
 use jobs::Job;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use temporary::Lease;
+use temporary::Loan;
 
 /// What a fill copies from, checked before anything is made.
 #[derive(Clone)]
@@ -343,12 +343,12 @@ fn copy_from(
     let (c2, job) = (c.clone(), job.clone());
     c.poller.snapshot(r.snapshot.clone(), move |snapshot| {
         let c3 = c2.clone();
-        temporary::acquire(&c2, &snapshot).then(move |lease| {
+        temporary::acquire(&c2, &snapshot).then(move |loan| {
             let from = match &r.dir {
-                Some(dir) => lease.root.join(SUBDIRECTORY_BASE).join(dir.as_str()),
-                None => lease.root.clone(),
+                Some(dir) => loan.root.join(SUBDIRECTORY_BASE).join(dir.as_str()),
+                None => loan.root.clone(),
             };
-            job.keep(lease);
+            job.keep(loan);
             if job.is_cancelled() {
                 return Err(Error::Aborted(format!(
                     "volume {id} is being deleted: its fill stops"

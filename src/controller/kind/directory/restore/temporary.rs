@@ -127,7 +127,7 @@ fn remove_later(c: Arc<Controller>, snapshot: SnapshotId) {
 }
 
 /// A restore's temporary filesystem, mounted: `root` is its root here.
-pub struct Lease {
+pub struct Loan {
     pub root: PathBuf,
     _hold: Hold,
 }
@@ -187,7 +187,7 @@ pub fn sweep(c: &Controller, space: u64) -> Result<(), Error> {
 
 /// The clone of `snap` in its Space, active and mounted here, made when
 /// there is none. Parked while it becomes active.
-pub fn acquire(c: &Arc<Controller>, snap: &Snapshot) -> Step<Lease> {
+pub fn acquire(c: &Arc<Controller>, snap: &Snapshot) -> Step<Loan> {
     let key = SnapshotId {
         space: snap.space_id,
         filesystem: snap.filesystem_id,
@@ -215,7 +215,7 @@ pub fn acquire(c: &Arc<Controller>, snap: &Snapshot) -> Step<Lease> {
             require_mount_target(&fs)?;
             let mtls = c3.spaces.mtls_mode(fs.space_id)?;
             let root = c3.shares.temporary_root(&fs, mtls.as_ref())?;
-            done(Lease { root, _hold: hold })
+            done(Loan { root, _hold: hold })
         })
     })
 }
