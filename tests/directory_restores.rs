@@ -426,6 +426,30 @@ struct UnderWay {
 
 const SLOW: [(&str, &str); 2] = [("DEV_QUIRKS", "slow-clones"), ("COPY_THREADS", "1")];
 
+/// `SLOW`, with the upkeep every `interval` (`0s`: none).
+fn slow_with_upkeep(interval: &'static str) -> Vec<(&'static str, &'static str)> {
+    SLOW.iter()
+        .copied()
+        .chain([("MAINTENANCE_INTERVAL", interval)])
+        .collect()
+}
+
+/// Asserts that nothing of volume `name` is left on the shared parent: no
+/// directory, no marker, no quota.
+fn nothing_left_of(state: &StateDir, name: &str) {
+    let base = state.shared_base();
+    assert!(!base.join(name).exists(), "its data is left");
+    assert!(
+        !base.join(".owners").join(name).exists(),
+        "its marker is left"
+    );
+    let quotas: Vec<String> = state.quotas().into_iter().map(|q| q.1).collect();
+    assert!(
+        quotas.iter().all(|path| !path.contains(name)),
+        "its quota is left: {quotas:?}"
+    );
+}
+
 fn restore_under_way(tag: &str, extra: &[(&str, &str)], many: bool, until: &str) -> UnderWay {
     let env: Vec<(&str, &str)> = SLOW.iter().chain(extra).copied().collect();
     let (state, first) = start_dev(tag, &env);
@@ -484,12 +508,7 @@ impl UnderWay {
     /// killed process had finished is its upkeep's to delete). Returns
     /// that process.
     fn finished_by_the_next_process(&self) -> Dev {
-        let upkeep: Vec<(&str, &str)> = SLOW
-            .iter()
-            .copied()
-            .chain([("MAINTENANCE_INTERVAL", "1s")])
-            .collect();
-        let second = Dev::start(&self.state, &upkeep);
+        let second = Dev::start(&self.state, &slow_with_upkeep("1s"));
         let restored = second.create(&self.req);
         assert_eq!(tree(&dir_of(&self.state, &restored)), self.at_snapshot);
         wait_for(
@@ -756,12 +775,7 @@ fn a_restore_whose_snapshot_went_while_no_process_ran_leaves_nothing() {
     // The next process, whose upkeep resumes nothing, sees the snapshot
     // deleted; the retry then answers the final error and takes the
     // half-filled volume with it.
-    let no_upkeep: Vec<(&str, &str)> = SLOW
-        .iter()
-        .copied()
-        .chain([("MAINTENANCE_INTERVAL", "0s")])
-        .collect();
-    let second = Dev::start(&u.state, &no_upkeep);
+    let second = Dev::start(&u.state, &slow_with_upkeep("0s"));
     second
         .controller
         .delete_snapshot_opt(&delete_snapshot_req(&u.snapshot_id), call())
@@ -771,17 +785,7 @@ fn a_restore_whose_snapshot_went_while_no_process_ran_leaves_nothing() {
         Code::NOT_FOUND,
         "a restore of a deleted snapshot",
     );
-    let base = u.state.shared_base();
-    assert!(!base.join("pvc-restored").exists(), "its data is left");
-    assert!(
-        !base.join(".owners/pvc-restored").exists(),
-        "its marker is left"
-    );
-    let quotas: Vec<String> = u.state.quotas().into_iter().map(|q| q.1).collect();
-    assert!(
-        quotas.iter().all(|path| !path.contains("pvc-restored")),
-        "its quota is left: {quotas:?}"
-    );
+    nothing_left_of(&u.state, "pvc-restored");
     wait_for(
         "the parent snapshot the killed restore held to go",
         std::time::Duration::from_secs(30),
@@ -793,12 +797,7 @@ fn a_restore_whose_snapshot_went_while_no_process_ran_leaves_nothing() {
 fn the_next_process_s_upkeep_finishes_a_killed_restore_without_a_call() {
     let mut u = restore_under_way("restore-resumed", &[], true, "copy started");
     u.kill();
-    let upkeep: Vec<(&str, &str)> = SLOW
-        .iter()
-        .copied()
-        .chain([("MAINTENANCE_INTERVAL", "1s")])
-        .collect();
-    let second = Dev::start(&u.state, &upkeep);
+    let second = Dev::start(&u.state, &slow_with_upkeep("1s"));
     wait_for(
         "the upkeep to finish the fill",
         std::time::Duration::from_secs(60),
@@ -842,9 +841,7 @@ fn a_volume_deleted_while_its_fill_waits_for_the_clone_goes_and_its_clone_after_
     dev.controller
         .delete_volume_opt(&delete_req(&id), call())
         .unwrap();
-    let base = state.shared_base();
-    assert!(!base.join("pvc-restored").exists());
-    assert!(!base.join(".owners/pvc-restored").exists());
+    nothing_left_of(&state, "pvc-restored");
     // The job then finds its volume gone, writes nothing, and lets its
     // clone go.
     wait_for(
@@ -852,13 +849,5 @@ fn a_volume_deleted_while_its_fill_waits_for_the_clone_goes_and_its_clone_after_
         std::time::Duration::from_secs(30),
         || temporaries(&state).is_empty(),
     );
-    assert!(
-        !base.join("pvc-restored").exists(),
-        "the job wrote into a deleted volume"
-    );
-    let quotas: Vec<String> = state.quotas().into_iter().map(|q| q.1).collect();
-    assert!(
-        quotas.iter().all(|path| !path.contains("pvc-restored")),
-        "{quotas:?}"
-    );
+    nothing_left_of(&state, "pvc-restored");
 }

@@ -219,7 +219,8 @@ pub struct FakeKube {
     http: HttpServer,
 }
 
-fn status(code: u16, reason: &str, message: &str) -> HttpResponse {
+/// A `Status` error body, as the API server answers.
+pub(super) fn status(code: u16, reason: &str, message: &str) -> HttpResponse {
     HttpResponse::json(
         code,
         &json!({

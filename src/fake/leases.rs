@@ -5,6 +5,7 @@
 //! requests, so tests that count those keep their figures; a test can cut
 //! the leases off (every lease request 503) to play a partition.
 
+use super::kube::status;
 use super::{HttpRequest, HttpResponse};
 use crate::mutex::lock;
 use serde_json::{json, Value};
@@ -21,16 +22,6 @@ pub(super) struct Leases {
     next_version: AtomicU64,
     pub(super) requests: AtomicUsize,
     pub(super) cut_off: AtomicBool,
-}
-
-fn status(code: u16, reason: &str, message: &str) -> HttpResponse {
-    HttpResponse::json(
-        code,
-        &json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code
-        }),
-    )
 }
 
 impl Leases {

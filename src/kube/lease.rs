@@ -139,18 +139,7 @@ impl KubeClient {
         lease: &Lease,
         timeout: Duration,
     ) -> crate::Result<Lease> {
-        let what = format!("create lease {namespace}/{name}");
-        let text = self.send(
-            Sent {
-                request: "create_lease",
-                method: "POST",
-                path: &path(namespace, None),
-                body: Some(&body(namespace, name, lease)),
-                timeout: Some(timeout),
-            },
-            &what,
-        )?;
-        parse(&text, &what)
+        self.write_lease("create_lease", "POST", namespace, name, lease, timeout)
     }
 
     /// Replaces lease `namespace/name` with `lease`, whose
@@ -163,12 +152,28 @@ impl KubeClient {
         lease: &Lease,
         timeout: Duration,
     ) -> crate::Result<Lease> {
-        let what = format!("update lease {namespace}/{name}");
+        self.write_lease("update_lease", "PUT", namespace, name, lease, timeout)
+    }
+
+    fn write_lease(
+        &self,
+        request: &'static str,
+        method: &'static str,
+        namespace: &str,
+        name: &str,
+        lease: &Lease,
+        timeout: Duration,
+    ) -> crate::Result<Lease> {
+        let (verb, at) = match method {
+            "POST" => ("create", path(namespace, None)),
+            _ => ("update", path(namespace, Some(name))),
+        };
+        let what = format!("{verb} lease {namespace}/{name}");
         let text = self.send(
             Sent {
-                request: "update_lease",
-                method: "PUT",
-                path: &path(namespace, Some(name)),
+                request,
+                method,
+                path: &at,
                 body: Some(&body(namespace, name, lease)),
                 timeout: Some(timeout),
             },
