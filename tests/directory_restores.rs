@@ -633,6 +633,24 @@ fn bulky_snapshot(
     (state, dev, at_snapshot, snap)
 }
 
+/// A restore of `snap` into `pvc-restored` whose caller gave up after 1 s,
+/// once its temporary clone is POSTed (and, under `slow-clones`, still
+/// being made): the request, for a retry.
+fn given_up_mid_clone(dev: &Dev, snap: &csi::Snapshot) -> csi::CreateVolumeRequest {
+    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
+    assert_code(
+        dev.controller.create_volume_opt(&req, within(1)),
+        Code::DEADLINE_EXCEEDED,
+        "a restore slower than its caller",
+    );
+    wait_for(
+        "the temporary clone's POST",
+        std::time::Duration::from_secs(30),
+        || dev.driver.logs().contains("into temporary filesystem"),
+    );
+    req
+}
+
 /// A call bounded by `secs`, as a sidecar's `--timeout`.
 fn within(secs: u64) -> grpcio::CallOption {
     grpcio::CallOption::default().timeout(std::time::Duration::from_secs(secs))
@@ -695,18 +713,8 @@ fn a_snapshot_deleted_while_a_restore_clones_it_stays_until_the_restore_is_done(
     let (state, dev, at_snapshot, snap) =
         bulky_snapshot("restore-snapshot-deleted", &[("DEV_QUIRKS", "slow-clones")]);
     let (parent_snapshot, _) = linode_snapshot(&state, &snap.snapshot_id);
-    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
     // The caller gives up while the temporary clone is being made...
-    assert_code(
-        dev.controller.create_volume_opt(&req, within(1)),
-        Code::DEADLINE_EXCEEDED,
-        "a restore slower than its caller",
-    );
-    wait_for(
-        "the temporary clone's POST",
-        std::time::Duration::from_secs(30),
-        || dev.driver.logs().contains("into temporary filesystem"),
-    );
+    let req = given_up_mid_clone(&dev, &snap);
     // ...and the snapshot is deleted meanwhile: answered at once, while the
     // parent snapshot the restore clones stays.
     dev.controller
@@ -824,17 +832,7 @@ fn a_volume_deleted_while_its_fill_waits_for_the_clone_goes_and_its_clone_after_
         "restore-deleted-mid-clone",
         &[("DEV_QUIRKS", "slow-clones")],
     );
-    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
-    assert_code(
-        dev.controller.create_volume_opt(&req, within(1)),
-        Code::DEADLINE_EXCEEDED,
-        "a restore slower than its caller",
-    );
-    wait_for(
-        "the temporary clone's POST",
-        std::time::Duration::from_secs(30),
-        || dev.driver.logs().contains("into temporary filesystem"),
-    );
+    given_up_mid_clone(&dev, &snap);
     // The provisioner deletes the volume (its PVC went) while the job
     // waits for the clone: no copy runs, so the delete goes through.
     let id = format!("1/{}/pvc-restored", state.shared_parent().0);
