@@ -13,13 +13,17 @@ mod common;
 use common::controller::*;
 use common::requests::*;
 use common::rpc::*;
-use common::{wait_for, Driver};
+use common::subdir::{mounting, P_SHARED_LABEL, P_TYPE};
+use common::{share, volume_names, wait_for, Driver, TempDir};
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::build_info::DRIVER_NAME;
-use linode_nfs_csi::fake::FakeStorageClass;
+use linode_nfs_csi::dev::emulate_exports;
+use linode_nfs_csi::dev::exports::Exports;
+use linode_nfs_csi::fake::{CloneRate, FakeStorageClass, FilesystemSeed};
 use linode_nfs_csi::linode::{Cloud, NewFilesystem};
 use linode_nfs_csi::proto::csi;
 use linode_nfs_csi::proto::csi_grpc::ControllerClient;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const LEASE: &str = "linode-nfs-csi-controller";
@@ -271,4 +275,102 @@ fn lease_periods_under_which_fencing_cannot_work_are_refused_at_start() {
         logs.contains("LEASE_RENEW_DEADLINE") && logs.contains("LINODE_REQUEST_TIMEOUT"),
         "{logs}"
     );
+}
+
+#[test]
+fn a_restore_under_way_at_kill_9_of_the_holder_is_finished_by_the_new_holder() {
+    // The controller role against an emulated NFS server: the fake's
+    // snapshots and clones copy their export directories, which the mount
+    // helper binds where each controller (in a mount namespace of its own)
+    // mounts them.
+    let helper_dir = TempDir::new("lease-restore-helper");
+    let shares = TempDir::new("lease-restore-shares");
+    let helper = share::install_bind_helper(helper_dir.path());
+    let parent = "team-share";
+    let mut setup = mounting(
+        Setup::new().seed(|s| s.with_filesystem(FilesystemSeed::new(SPACE, parent, REGION))),
+        &helper,
+        shares.path(),
+    );
+    for (k, v) in FAST.iter().chain(&[("MAINTENANCE_INTERVAL", "1s")]) {
+        setup = setup.env(k, v);
+    }
+    let mut env = setup.start();
+    emulate_exports(
+        &env.linode,
+        Arc::new(Exports::new(helper_dir.path()).unwrap()),
+    );
+    // A clone takes seconds: the kill comes while it is being made.
+    env.linode.set_clone_rate(Some(CloneRate {
+        setup: Duration::from_secs(2),
+        bytes_per_second: 1 << 20,
+        cap: Duration::from_secs(30),
+    }));
+    let standby = env.another("standby", &[("MAINTENANCE_INTERVAL", "1s")]);
+    let class = |name: &str| {
+        let mut req = volume_req(name, &by_id());
+        req.parameters.insert(P_TYPE.into(), "subdirectory".into());
+        req.parameters.insert(P_SHARED_LABEL.into(), parent.into());
+        req
+    };
+    let source = env.create_with(&class("pvc-src"));
+    let target = env.filesystem(parent).mount_target_fqdn.unwrap();
+    let data = share::export_dir(helper_dir.path(), &target).join("csi-volumes/pvc-src");
+    for n in 0..20 {
+        std::fs::write(data.join(format!("f{n}")), format!("{n}")).unwrap();
+    }
+    let snapshot = retry(&SIDECAR, || env.snapshot("snap-src", &source.volume_id)).unwrap();
+    wait_for("the snapshot to be ready", Duration::from_secs(30), || {
+        env.snapshot("snap-src", &source.volume_id)
+            .is_ok_and(|s| s.ready_to_use)
+    });
+    let restore = {
+        let mut req = class("pvc-restored");
+        req = from_snapshot(req, &snapshot.snapshot_id);
+        req
+    };
+    let temporaries = |env: &Env| {
+        env.live_filesystems()
+            .into_iter()
+            .filter(|fs| fs.label.starts_with("csi-restore-"))
+            .count()
+    };
+    // The caller gives up; the holder's job goes on until the kill.
+    let short = grpcio::CallOption::default().timeout(Duration::from_millis(500));
+    assert_code(
+        env.client.create_volume_opt(&restore, short),
+        Code::DEADLINE_EXCEEDED,
+        "a restore slower than its caller",
+    );
+    wait_for("the temporary clone", Duration::from_secs(30), || {
+        temporaries(&env) == 1
+    });
+    env.driver.kill();
+    // The new holder resumes the fill from its marker and adopts the clone.
+    let restored = retry(
+        &Retry {
+            limit: Duration::from_secs(60),
+            ..SIDECAR
+        },
+        || standby.controller().create_volume(&restore),
+    )
+    .unwrap_or_else(|e| panic!("{e:?}\n{}", standby.logs()))
+    .volume
+    .unwrap();
+    let copied = share::export_dir(helper_dir.path(), &target).join("csi-volumes/pvc-restored");
+    assert_eq!(volume_names(&copied), volume_names(&data));
+    assert_eq!(std::fs::read_to_string(copied.join("f7")).unwrap(), "7");
+    assert!(restored.volume_id.ends_with("/pvc-restored"));
+    wait_for(
+        "no temporary clone to be left",
+        Duration::from_secs(30),
+        || temporaries(&env) == 0,
+    );
+    let logs = standby.logs();
+    assert!(
+        !logs.contains("into temporary filesystem"),
+        "the new holder made a second clone:\n{logs}"
+    );
+    assert!(logs.contains("taken over"), "{logs}");
+    assert!(logs.contains("pvc-restored: filled"), "{logs}");
 }

@@ -237,6 +237,18 @@ fn mirror(exports: &Exports, event: &FakeEvent) {
     }
 }
 
+/// Makes `exports` the NFS side of `linode`: each filesystem, snapshot and
+/// clone the fake makes or deletes is mirrored onto their directories, the
+/// fake's quota usage is read from them, and every active filesystem gets
+/// its export directory. Dev mode's, and a test's that runs the controller
+/// role against its own fake.
+pub fn emulate_exports(linode: &FakeLinode, exports: Arc<Exports>) {
+    let observed = exports.clone();
+    linode.set_observer(Arc::new(move |event| mirror(&observed, event)));
+    linode.set_export_content(exports.clone());
+    recreate_exports(linode, &exports);
+}
+
 /// Gives every active filesystem its export directory, keeping what one
 /// holds: the process may have been killed after the state file recorded a
 /// filesystem active and before its directory was made, and filesystems
@@ -269,10 +281,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     // First of all: every setter below advances the fake's clocks, and a
     // filesystem of the state file that turns active then must get its
     // export directory.
-    let observed = exports.clone();
-    linode.set_observer(Arc::new(move |event| mirror(&observed, event)));
-    linode.set_export_content(exports.clone());
-    recreate_exports(&linode, &exports);
+    emulate_exports(&linode, exports.clone());
     exports
         .show_snapshots(&linode.snapshot_exports())
         .map_err(|e| fail("snapshot directories", e))?;
