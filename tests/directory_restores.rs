@@ -849,3 +849,37 @@ fn a_volume_deleted_while_its_fill_waits_for_the_clone_goes_and_its_clone_after_
     );
     nothing_left_of(&state, "pvc-restored");
 }
+
+#[test]
+fn a_hold_a_killed_job_left_on_a_filled_restore_goes_with_the_retry_of_its_call() {
+    let (state, dev) = start_dev("restore-stale-hold", &[]);
+    let src = dev.create(&subdir_req("pvc-src", GIB));
+    fill_source(&dir_of(&state, &src));
+    let snap = snapshot_until_ready(&dev, "snap-src", &src.volume_id);
+    let (_, batch) = linode_snapshot(&state, &snap.snapshot_id);
+    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
+    let restored = dev.create(&req);
+    // What a job killed after marking its volume filled and before letting
+    // go of the parent snapshot leaves: its reference in the batch.
+    let link = state
+        .shared_base()
+        .join(".snapshots/.batches")
+        .join(&batch)
+        .join(format!("f-1-{}-pvc-restored", state.shared_parent().0));
+    std::fs::write(&link, "").unwrap();
+    dev.controller
+        .delete_snapshot_opt(&delete_snapshot_req(&snap.snapshot_id), call())
+        .unwrap();
+    assert!(
+        !live_snapshots(&state).is_empty(),
+        "the reference keeps the parent snapshot"
+    );
+    // The provisioner retries the call the killed process never answered.
+    assert_eq!(dev.create(&req).volume_id, restored.volume_id);
+    assert!(!link.exists());
+    wait_for(
+        "the parent snapshot to go",
+        std::time::Duration::from_secs(30),
+        || live_snapshots(&state).is_empty(),
+    );
+}

@@ -313,8 +313,10 @@ fn discard(
 }
 
 /// What is left once volume `id` is filled, for a call that finds it
-/// filled: a clone's snapshot is forgotten (an attempt killed between the
-/// two left it recorded).
+/// filled: a clone's snapshot is forgotten, and a restore's hold on the
+/// parent snapshot it copied let go (a job killed between marking the
+/// volume filled and letting go left them; the caller it never answered
+/// retries).
 pub fn after_filled(
     c: &Controller,
     source: Option<&DirSource>,
@@ -322,6 +324,9 @@ pub fn after_filled(
 ) -> Result<(), Error> {
     match source {
         Some(DirSource::Volume(from)) => forget_clone(c, from, id),
+        Some(DirSource::Snapshot(SnapshotHandle::Directory(snap))) => {
+            fills::release(c, snap.parent(), id)
+        }
         _ => Ok(()),
     }
 }
