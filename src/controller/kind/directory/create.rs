@@ -262,9 +262,8 @@ fn make(
         (Ok(_), None) => post_quota(making),
     };
     made.then(move |resp| {
-        if plan.is_none() {
-            let source = want.dir_source.as_ref().map(|(source, _)| source);
-            restore::after_filled(&c2, source, &filling)?;
+        if let (None, Some((source, _))) = (&plan, &want.dir_source) {
+            restore::let_go(&c2, source, &filling)?;
         }
         // The volume is made and capped: what is left is a fill, a job of
         // its own that a repeat joins, so the call lets go of the volume.

@@ -8,8 +8,7 @@
 use super::files::{self, Removed};
 use super::parent::quota_list;
 use super::quotas;
-use super::restore::sweep_temporaries;
-use super::snapshots::forget_clone;
+use super::restore::{self, sweep_temporaries};
 use crate::controller::lock_keys::{Doubt, Lock};
 use crate::controller::tags::is_volume;
 use crate::controller::Controller;
@@ -51,15 +50,15 @@ pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
     };
     let mtls = c.spaces.mtls_mode(id.space)?;
     let root = c.shares.root(&parent, mtls.as_ref())?;
-    // A clone that never finished filling leaves the snapshot it was
-    // copied through: it goes with the clone.
+    // A fill that never finished (or whose job died before letting go)
+    // leaves what it held of its source: it goes with the volume.
     let marker = files::read_marker(&root, &id.name)?.filter(|m| m.volume_id == id.to_string());
     let filling = marker.as_ref().is_some_and(|m| m.filling);
-    let cloned_from = marker
+    let source = marker
         .and_then(|m| m.source)
-        .and_then(|s| SubdirId::parse(&s).ok());
-    if let Some(source) = &cloned_from {
-        forget_clone(c, source, &id)?;
+        .and_then(|s| restore::source_of(&s).ok());
+    if let Some(source) = &source {
+        restore::let_go(c, source, &id)?;
     }
     // Its copy may have died with an earlier controller, leaving the
     // temporary filesystem it copied from.

@@ -158,18 +158,18 @@ pub fn resume(c: &Arc<Controller>, id: SubdirId, root: PathBuf, source: &str) ->
 /// Ends the fill of volume `id` from `source` (as written) that can no
 /// longer go on: what it made is removed, and what its job held let go.
 fn abandon(c: &Controller, id: &SubdirId, root: &Path, source: &str) -> Result<(), Error> {
-    discard(c, id, root, clone_source(source).as_ref())?;
-    match SnapshotHandle::parse(source) {
-        Ok(SnapshotHandle::Directory(snap)) => fills::release(c, snap.parent(), id),
-        _ => Ok(()),
+    discard(c, id, root, None)?;
+    match source_of(source) {
+        Ok(source) => let_go(c, &source, id),
+        Err(_) => Ok(()),
     }
 }
 
 /// The source a marker records, as the request named it: a volume id
 /// parses as a directory volume's (its last part is a directory name,
 /// which starts with a letter), anything else as a snapshot's.
-fn source_of(raw: &str) -> Result<DirSource, Error> {
-    if let Some(id) = clone_source(raw) {
+pub fn source_of(raw: &str) -> Result<DirSource, Error> {
+    if let Ok(id) = SubdirId::parse(raw) {
         return Ok(DirSource::Volume(id));
     }
     SnapshotHandle::parse(raw)
@@ -179,10 +179,6 @@ fn source_of(raw: &str) -> Result<DirSource, Error> {
                 "source {raw:?} is no snapshot or volume of the driver"
             ))
         })
-}
-
-fn clone_source(raw: &str) -> Option<SubdirId> {
-    SubdirId::parse(raw).ok()
 }
 
 /// One volume's fill: the job `jobs` runs.
@@ -312,22 +308,18 @@ fn discard(
     Ok(())
 }
 
-/// What is left once volume `id` is filled, for a call that finds it
-/// filled: a clone's snapshot is forgotten, and a restore's hold on the
-/// parent snapshot it copied let go (a job killed between marking the
-/// volume filled and letting go left them; the caller it never answered
-/// retries).
-pub fn after_filled(
-    c: &Controller,
-    source: Option<&DirSource>,
-    id: &SubdirId,
-) -> Result<(), Error> {
+/// Lets go of what the fill of volume `id` from `source` held or made on
+/// the source's parent: a clone's snapshot, a restore's reference to the
+/// parent snapshot it copied. Its job does so when it ends; a call that
+/// finds the volume filled, and DeleteVolume, do so again, since a job
+/// killed between marking the volume filled and letting go left them.
+pub fn let_go(c: &Controller, source: &DirSource, id: &SubdirId) -> Result<(), Error> {
     match source {
-        Some(DirSource::Volume(from)) => forget_clone(c, from, id),
-        Some(DirSource::Snapshot(SnapshotHandle::Directory(snap))) => {
+        DirSource::Volume(from) => forget_clone(c, from, id),
+        DirSource::Snapshot(SnapshotHandle::Directory(snap)) => {
             fills::release(c, snap.parent(), id)
         }
-        _ => Ok(()),
+        DirSource::Snapshot(SnapshotHandle::Filesystem(_)) => Ok(()),
     }
 }
 
