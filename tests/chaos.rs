@@ -29,7 +29,7 @@ mod e2e_support;
 
 use common::requests::*;
 use common::rpc::*;
-use common::{volume_names, wait_for, wait_for_or};
+use common::{chaos_seed, volume_names, wait_for, wait_for_or};
 use e2e_support::*;
 use grpcio::{CallOption, RpcStatusCode as Code};
 use linode_nfs_csi::backoff::Backoff;
@@ -606,18 +606,6 @@ fn unmount_all(c: &mut Campaign, volume: &csi::Volume, staging: &Path, targets: 
     });
 }
 
-fn seed() -> u64 {
-    std::env::var("CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
-}
-
 /// The faults the fake logged it injected, by kind.
 fn injected(logs: &str) -> BTreeMap<String, u64> {
     let mut kinds = BTreeMap::new();
@@ -648,7 +636,7 @@ fn campaign_until(
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(sequences);
-    let seed = seed();
+    let seed = chaos_seed();
     let mode = if node_mode { "node" } else { "space" };
     println!(
         "CHAOS {mode} mode: seed {seed} (replay with CHAOS_SEED={seed}), {sequences} sequences"
@@ -826,7 +814,7 @@ fn wave(
 /// A space-mode campaign under random faults for waves (they restart the
 /// driver themselves), its seed printed for a replay.
 fn wave_campaign(wave: &str) -> Campaign {
-    let seed = seed();
+    let seed = chaos_seed();
     println!("CHAOS {wave}: seed {seed} (replay with CHAOS_SEED={seed})");
     Campaign::start(&RANDOM, seed, false, 0)
 }

@@ -15,7 +15,7 @@ use common::controller::*;
 use common::requests::*;
 use common::rpc::*;
 use common::subdir::{mounting, P_SHARED_LABEL, P_TYPE};
-use common::{share, volume_names, wait_for_or, Driver, TempDir};
+use common::{chaos_seed, share, volume_names, wait_for_or, Driver, TempDir};
 use grpcio::{CallOption, RpcStatusCode as Code};
 use linode_nfs_csi::backoff::Backoff;
 use linode_nfs_csi::dev::emulate_exports;
@@ -34,19 +34,6 @@ const PARENT: &str = "team-share";
 const COUNT: usize = 8;
 /// One call may take this long through retries before it is a violation.
 const PATIENCE: Duration = Duration::from_secs(120);
-
-/// The seed of the faults, printed for a replay (`CHAOS_SEED`).
-fn seed() -> u64 {
-    std::env::var("CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
-}
 
 /// The two processes: the `Env`'s own at first, then whatever replaced
 /// it, and one of its `another`s. Callers dial whichever runs now.
@@ -199,7 +186,7 @@ fn impatient(i: usize) -> CallOption {
 
 #[test]
 fn two_controllers_through_faults_and_kills_of_either_keep_every_volume_and_leave_nothing() {
-    let seed = seed();
+    let seed = chaos_seed();
     println!("CHAOS two controllers: seed {seed} (replay with CHAOS_SEED={seed})");
     let helper_dir = TempDir::new("chaos-lease-helper");
     let shares = TempDir::new("chaos-lease-shares");

@@ -118,6 +118,19 @@ pub fn block_on<T: Send + 'static>(
     }
 }
 
+/// A fault campaign's seed: `CHAOS_SEED` to replay one, else new each run.
+pub fn chaos_seed() -> u64 {
+    std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
+}
+
 /// Polls `cond` until it holds, failing the test once `limit` passes. The
 /// pauses grow on the driver's own schedule: quick at first for what is
 /// about to happen, then a few times a second, so a condition that costs an
