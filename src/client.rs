@@ -5,7 +5,7 @@
 
 use crate::config::{client_endpoint, parse_quantity, Endpoint};
 use crate::controller::keys::{
-    ROOT_SQUASH, SHARED_FS_LABEL, SPACE_ID, SPACE_LABEL, TAGS, VOLUME_TYPE,
+    POOL, ROOT_SQUASH, SHARED_FS_LABEL, SPACE_ID, SPACE_LABEL, TAGS, VOLUME_TYPE,
 };
 use crate::proto::{csi, csi_grpc};
 use csi::volume_capability::access_mode::Mode;
@@ -24,7 +24,7 @@ Commands:
   info                                    plugin name, version, every capability
   create-volume NAME [--size 1Gi] [--param k=v]... [--from-snapshot ID]
                 [--squash none|root_squash|all_squash] [--tags a,b]
-                [--shared FILESYSTEM_LABEL]
+                [--shared FILESYSTEM_LABEL | --pool POOL_NAME]
   clone NEW_NAME SOURCE_VOLUME_ID [--size 2Gi] [--param k=v]...
                 [--squash none|root_squash|all_squash] [--tags a,b]
   delete-volume VOLUME_ID
@@ -45,10 +45,15 @@ Commands:
   get-snapshot SNAPSHOT_ID
   delete-snapshot SNAPSHOT_ID
   list-snapshots [--volume VOLUME_ID] [--snapshot SNAPSHOT_ID]
+  group-snapshot NAME VOLUME_ID...        (directory volumes of one parent)
+  get-group-snapshot GROUP_ID
+  delete-group-snapshot GROUP_ID [SNAPSHOT_ID...]
 --param sets StorageClass parameters (the Space defaults to space-label=dev-space);
 --shared L makes a directory of the existing filesystem labelled L
 (volume-type=subdirectory, shared-filesystem-label=L; dev mode seeds
-dev-shared), in space-label=dev-space unless --param names a Space;
+dev-shared), --pool P one on a filesystem of the pool P the driver runs
+(shared-filesystem-pool=P; --param sets its pool-* keys), in
+space-label=dev-space unless --param names a Space;
 --squash and --tags are the mutable parameters a VolumeAttributesClass sets.
 The endpoint defaults to $CSI_ENDPOINT, else unix://$PWD/dev/csi.sock.
 ";
@@ -74,6 +79,7 @@ pub fn run(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Stri
     let c = Clients {
         identity: csi_grpc::IdentityClient::new(channel.clone()),
         controller: csi_grpc::ControllerClient::new(channel.clone()),
+        groups: csi_grpc::GroupControllerClient::new(channel.clone()),
         node: csi_grpc::NodeClient::new(channel),
     };
     let command = args.remove(0);
@@ -101,6 +107,7 @@ fn usage_of(command: &str) -> String {
 struct Clients {
     identity: csi_grpc::IdentityClient,
     controller: csi_grpc::ControllerClient,
+    groups: csi_grpc::GroupControllerClient,
     node: csi_grpc::NodeClient,
 }
 
@@ -169,6 +176,7 @@ fn take_mutable(args: &mut Vec<String>) -> Result<HashMap<String, String>, Strin
 fn create_request(args: &mut Vec<String>) -> Result<csi::CreateVolumeRequest, String> {
     let size = take_flag(args, "--size")?;
     let shared = take_flag(args, "--shared")?;
+    let pool = take_flag(args, "--pool")?;
     let mut params = HashMap::new();
     while let Some(p) = take_flag(args, "--param")? {
         let (k, v) = p.split_once('=').ok_or("--param wants key=value")?;
@@ -177,9 +185,17 @@ fn create_request(args: &mut Vec<String>) -> Result<csi::CreateVolumeRequest, St
     if !params.contains_key(SPACE_ID) && !params.contains_key(SPACE_LABEL) {
         params.insert(SPACE_LABEL.into(), DEV_SPACE_LABEL.into());
     }
-    if let Some(label) = shared {
-        params.insert(VOLUME_TYPE.into(), "subdirectory".into());
-        params.insert(SHARED_FS_LABEL.into(), label);
+    match (shared, pool) {
+        (Some(_), Some(_)) => return Err("--shared and --pool are exclusive".into()),
+        (Some(label), None) => {
+            params.insert(VOLUME_TYPE.into(), "subdirectory".into());
+            params.insert(SHARED_FS_LABEL.into(), label);
+        }
+        (None, Some(pool)) => {
+            params.insert(VOLUME_TYPE.into(), "subdirectory".into());
+            params.insert(POOL.into(), pool);
+        }
+        (None, None) => {}
     }
     let mut req = csi::CreateVolumeRequest::new();
     req.parameters = params;
@@ -254,6 +270,18 @@ fn node_ids(ids: &[String]) -> String {
     } else {
         ids.join(",")
     }
+}
+
+fn describe_group(g: &csi::VolumeGroupSnapshot) -> String {
+    let mut out = format!(
+        "group_snapshot_id: {} ready_to_use: {}\n",
+        g.group_snapshot_id, g.ready_to_use
+    );
+    for member in &g.snapshots {
+        out.push_str("  ");
+        out.push_str(&describe_snapshot(member));
+    }
+    out
 }
 
 fn describe_snapshot(s: &csi::Snapshot) -> String {
@@ -508,6 +536,32 @@ impl Clients {
                 let mut req = csi::DeleteSnapshotRequest::new();
                 req.snapshot_id = id;
                 done(self.controller.delete_snapshot(&req), "deleted")
+            }
+            "group-snapshot" => {
+                if args.len() < 2 {
+                    return Err("expected arguments: NAME VOLUME_ID...".into());
+                }
+                let mut req = csi::CreateVolumeGroupSnapshotRequest::new();
+                req.name = args.remove(0);
+                req.source_volume_ids = args;
+                let resp = rpc(self.groups.create_volume_group_snapshot(&req))?;
+                Ok(describe_group(&resp.group_snapshot))
+            }
+            "get-group-snapshot" => {
+                let [id] = positional(args, ["GROUP_ID"])?;
+                let mut req = csi::GetVolumeGroupSnapshotRequest::new();
+                req.group_snapshot_id = id;
+                let resp = rpc(self.groups.get_volume_group_snapshot(&req))?;
+                Ok(describe_group(&resp.group_snapshot))
+            }
+            "delete-group-snapshot" => {
+                if args.is_empty() {
+                    return Err("expected arguments: GROUP_ID [SNAPSHOT_ID...]".into());
+                }
+                let mut req = csi::DeleteVolumeGroupSnapshotRequest::new();
+                req.group_snapshot_id = args.remove(0);
+                req.snapshot_ids = args;
+                done(self.groups.delete_volume_group_snapshot(&req), "deleted")
             }
             "list-snapshots" => {
                 let mut req = csi::ListSnapshotsRequest::new();

@@ -332,3 +332,83 @@ fn a_subdirectory_volume_from_the_command_line() {
     ok(&dev, &["delete-volume", &id]);
     assert!(!ok(&dev, &["list-volumes"]).contains(&id));
 }
+
+/// A volume of a pool the driver runs, and a group snapshot of two
+/// directory volumes taken, read and deleted, as the README's table names
+/// them.
+#[test]
+fn pool_volumes_and_group_snapshots_from_the_command_line() {
+    let (state, dev) = start_dev("e2e-client-groups", &[]);
+    let pooled = ok(
+        &dev,
+        &[
+            "create-volume",
+            "pvc-p",
+            "--size",
+            "64Mi",
+            "--pool",
+            "team",
+            "--param",
+            "linodenfs.csi.linode.com/pool-filesystem-size=1Gi",
+        ],
+    );
+    let pool_fs: u64 = field(&pooled, "volume_id")
+        .split('/')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        state
+            .filesystems()
+            .iter()
+            .any(|(id, label, _)| *id == pool_fs && label.starts_with("csi-pool-team-")),
+        "{pooled}"
+    );
+    assert!(client(
+        &dev,
+        &[
+            "create-volume",
+            "x",
+            "--pool",
+            "team",
+            "--shared",
+            "dev-shared"
+        ]
+    )
+    .unwrap_err()
+    .contains("exclusive"));
+
+    let made: Vec<String> = ["pvc-a", "pvc-b"]
+        .iter()
+        .map(|name| {
+            let out = ok(
+                &dev,
+                &[
+                    "create-volume",
+                    name,
+                    "--size",
+                    "64Mi",
+                    "--shared",
+                    "dev-shared",
+                ],
+            );
+            field(&out, "volume_id").to_string()
+        })
+        .collect();
+    let group = ok(&dev, &["group-snapshot", "grp-1", &made[0], &made[1]]);
+    assert!(group.starts_with("group_snapshot_id:"), "{group}");
+    assert!(group.contains("ready_to_use: true"), "{group}");
+    let gid = field(&group, "group_snapshot_id").to_string();
+    let members: Vec<&str> = group
+        .lines()
+        .filter(|l| l.starts_with("  snapshot_id:"))
+        .map(|l| field(l, "snapshot_id"))
+        .collect();
+    assert_eq!(members.len(), 2, "{group}");
+    assert_eq!(ok(&dev, &["get-group-snapshot", &gid]), group);
+    let mut delete = vec!["delete-group-snapshot", gid.as_str()];
+    delete.extend(&members);
+    assert_eq!(ok(&dev, &delete), "deleted\n");
+    fails(&dev, &["get-group-snapshot", &gid], "NOT_FOUND");
+}
