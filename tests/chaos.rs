@@ -115,14 +115,7 @@ impl Rng {
 
 /// Answers a correct caller may get while the backend misbehaves: they
 /// tell it to retry.
-const TRANSIENT: [Code; 6] = [
-    Code::ABORTED,
-    Code::UNAVAILABLE,
-    Code::DEADLINE_EXCEEDED,
-    Code::CANCELLED,
-    Code::INTERNAL,
-    Code::RESOURCE_EXHAUSTED,
-];
+const TRANSIENT: [Code; 6] = UNDER_FAULTS;
 
 impl Profile {
     /// Whether a correct driver may answer `rpc` with the failure `code`

@@ -84,16 +84,9 @@ impl Pair {
                 let (send, settled, clients) =
                     (send.clone(), settled.clone(), self.clients.clone());
                 std::thread::spawn(move || -> Result<(), String> {
-                    let codes: Vec<Code> = [
-                        Code::ABORTED,
-                        Code::UNAVAILABLE,
-                        Code::DEADLINE_EXCEEDED,
-                        Code::CANCELLED,
-                        Code::INTERNAL,
-                        Code::RESOURCE_EXHAUSTED,
-                        Code::UNKNOWN,
-                    ]
-                    .into();
+                    // An Unknown (a connection cut by a kill) is one more.
+                    let codes: Vec<Code> =
+                        UNDER_FAULTS.into_iter().chain([Code::UNKNOWN]).collect();
                     let how = Retry {
                         codes: &codes,
                         pauses: Backoff::doubling(

@@ -51,6 +51,17 @@ pub struct Retry<'a> {
     pub limit: Duration,
 }
 
+/// Every answer a correct driver may give while its backend fails,
+/// throttles and loses replies: a caller retries them.
+pub const UNDER_FAULTS: [Code; 6] = [
+    Code::ABORTED,
+    Code::UNAVAILABLE,
+    Code::DEADLINE_EXCEEDED,
+    Code::CANCELLED,
+    Code::INTERNAL,
+    Code::RESOURCE_EXHAUSTED,
+];
+
 /// What the sidecars and kubelet do with transient answers.
 pub const SIDECAR: Retry<'static> = Retry {
     codes: &[Code::UNAVAILABLE, Code::ABORTED, Code::DEADLINE_EXCEEDED],
