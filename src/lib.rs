@@ -12,6 +12,7 @@ pub mod bounded;
 pub mod build_info;
 pub mod capabilities;
 pub mod client;
+pub mod cluster_id;
 pub mod config;
 pub mod controller;
 pub mod dev;

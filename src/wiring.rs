@@ -65,7 +65,23 @@ pub fn controller_service_with(
     settings.ca_file = linode.ca_file.clone();
     settings.token_file = linode.token_file.clone();
     settings.request_timeout = linode.request_timeout;
-    let lease = Leadership::new(config.lease.clone().ok_or("no lease settings")?);
+    let mut lease_settings = config.lease.clone().ok_or("no lease settings")?;
+    let cluster_id = crate::cluster_id::settle(
+        &kube,
+        config.cluster_id.as_ref(),
+        &lease_settings.namespace,
+        &lease_settings.name,
+        lease_settings.call_timeout(),
+    )?;
+    log::info!(
+        "cluster identity {cluster_id}{}: only what carries it is this cluster's",
+        match config.cluster_id {
+            Some(_) => " (CLUSTER_ID)",
+            None => " (derived from the kube-system Namespace)",
+        }
+    );
+    lease_settings.cluster = Some(cluster_id.to_string());
+    let lease = Leadership::new(lease_settings);
     settings.fence = Some(lease.fence());
     let cloud =
         LinodeCloud::new(settings).map_err(|e| format!("Linode client: {}", e.message()))?;
@@ -74,6 +90,7 @@ pub fn controller_service_with(
         ControllerDeps {
             cloud: Arc::new(cloud),
             lease: lease.clone(),
+            cluster_id,
             kube,
             mode: config.access_policy_mode,
             wait: WaitPolicy::new(config.wait_timeout),

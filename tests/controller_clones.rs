@@ -71,7 +71,10 @@ fn a_clone_is_copied_through_a_snapshot_that_does_not_outlive_it() {
         .collect();
     assert_eq!(posts.len(), 1);
     assert_eq!(posts[0]["label"], "csi-clone-copy");
-    assert_eq!(posts[0]["tags"], serde_json::json!(["csi-clone-snapshot"]));
+    assert_eq!(
+        posts[0]["tags"],
+        serde_json::json!(["csi-clone-snapshot", common::CLUSTER_TAG])
+    );
     assert_eq!(live_snapshots(&env), vec![]);
     let listed = env
         .client

@@ -129,7 +129,7 @@ fn a_standby_answers_writes_unavailable_naming_the_holder_serves_reads_and_runs_
         label: "csi-restore-1-2".into(),
         region: REGION.into(),
         max_capacity_bytes: 1 << 30,
-        tags: vec!["csi-restore-source".into()],
+        tags: vec!["csi-restore-source".into(), common::CLUSTER_TAG.into()],
     };
     env.someone_else()
         .create_filesystem(SPACE, &orphan)

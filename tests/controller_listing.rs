@@ -268,7 +268,12 @@ fn a_volume_attributes_class_changes_tags_and_squash() {
     assert_eq!(squash(), "all_squash");
     assert_eq!(
         env.filesystem("modified").tags,
-        ["gold", "team-a", "csi.linodenfs.csi.linode.com"],
+        [
+            "gold",
+            "team-a",
+            "csi.linodenfs.csi.linode.com",
+            common::CLUSTER_TAG
+        ],
         "the driver's mark stays"
     );
     // Settled before the answer: the policy is active.
@@ -331,7 +336,10 @@ fn create_volume_applies_mutable_parameters_over_the_class() {
         .insert(P_SQUASH.into(), "all_squash".into());
     env.create(&req).unwrap();
     let fs = env.filesystem("with-vac");
-    assert_eq!(fs.tags, ["vac", "csi.linodenfs.csi.linode.com"]);
+    assert_eq!(
+        fs.tags,
+        ["vac", "csi.linodenfs.csi.linode.com", common::CLUSTER_TAG]
+    );
     assert_eq!(env.squash(fs.id), "all_squash");
     env.create(&req).expect("a repeat adopts");
 }

@@ -11,7 +11,7 @@ use common::controller::*;
 use common::requests::*;
 use common::rpc::*;
 use common::subdir::{mounting, GIB, P_TYPE};
-use common::{share, wait_for, TempDir};
+use common::{share, wait_for, TempDir, CLUSTER_ID, CLUSTER_TAG};
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::build_info::DRIVER_NAME;
 use linode_nfs_csi::fake::{FakeMetadata, FakeStorageClass, FilesystemSeed, Lifecycle};
@@ -163,7 +163,8 @@ fn a_pool_grows_one_filesystem_at_a_time_packs_volumes_and_stops_at_its_bound() 
     assert_eq!(w.pool_posts(), 2, "one filesystem at a time, one per need");
     let pool = w.pool("small");
     let labels: Vec<&str> = pool.iter().map(|fs| fs.label.as_str()).collect();
-    assert_eq!(labels, ["csi-pool-small-1", "csi-pool-small-2"]);
+    let label = |n: u32| format!("csi-pool-{CLUSTER_ID}-small-{n}");
+    assert_eq!(labels, [label(1), label(2)]);
     for fs in &pool {
         assert!(fs.tags.contains(&"csi-pool".to_string()), "{:?}", fs.tags);
         assert!(
@@ -380,25 +381,43 @@ fn the_upkeep_deletes_temporary_filesystems_no_restore_holds() {
                 region: REGION.into(),
                 space_id: Some(SPACE),
                 size_gib: None,
-                tags: vec!["csi-restore-source".into()],
+                tags: vec!["csi-restore-source".into(), CLUSTER_TAG.into()],
             },
         )
         .unwrap();
-    let unrelated = NewFilesystem {
-        label: "csi-restore-not-ours".into(),
-        region: REGION.into(),
-        max_capacity_bytes: GIB,
-        tags: Vec::new(),
-    };
-    other.create_filesystem(SPACE, &unrelated).unwrap();
+    // Never this cluster's to delete: one without a restore's tag, one a
+    // driver made before clusters had identities, another cluster's.
+    let kept = [
+        ("csi-restore-not-ours".to_string(), vec![]),
+        (
+            format!("csi-restore-{}-900001", admin.id),
+            vec!["csi-restore-source"],
+        ),
+        (
+            format!("csi-restore-{}-900002", admin.id),
+            vec!["csi-restore-source", "csi-cluster.staging"],
+        ),
+    ];
+    for (label, tags) in &kept {
+        let fs = NewFilesystem {
+            label: label.clone(),
+            region: REGION.into(),
+            max_capacity_bytes: GIB,
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+        };
+        other.create_filesystem(SPACE, &fs).unwrap();
+    }
+    // One sweep considers every temporary of the Space: once it deleted
+    // this cluster's orphan, it has passed the others by.
     wait_for("the orphan's delete", PATIENCE, || {
         !w.env.live_filesystems().iter().any(|fs| fs.label == label)
     });
-    assert!(w
-        .env
-        .live_filesystems()
-        .iter()
-        .any(|fs| fs.label == "csi-restore-not-ours"));
+    for (label, _) in &kept {
+        assert!(
+            w.env.live_filesystems().iter().any(|fs| fs.label == *label),
+            "{label} was deleted"
+        );
+    }
     w.admin_is_untouched();
 }
 
@@ -464,9 +483,10 @@ fn a_name_taken_on_one_pool_filesystem_by_someone_else_goes_to_another() {
 fn a_pool_filesystem_whose_creation_fails_is_deleted_and_made_again() {
     let w = pool_world(|s| s.env("MAINTENANCE_INTERVAL", "100ms"));
     let broken = class("broken", &[(P_POOL_MAX, "1")]);
+    let broken_label = format!("csi-pool-{CLUSTER_ID}-broken-1");
     w.env
         .linode
-        .set_filesystem_lifecycle("csi-pool-broken-1", Lifecycle::StickInError);
+        .set_filesystem_lifecycle(&broken_label, Lifecycle::StickInError);
     let failed = w.create("pvc-a", GIB, &broken).unwrap_err();
     assert_eq!(code_of(&failed), Code::UNAVAILABLE, "{failed:?}");
     wait_for("the failed filesystem's delete", PATIENCE, || {
@@ -475,7 +495,7 @@ fn a_pool_filesystem_whose_creation_fails_is_deleted_and_made_again() {
     // With it gone the pool is below its bound again.
     w.env
         .linode
-        .set_filesystem_lifecycle("csi-pool-broken-1", Lifecycle::Normal);
+        .set_filesystem_lifecycle(&broken_label, Lifecycle::Normal);
     let v = w.create("pvc-a", GIB, &broken).unwrap();
     assert_eq!(w.pool_posts(), 2);
     assert_eq!(w.pool("broken")[0].id, fs_of(&v.volume_id));
@@ -510,4 +530,152 @@ fn without_either_the_create_says_why() {
     );
     // The pool filesystem it made waits for the retry (or the prune).
     assert_eq!(w.pool("nodes").len(), 1);
+}
+
+/// Pools trust no tags alone (issue 35). A filesystem with the pool's tags
+/// but not this cluster's (made by hand, by another cluster, or by a
+/// driver before identities) and full of someone's data is never a member;
+/// a filesystem holding the label of the pool's next member never stops
+/// the pool from growing; and a member whose root quota reports data no
+/// quota promises has only the rest as room.
+#[test]
+fn look_alikes_are_never_members_and_never_stop_growth() {
+    let w = pool_world(|s| {
+        s.seed(|mut seed| {
+            seed.unique_filesystem_labels = true;
+            seed
+        })
+    });
+    let small = class("small", &[(P_POOL_SIZE, "3Gi"), (P_POOL_MAX, "3")]);
+    let other = w.env.someone_else();
+    let make = |label: &str, tags: &[&str]| {
+        let fs = NewFilesystem {
+            label: label.into(),
+            region: REGION.into(),
+            max_capacity_bytes: 3 * GIB,
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+        };
+        other.create_filesystem(SPACE, &fs).unwrap()
+    };
+    let tagged = make("squatter", &["csi-pool", "csi-pool.small"]);
+    let foreign = make(
+        "theirs",
+        &["csi-pool", "csi-pool.small", "csi-cluster.staging"],
+    );
+    let first_label = format!("csi-pool-{CLUSTER_ID}-small-1");
+    let labelled = make(&first_label, &[]);
+    for fs in [&tagged, &foreign] {
+        assert!(w.env.linode.set_unquoted_usage(fs.id, 2 * GIB + GIB / 2));
+    }
+    wait_for("the look-alikes to be active", PATIENCE, || {
+        w.env
+            .live_filesystems()
+            .iter()
+            .filter(|fs| [tagged.id, foreign.id, labelled.id].contains(&fs.id))
+            .all(|fs| fs.status == Status::Active)
+    });
+    // The pool grows past the taken label, onto a filesystem of its own.
+    let a = w.create("pvc-a", GIB, &small).unwrap();
+    let pool = w.pool("small");
+    let members: Vec<u64> = pool
+        .iter()
+        .filter(|fs| fs.tags.contains(&CLUSTER_TAG.to_string()))
+        .map(|fs| fs.id)
+        .collect();
+    assert_eq!(members.len(), 1, "{pool:?}");
+    assert_eq!(fs_of(&a.volume_id), members[0]);
+    let mine = w.env.filesystem(&format!("csi-pool-{CLUSTER_ID}-small-2"));
+    assert_eq!(mine.id, members[0]);
+    // Someone's 2.5 GiB lands on the member behind the driver's back: of
+    // its 3 GiB, 1 GiB is promised to pvc-a and 2.5 GiB used, so the next
+    // volume needs a new filesystem; nothing is ever placed on the
+    // look-alikes.
+    assert!(w.env.linode.set_unquoted_usage(mine.id, 2 * GIB + GIB / 2));
+    let b = w.create("pvc-b", GIB, &small).unwrap();
+    assert_ne!(fs_of(&b.volume_id), mine.id);
+    for id in [&a.volume_id, &b.volume_id] {
+        assert!(
+            ![tagged.id, foreign.id, labelled.id].contains(&fs_of(id)),
+            "{id} was placed on a look-alike"
+        );
+    }
+    // No quota was ever posted on a look-alike, and they are all there.
+    for fs in [&tagged, &foreign, &labelled] {
+        assert!(
+            !w.env
+                .linode
+                .quotas()
+                .iter()
+                .any(|q| q.filesystem_id == fs.id && !q.is_root),
+            "a quota on {}",
+            fs.label
+        );
+        assert!(w.env.live_filesystems().iter().any(|l| l.id == fs.id));
+    }
+}
+
+/// A directory-snapshot id is the caller's to write. One naming a
+/// filesystem that is none of this cluster's parents (no class names it,
+/// no pool of this cluster holds it, no volume of it was mounted here) is
+/// not found, and the controller never mounts it to find out (issue 35).
+#[test]
+fn a_forged_directory_snapshot_id_is_not_found_and_mounts_nothing() {
+    let w = pool_world(|s| s);
+    let small = class("small", &[(P_POOL_SIZE, "3Gi")]);
+    let other = w.env.someone_else();
+    let foreign = other
+        .create_filesystem(
+            SPACE,
+            &NewFilesystem {
+                label: "finance-data".into(),
+                region: REGION.into(),
+                max_capacity_bytes: 3 * GIB,
+                tags: Vec::new(),
+            },
+        )
+        .unwrap();
+    let theirs = other
+        .create_filesystem(
+            SPACE,
+            &NewFilesystem {
+                label: "staging-pool".into(),
+                region: REGION.into(),
+                max_capacity_bytes: 3 * GIB,
+                tags: vec![
+                    "csi-pool".into(),
+                    "csi-pool.small".into(),
+                    "csi-cluster.staging".into(),
+                ],
+            },
+        )
+        .unwrap();
+    wait_for("both to be active", PATIENCE, || {
+        w.env
+            .live_filesystems()
+            .iter()
+            .filter(|fs| [foreign.id, theirs.id].contains(&fs.id))
+            .all(|fs| fs.status == Status::Active)
+    });
+    let mount_point = |id: u64| w._shares.path().join(format!("{SPACE}-{id}"));
+    for fs in [foreign.id, theirs.id] {
+        let snap = other.create_snapshot(SPACE, fs, "cut", &[]).unwrap();
+        let forged = format!("{SPACE}/{fs}/{}/pvc-anything", snap.id);
+        let restore = from_snapshot(request("pvc-forged", GIB, &small), &forged);
+        assert_code(w.env.create(&restore), Code::NOT_FOUND, "a forged restore");
+        let listed = w
+            .env
+            .client
+            .list_snapshots(&list_snapshots_req(&forged, ""))
+            .unwrap();
+        assert!(listed.entries.is_empty(), "{listed:?}");
+        w.env
+            .client
+            .delete_snapshot(&delete_snapshot_req(&forged))
+            .unwrap();
+        assert!(
+            !mount_point(fs).exists(),
+            "filesystem {fs} was mounted for a forged id"
+        );
+    }
+    w.admin_is_untouched();
 }

@@ -411,6 +411,7 @@ fn restore_from_a_snapshot_clones_it_idempotently() {
         serde_json::json!([
             "restored",
             "csi.linodenfs.csi.linode.com",
+            common::CLUSTER_TAG,
             format!("csi-source-snapshot.{}", s1.snapshot_id.replace('/', "."))
         ])
     );

@@ -42,7 +42,12 @@ fn create_volume_returns_backend_state_and_repeats_are_idempotent() {
     // The user's tags, and the mark that makes it one of this driver's volumes.
     assert_eq!(
         fs.tags,
-        vec!["team-a", "prod", "csi.linodenfs.csi.linode.com"]
+        vec![
+            "team-a",
+            "prod",
+            "csi.linodenfs.csi.linode.com",
+            common::CLUSTER_TAG
+        ]
     );
     let post = env.last_request("POST").json();
     assert_eq!(post["protocol_versions"], serde_json::json!(["nfsv4"]));

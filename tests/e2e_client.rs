@@ -159,7 +159,11 @@ fn clone_modify_list_capacity_and_get_snapshot_from_the_command_line() {
     let src = field(&created, "volume_id").to_string();
     let src_fs = filesystem_of(&src);
     let fs = state.filesystem(src_fs);
-    assert_eq!(tags_of(&fs), set(&["team-a", MANAGED_TAG]), "{fs}");
+    assert_eq!(
+        tags_of(&fs),
+        set(&["team-a", MANAGED_TAG, common::CLUSTER_TAG]),
+        "{fs}"
+    );
     assert_eq!(squash_of(&fs), "all_squash", "{fs}");
 
     let cloned = ok(&dev, &["clone", "pvc-clone", &src, "--size", "2Gi"]);
@@ -182,7 +186,11 @@ fn clone_modify_list_capacity_and_get_snapshot_from_the_command_line() {
         "modified\n"
     );
     let fs = state.filesystem(src_fs);
-    assert_eq!(tags_of(&fs), set(&["team-b", "blue", MANAGED_TAG]), "{fs}");
+    assert_eq!(
+        tags_of(&fs),
+        set(&["team-b", "blue", MANAGED_TAG, common::CLUSTER_TAG]),
+        "{fs}"
+    );
     assert_eq!(squash_of(&fs), "none", "{fs}");
     fails(&dev, &["modify", &src], "INVALID_ARGUMENT");
     fails(&dev, &["modify", "1/999999", "--tags", "x"], "NOT_FOUND");
@@ -362,7 +370,8 @@ fn pool_volumes_and_group_snapshots_from_the_command_line() {
         state
             .filesystems()
             .iter()
-            .any(|(id, label, _)| *id == pool_fs && label.starts_with("csi-pool-team-")),
+            .any(|(id, label, _)| *id == pool_fs
+                && label.starts_with(&format!("csi-pool-{}-team-", common::CLUSTER_ID))),
         "{pooled}"
     );
     assert!(client(

@@ -63,7 +63,7 @@ fn a_volume_moves_from_a_named_parent_to_a_pool_by_snapshot_and_restore() {
         .find(|f| f.0 == pool_fs)
         .map(|f| f.1)
         .unwrap();
-    assert_eq!(label, "csi-pool-moved-1");
+    assert_eq!(label, format!("csi-pool-{}-moved-1", common::CLUSTER_ID));
 
     // The node mounts it like any directory volume.
     let staging = state.staging(&moved.volume_id);

@@ -1143,3 +1143,36 @@ fn a_snapshot_deleted_during_its_clone_s_post_goes_only_after_the_clone_has_copi
         "the snapshot's data went while its clone was copying it"
     );
 }
+
+/// Dev mode copies a snapshot's content when it sees the snapshot made. A
+/// process killed between the fake saving its state and that copy would
+/// restart with a snapshot of no content (clones of it empty), so the
+/// state that records a snapshot is saved only once the copy is taken.
+#[test]
+fn a_snapshot_is_saved_only_after_its_content_is_taken() {
+    let dir = std::env::temp_dir().join(format!("lnc-fake-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("state.json");
+    let _ = std::fs::remove_file(&file);
+    let fake = FakeLinode::start_persistent(Seed::from_json(SEED).unwrap(), &file).unwrap();
+    let saved_at_cut = Arc::new(Mutex::new(Vec::new()));
+    let (sink, state_file) = (saved_at_cut.clone(), file.clone());
+    fake.set_observer(Arc::new(move |e: &FakeEvent| {
+        if let FakeEvent::SnapshotCreated { .. } = e {
+            let saved = std::fs::read_to_string(&state_file).unwrap();
+            sink.lock().unwrap().push(saved.contains("cut-me"));
+        }
+    }));
+    let id = create_fs(&fake, "data");
+    let snaps = format!("v4beta/nfs/spaces/7/filesystems/{id}/snapshots");
+    let (status, _, body) = raw(&fake, "POST", &snaps, &[], Some(json!({"label": "cut-me"})));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        *saved_at_cut.lock().unwrap(),
+        [false],
+        "seen once, before it was saved"
+    );
+    assert!(std::fs::read_to_string(&file).unwrap().contains("cut-me"));
+    drop(fake);
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -2187,6 +2187,18 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
             verbs(LEASES),
             "{variant}: lease verbs differ from the upstream sidecars' Roles"
         );
+        // The cluster identity's default: get on kube-system, nothing more.
+        let namespaces: Vec<Value> = rules_for(objects, CONTROLLER)
+            .into_iter()
+            .filter(|r| strings(&r["resources"]).contains(&"namespaces"))
+            .collect();
+        assert_eq!(namespaces.len(), 1, "{variant}: one namespaces rule");
+        assert_eq!(strings(&namespaces[0]["verbs"]), ["get"], "{variant}");
+        assert_eq!(
+            strings(&namespaces[0]["resourceNames"]),
+            ["kube-system"],
+            "{variant}: the identity reads kube-system only"
+        );
         let group: BTreeMap<&str, BTreeSet<String>> = granted
             .iter()
             .filter(|(r, _)| r.starts_with("groupsnapshot.storage.k8s.io/"))

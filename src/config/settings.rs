@@ -8,6 +8,7 @@ use super::address::{Endpoint, ListenAddress};
 use super::dev::{self, DevConfig};
 use super::parse::{parse_endpoint, parse_listen_address, parse_plugin_endpoint, parse_quantity};
 use super::read::{ConfigError, Lookup};
+use crate::cluster_id::ClusterId;
 use crate::lease::LeaseSettings;
 use crate::secret::Secret;
 use std::path::PathBuf;
@@ -75,6 +76,8 @@ pub struct Config {
     pub linode: Option<LinodeConfig>,
     /// The controller's election (controller and dev roles).
     pub lease: Option<LeaseSettings>,
+    /// `CLUSTER_ID`; unset, the controller derives it from the cluster.
+    pub cluster_id: Option<ClusterId>,
     /// `LINODE_WAIT_TIMEOUT`, for the real client and dev mode's alike.
     pub wait_timeout: Duration,
     pub space_cache_ttl: Duration,
@@ -242,11 +245,18 @@ impl Config {
             Role::Controller | Role::Dev => Some(lease(lookup, role, request_timeout)?),
             Role::Node => None,
         };
+        let cluster_id = lookup
+            .get("CLUSTER_ID")
+            .filter(|v| !v.is_empty())
+            .map(|v| ClusterId::parse(&v))
+            .transpose()
+            .map_err(ConfigError::new)?;
         Ok(Config {
             role,
             endpoint,
             linode,
             lease,
+            cluster_id,
             wait_timeout,
             space_cache_ttl,
             maintenance_interval,
@@ -388,6 +398,7 @@ fn lease(
         duration,
         renew_deadline,
         retry_period: lookup.timeout("LEASE_RETRY_PERIOD")?,
+        cluster: None,
     };
     settings.check(request_timeout).map_err(ConfigError::new)?;
     Ok(settings)

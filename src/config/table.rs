@@ -134,6 +134,11 @@ pub(super) const SERVING: &[Setting] = &[
         help: "controller: how often the holder renews the Lease and a standby tries to take it",
     },
     Setting {
+        var: "CLUSTER_ID",
+        default: "",
+        help: "controller: this cluster's identity, on everything the driver makes, so clusters sharing a Storage Space never touch each other's objects (1-16 lowercase letters, digits, inner hyphens; default: derived from the kube-system Namespace's UID; never change it once set)",
+    },
+    Setting {
         var: "NODE_NAME",
         default: "",
         help: "Kubernetes node name (node role: required; controller: names its Linode when the metadata service does not answer)",

@@ -127,7 +127,13 @@ mod tests {
     static BATCHES: Mutex<()> = Mutex::new(());
 
     /// A controller over the fake Linode, in this process, with `vol` made.
+    /// A controller and an untagged filesystem (a parent of directories).
     fn controller() -> (FakeLinode, Arc<Controller>, VolumeId) {
+        controller_tagged(Vec::new())
+    }
+
+    /// A controller and a filesystem tagged `tags`.
+    fn controller_tagged(tags: Vec<String>) -> (FakeLinode, Arc<Controller>, VolumeId) {
         let seed = Seed::default()
             .with_space(SpaceSeed::new(7, "shared"))
             .with_instance(InstanceSeed {
@@ -149,7 +155,7 @@ mod tests {
                     label: "pvc-panic".into(),
                     region: "us-ord".into(),
                     max_capacity_bytes: 1 << 30,
-                    tags: vec![],
+                    tags,
                 },
             )
             .unwrap();
@@ -175,6 +181,7 @@ mod tests {
         let deps = ControllerDeps {
             cloud,
             lease: crate::lease::Leadership::sole(),
+            cluster_id: crate::cluster_id::ClusterId::parse("test").unwrap(),
             kube: KubeClient::from_kubeconfig(&kubeconfig).unwrap(),
             mode: AccessPolicyMode::Node,
             wait,
@@ -262,6 +269,7 @@ mod tests {
             source: None,
             filling: false,
             archive_to: None,
+            cluster: None,
         };
         let owner = Ownership {
             mode: 0o770,
@@ -331,7 +339,7 @@ mod tests {
     #[test]
     fn a_panicking_batch_answers_internal_and_the_next_publish_works() {
         let _alone = lock(&BATCHES);
-        let (fake, c, vol) = controller();
+        let (fake, c, vol) = controller_tagged(vec![crate::controller::tags::MANAGED.into()]);
         acl::inject_batch_panics(1);
         let err = block_on(publish(&c, publish_req(vol))).unwrap_err();
         assert!(matches!(err, Error::Internal(_)), "{err:?}");

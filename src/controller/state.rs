@@ -13,7 +13,9 @@ use super::kind::directory::{
 };
 use super::lock_keys::Lock;
 use super::spaces::Spaces;
+use super::tags::Marks;
 use super::walks::Walks;
+use crate::cluster_id::ClusterId;
 use crate::config::{AccessPolicyMode, VolumeExpansion};
 use crate::kube::KubeClient;
 use crate::lease::Leadership;
@@ -34,6 +36,8 @@ pub struct ControllerDeps {
     pub cloud: Arc<dyn Cloud>,
     /// Whether this process may write (it holds the cluster's Lease).
     pub lease: Arc<Leadership>,
+    /// This cluster's identity, settled at start.
+    pub cluster_id: ClusterId,
     pub kube: KubeClient,
     pub mode: AccessPolicyMode,
     pub wait: WaitPolicy,
@@ -73,6 +77,8 @@ pub struct Controller {
     pub(super) cloud: Arc<dyn Cloud>,
     /// Only the holder of the Lease serves writes, upkeep and jobs.
     pub(super) lease: Arc<Leadership>,
+    /// What this cluster's objects carry: acted on only when they do.
+    pub(super) marks: Marks,
     pub(super) cluster: Cluster,
     pub(super) spaces: Spaces,
     pub(super) locks: OpLocks,
@@ -123,6 +129,7 @@ impl Controller {
             spaces: Spaces::new(deps.cloud.clone(), deps.space_cache_ttl),
             cloud: deps.cloud,
             lease: deps.lease,
+            marks: Marks::new(&deps.cluster_id),
             cluster: Cluster::new(deps.kube),
             locks: OpLocks::new(),
             mode: deps.mode,

@@ -5,8 +5,11 @@
 //! snapshot it was copied through while the backend keeps that snapshot.
 //! Everything that compares a volume's tags with a request's compares the
 //! user's tags only. Tags use letters, digits, `-` and `.` and stay well
-//! under the API's 50 characters.
+//! under the API's 50 characters. Every filesystem and snapshot the
+//! driver makes also carries its cluster's tag (`Marks`), and what the
+//! driver acts on is decided by `Marks`, never by the driver's tags alone.
 
+use crate::cluster_id::ClusterId;
 use crate::handles::{SnapshotId, VolumeId};
 use crate::linode::{Filesystem, Snapshot};
 use std::collections::BTreeSet;
@@ -32,30 +35,130 @@ const POOL_NAME: &str = "csi-pool.";
 /// period before it is pruned runs from there, across restarts.
 const EMPTY_SINCE: &str = "csi-pool-empty.";
 
-/// Whether `fs` is one of the driver's whole-filesystem volumes. Only such a
-/// filesystem is ever deleted, snapshotted, cloned or changed as a volume;
-/// any other (a shared parent, an admin's own) only read.
-pub fn is_volume(fs: &Filesystem) -> bool {
-    fs.tags.iter().any(|t| t == MANAGED)
+/// With the cluster identity: which installation made the object.
+const CLUSTER: &str = "csi-cluster.";
+
+/// Who made an object, by its tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Maker {
+    /// This cluster: its tag is on it.
+    Us,
+    /// A driver that predates cluster identities: no cluster's tag. Still
+    /// usable through its handle by the cluster that made it, and listed,
+    /// but never swept, pruned, adopted or placed into.
+    Unknown,
+    /// Another cluster: never touched, and not found through a handle.
+    Other,
 }
 
-/// FailedPrecondition, naming why, unless `fs` is one of the driver's
-/// volumes: what destroys, copies or changes data (`what`: "deleted",
-/// "snapshotted"...) acts only on what the driver made.
-pub fn require_volume(fs: &Filesystem, what: &str) -> Result<(), crate::Error> {
-    if is_volume(fs) {
-        return Ok(());
+/// The marks of this cluster's objects: every filesystem and snapshot the
+/// driver makes carries its cluster's tag beside the driver's own, and
+/// every predicate that decides whether to act on one asks here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marks {
+    cluster: ClusterId,
+    tag: String,
+}
+
+impl Marks {
+    pub fn new(cluster: &ClusterId) -> Marks {
+        Marks {
+            cluster: cluster.clone(),
+            tag: format!("{CLUSTER}{cluster}"),
+        }
     }
-    Err(crate::Error::FailedPrecondition(format!(
-        "NFS filesystem {}/{} (\"{}\") is not a volume of this driver (it lacks the {MANAGED} tag: a shared filesystem of directory volumes, or one made outside the driver), so it is not {what} through CSI",
-        fs.space_id, fs.id, fs.label
-    )))
+
+    /// The identity this cluster's objects carry.
+    pub fn cluster(&self) -> &ClusterId {
+        &self.cluster
+    }
+
+    /// The tag every new filesystem and snapshot of this cluster carries.
+    pub fn cluster_tag(&self) -> String {
+        self.tag.clone()
+    }
+
+    /// `driver`'s tags with this cluster's.
+    pub fn with_cluster(&self, driver: &[&str]) -> Vec<String> {
+        driver
+            .iter()
+            .map(|t| t.to_string())
+            .chain([self.cluster_tag()])
+            .collect()
+    }
+
+    pub fn maker(&self, tags: &[String]) -> Maker {
+        match tags.iter().find(|t| t.starts_with(CLUSTER)) {
+            Some(t) if *t == self.tag => Maker::Us,
+            Some(_) => Maker::Other,
+            None => Maker::Unknown,
+        }
+    }
+
+    /// Whether `tags` say this cluster made the object: only such an
+    /// object is ever swept, pruned or placed into.
+    pub fn made(&self, tags: &[String]) -> bool {
+        self.maker(tags) == Maker::Us
+    }
+
+    /// Whether `fs` is one of this cluster's whole-filesystem volumes (or
+    /// one a driver made before clusters had identities). Only such a
+    /// filesystem is ever deleted, snapshotted, cloned or changed as a
+    /// volume; any other (a shared parent, an admin's own, another
+    /// cluster's) only read.
+    pub fn is_volume(&self, fs: &Filesystem) -> bool {
+        fs.tags.iter().any(|t| t == MANAGED) && self.maker(&fs.tags) != Maker::Other
+    }
+
+    /// Unless `fs` is one of this cluster's volumes: NotFound for another
+    /// cluster's (its handle means nothing here), else FailedPrecondition
+    /// naming why. What destroys, copies or changes data (`what`:
+    /// "deleted", "snapshotted"...) acts only on what the driver made.
+    pub fn require_volume(&self, fs: &Filesystem, what: &str) -> Result<(), crate::Error> {
+        if self.is_volume(fs) {
+            return Ok(());
+        }
+        if self.maker(&fs.tags) == Maker::Other {
+            return Err(crate::Error::NotFound(format!(
+                "NFS filesystem {}/{} is another cluster's volume (its {CLUSTER} tag is not {}): not a volume of this cluster",
+                fs.space_id, fs.id, self.tag
+            )));
+        }
+        Err(crate::Error::FailedPrecondition(format!(
+            "NFS filesystem {}/{} (\"{}\") is not a volume of this driver (it lacks the {MANAGED} tag: a shared filesystem of directory volumes, or one made outside the driver), so it is not {what} through CSI",
+            fs.space_id, fs.id, fs.label
+        )))
+    }
+
+    /// Whether the driver's mark is on `s` and no other cluster's (every
+    /// snapshot it takes of a volume carries it; see `snapshots` for those
+    /// taken before it did).
+    pub fn is_marked_snapshot(&self, s: &Snapshot) -> bool {
+        s.tags.iter().any(|t| t == MANAGED) && self.maker(&s.tags) != Maker::Other
+    }
+
+    /// Whether `s` is a snapshot of a shared parent this cluster (or a
+    /// driver before identities) took for directory snapshots.
+    pub fn is_directory_snapshots(&self, s: &Snapshot) -> bool {
+        is_directory_snapshots(s) && self.maker(&s.tags) != Maker::Other
+    }
+
+    /// Whether `fs` is a filesystem of this cluster's pool `name`: the
+    /// pool's tags and this cluster's, never the pool's tags alone.
+    pub fn is_pool_member(&self, fs: &Filesystem, name: &str) -> bool {
+        is_pool_member(fs, name) && self.made(&fs.tags)
+    }
+
+    /// Whether `fs` is a temporary filesystem of this cluster's restores.
+    pub fn is_restore_source(&self, fs: &Filesystem) -> bool {
+        is_restore_source(fs) && self.made(&fs.tags)
+    }
 }
 
-/// Whether the driver's mark is on `s` (every snapshot it takes of a
-/// volume carries it; see `snapshots` for those taken before it did).
-pub fn is_marked_snapshot(s: &Snapshot) -> bool {
-    s.tags.iter().any(|t| t == MANAGED)
+/// Whether `fs` is a whole-filesystem volume of any cluster's driver:
+/// never a parent of directory volumes, whoever made it.
+pub fn is_any_volume(fs: &Filesystem) -> bool {
+    fs.tags.iter().any(|t| t == MANAGED)
 }
 
 /// What every tag recording a filesystem's source starts with.
@@ -125,8 +228,9 @@ pub fn pool(name: &str) -> String {
     format!("{POOL_NAME}{name}")
 }
 
-/// Whether `fs` is a filesystem of pool `name` the driver made.
-pub fn is_pool_member(fs: &Filesystem, name: &str) -> bool {
+/// Whether `fs` carries pool `name`'s tags (made by any cluster, or
+/// tagged by hand: see `Marks::is_pool_member`).
+fn is_pool_member(fs: &Filesystem, name: &str) -> bool {
     let named = pool(name);
     fs.tags.iter().any(|t| t == POOL) && fs.tags.contains(&named)
 }
@@ -177,6 +281,7 @@ fn is_driver_tag(tag: &str) -> bool {
             KEPT_SNAPSHOT,
             POOL_NAME,
             EMPTY_SINCE,
+            CLUSTER,
         ]
         .iter()
         .any(|p| tag.starts_with(p))

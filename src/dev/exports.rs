@@ -122,19 +122,27 @@ impl Exports {
     /// Copies the export's content as it is now, and shows the copy as
     /// `label` when exports show their snapshots. What the export shows is
     /// no content of it: copied along (the copy engine takes no
-    /// exclusions), then dropped from the copy.
+    /// exclusions), then dropped from the copy. Copied beside its place and
+    /// renamed into it, so a process killed mid-copy never leaves a
+    /// snapshot holding part of its filesystem (the fake saves the snapshot
+    /// only after this returns).
     pub fn snapshot(&self, export: &str, snapshot: u64, label: &str) -> Result<()> {
         let _one = lock(&self.snapshotting);
         let to = self.snapshots_of(export)?.join(snapshot.to_string());
-        let _ = std::fs::remove_dir_all(&to);
+        let taking = copying_dir(&to);
+        let _ = std::fs::remove_dir_all(&taking);
         let from = self.export_dir(export)?;
-        copy_tree(&from, &to)?;
+        copy_tree(&from, &taking)?;
+        if self.shows_snapshots {
+            match std::fs::remove_dir_all(taking.join(SNAPSHOT_DIRECTORY)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        let _ = std::fs::remove_dir_all(&to);
+        std::fs::rename(&taking, &to)?;
         if !self.shows_snapshots {
             return Ok(());
-        }
-        match std::fs::remove_dir_all(to.join(SNAPSHOT_DIRECTORY)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => {}
         }
         shown::show(&from, label, &to)
     }
@@ -240,8 +248,8 @@ impl ExportContent for Exports {
 
 /// `host:/export/a/b` → (`export`, [`a`, `b`]), refusing a malformed
 /// source or subpath (InvalidArgument, as a mount source that can never work).
-/// Where a clone's copy of its snapshot is made before it takes the
-/// export's place.
+/// Where a clone's copy of its snapshot, or a snapshot's copy of its
+/// export, is made before it takes its place.
 fn copying_dir(export_dir: &Path) -> PathBuf {
     let name = export_dir
         .file_name()

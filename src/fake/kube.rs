@@ -8,7 +8,8 @@
 //! name), `GET /apis/storage.k8s.io/v1/csinodes/{name}`,
 //! `GET /apis/storage.k8s.io/v1/storageclasses` (paged likewise) and
 //! `GET /api/v1/persistentvolumes/{name}`, and the controller's Leases
-//! (`leases`). Requires the bearer token; errors are `Status` objects.
+//! (`leases`), and `GET /api/v1/namespaces/{name}` (the UID the cluster
+//! identity is derived from). Requires the bearer token; errors are `Status` objects.
 //! Everything can change at runtime.
 
 use super::leases::Leases;
@@ -211,7 +212,13 @@ struct Shared {
     failures: Mutex<Option<(u16, u32)>>,
     requests: AtomicUsize,
     leases: Leases,
+    /// Namespace name → UID.
+    namespaces: Mutex<BTreeMap<String, String>>,
 }
+
+/// The `kube-system` UID every fake API server starts with, so dev mode
+/// derives the same cluster identity (`f00dcafe0001`) on every run.
+pub const DEV_CLUSTER_UID: &str = "f00dcafe-0001-4000-8000-000000000001";
 
 /// The fake API server.
 pub struct FakeKube {
@@ -290,6 +297,9 @@ impl Shared {
             if let Some(answer) = self.leases.handle(&req) {
                 return answer;
             }
+            if let Some(answer) = self.namespace(&req) {
+                return answer;
+            }
         }
         self.requests.fetch_add(1, Ordering::SeqCst);
         if !authorised {
@@ -334,6 +344,24 @@ impl Shared {
                 "the server could not find the requested resource",
             ),
         }
+    }
+
+    /// `GET /api/v1/namespaces/{name}`, what the cluster identity is
+    /// derived from at start (counted apart, like the leases); `None` for
+    /// any other path.
+    fn namespace(&self, req: &HttpRequest) -> Option<HttpResponse> {
+        let name = req.path.strip_prefix("/api/v1/namespaces/")?;
+        if name.contains('/') || req.method != "GET" {
+            return None;
+        }
+        let name = percent_decode(name);
+        Some(match lock(&self.namespaces).get(&name) {
+            Some(uid) => HttpResponse::json(
+                200,
+                &json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": name, "uid": uid}}),
+            ),
+            None => status(404, "NotFound", &format!("namespaces \"{name}\" not found")),
+        })
     }
 
     /// The storage endpoints; `None` for any other path.
@@ -458,10 +486,23 @@ impl FakeKube {
             failures: Mutex::new(None),
             requests: AtomicUsize::new(0),
             leases: Leases::default(),
+            namespaces: Mutex::new(BTreeMap::from([(
+                crate::cluster_id::NAMESPACE.to_string(),
+                DEV_CLUSTER_UID.to_string(),
+            )])),
         });
         let handler = Arc::clone(&shared);
         let http = super::serve("fake-kube", Arc::new(move |r| handler.handle(r)))?;
         Ok(FakeKube { shared, http })
+    }
+
+    /// Gives Namespace `name` the UID `uid` (`None`: removes it).
+    pub fn set_namespace_uid(&self, name: &str, uid: Option<&str>) {
+        let mut namespaces = lock(&self.shared.namespaces);
+        match uid {
+            Some(uid) => namespaces.insert(name.to_string(), uid.to_string()),
+            None => namespaces.remove(name),
+        };
     }
 
     /// Base URL (the kubeconfig `server`), plain HTTP.
@@ -543,6 +584,11 @@ impl FakeKube {
     /// The holder of lease `namespace/name` (empty: released), if it exists.
     pub fn lease_holder(&self, namespace: &str, name: &str) -> Option<String> {
         self.shared.leases.holder(namespace, name)
+    }
+
+    /// Lease `namespace/name` as stored, if it exists.
+    pub fn lease(&self, namespace: &str, name: &str) -> Option<serde_json::Value> {
+        self.shared.leases.stored(namespace, name)
     }
 
     /// Every lease request answers 503 while `cut` (a partition between

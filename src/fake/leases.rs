@@ -25,6 +25,13 @@ pub(super) struct Leases {
 }
 
 impl Leases {
+    /// Lease `namespace/name` as stored.
+    pub(super) fn stored(&self, namespace: &str, name: &str) -> Option<Value> {
+        lock(&self.stored)
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
     /// The answer to a lease request; `None` for any other path.
     pub(super) fn handle(&self, req: &HttpRequest) -> Option<HttpResponse> {
         let rest = req.path.strip_prefix(PREFIX)?;

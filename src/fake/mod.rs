@@ -15,6 +15,7 @@ pub mod rate_limit;
 
 pub use self::kube::{
     FakeKube, FakeNode, FakePersistentVolume, FakeStorageClass, FakeVolumeAttachment,
+    DEV_CLUSTER_UID,
 };
 pub use self::linode::{
     CloneRate, DirUsage, ExportContent, FakeEvent, FakeLinode, FaultProfile, FaultRule,

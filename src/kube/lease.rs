@@ -6,6 +6,7 @@
 //! the API.
 
 use super::client::{percent_encode, KubeClient, Sent};
+use crate::cluster_id::ANNOTATION;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -22,6 +23,8 @@ pub struct Lease {
     pub transitions: u64,
     /// What a replace must name; empty for one not created yet.
     pub resource_version: String,
+    /// The cluster identity the lease records (`cluster_id::ANNOTATION`).
+    pub cluster: Option<String>,
 }
 
 #[derive(Deserialize, Serialize, Default)]
@@ -36,6 +39,8 @@ struct LeaseObject {
 struct Metadata {
     #[serde(rename = "resourceVersion", default)]
     resource_version: String,
+    #[serde(default)]
+    annotations: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Deserialize, Serialize, Default)]
@@ -79,6 +84,9 @@ fn body(namespace: &str, name: &str, lease: &Lease) -> String {
     if !lease.resource_version.is_empty() {
         metadata["resourceVersion"] = json!(lease.resource_version);
     }
+    if let Some(cluster) = &lease.cluster {
+        metadata["annotations"] = json!({ ANNOTATION: cluster });
+    }
     json!({
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
@@ -103,6 +111,7 @@ fn parse(text: &str, what: &str) -> crate::Result<Lease> {
         acquired: object.spec.acquired,
         renewed: object.spec.renewed,
         transitions: object.spec.transitions.unwrap_or(0),
+        cluster: object.metadata.annotations.get(ANNOTATION).cloned(),
         resource_version: object.metadata.resource_version,
     })
 }
@@ -202,6 +211,7 @@ mod tests {
             renewed: Some("y".into()),
             transitions: 2,
             resource_version: "7".into(),
+            cluster: Some("prod".into()),
         };
         assert_eq!(parse(&body("ns", "l", &lease), "t").unwrap(), lease);
     }

@@ -2,7 +2,8 @@
 //! selector, read the storage objects node-mode unpublish decides from
 //! (VolumeAttachments, PersistentVolumes, CSINodes) and the StorageClasses
 //! that name shared filesystems (`classes`), and read and write the
-//! controller's Lease (`lease`). Where the API server
+//! controller's Lease (`lease`), and the `kube-system` Namespace's UID
+//! (`namespaces`). Where the API server
 //! is and how to authenticate comes from a kubeconfig file or the
 //! in-cluster service account (`config`); the requests, their metrics and
 //! the rotating bearer token are `client`'s.
@@ -13,6 +14,7 @@ mod classes;
 mod client;
 mod config;
 mod lease;
+mod namespaces;
 mod storage;
 
 pub use classes::StorageClass;

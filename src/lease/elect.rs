@@ -156,6 +156,7 @@ impl Elector {
                 renewed: Some(now),
                 transitions: 0,
                 resource_version: String::new(),
+                cluster: s.cluster.clone(),
             };
             let made = self
                 .kube
@@ -164,6 +165,13 @@ impl Elector {
             l.renewed(sent, Some(Gained::Free));
             return Ok(());
         };
+        if let (Some(recorded), Some(ours)) = (&lease.cluster, &s.cluster) {
+            if recorded != ours {
+                return Err(Error::FailedPrecondition(format!(
+                    "the lease records cluster identity {recorded:?}, not this controller's {ours:?}: it is never taken (see CLUSTER_ID)"
+                )));
+            }
+        }
         let since = self.observe(lease.clone());
         let ours = lease.holder == s.identity;
         let free = lease.holder.is_empty();
@@ -177,6 +185,7 @@ impl Elector {
         next.holder = s.identity.clone();
         next.duration_secs = s.duration.as_secs();
         next.renewed = Some(now.clone());
+        next.cluster = s.cluster.clone();
         if !ours {
             next.acquired = Some(now);
             next.transitions += 1;

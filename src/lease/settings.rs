@@ -22,6 +22,10 @@ pub struct LeaseSettings {
     pub renew_deadline: Duration,
     /// `LEASE_RETRY_PERIOD`: how often it renews, and a standby tries.
     pub retry_period: Duration,
+    /// The cluster identity every write records, once settled at start
+    /// (`crate::cluster_id::settle`); a lease recording another is never
+    /// taken.
+    pub cluster: Option<String>,
 }
 
 impl LeaseSettings {
@@ -68,6 +72,7 @@ impl LeaseSettings {
             duration: Duration::from_secs(30),
             renew_deadline: Duration::from_secs(15),
             retry_period: Duration::from_secs(3),
+            cluster: None,
         }
     }
 }

@@ -207,6 +207,22 @@ impl Env {
         launch(&all, &self.kube_url, &self.prefix)
     }
 
+    /// Like `another`, without waiting for it to serve: for a process that
+    /// must refuse to start.
+    pub fn spawn_another(&self, identity: &str, envs: &[(&str, &str)]) -> Driver {
+        let mut b = Driver::builder();
+        let kubeconfig = write_kubeconfig(b.dir(), &self.kube_url, KUBE_TOKEN);
+        b = b.env("KUBECONFIG", kubeconfig.display().to_string());
+        for (k, v) in &self.envs {
+            b = b.env(k, v.as_str());
+        }
+        b = b.env("LEASE_HOLDER_IDENTITY", identity);
+        for (k, v) in envs {
+            b = b.env(k, *v);
+        }
+        b.spawn()
+    }
+
     /// A new controller process against the same fakes, as after a crash or
     /// a rollout; the old one must have exited.
     pub fn restart(&mut self) {
@@ -430,9 +446,11 @@ impl KubeSpy {
             .build()
             .into();
         let forward = move |req: HttpRequest| {
-            // The election's requests pass unseen: they are not what a
-            // test of the driver's reads counts.
-            let lease = req.path.starts_with("/apis/coordination.k8s.io/");
+            // The election's requests, and the read of the cluster's
+            // identity at start, pass unseen: they are not what a test of
+            // the driver's reads counts.
+            let lease = req.path.starts_with("/apis/coordination.k8s.io/")
+                || req.path.starts_with("/api/v1/namespaces/kube-system");
             if !lease {
                 log.lock().unwrap().push(req.target());
             }

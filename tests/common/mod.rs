@@ -21,6 +21,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The cluster identity's tag on what the driver makes, as the fake
+/// Kubernetes API's `kube-system` UID derives it (no test sets `CLUSTER_ID`
+/// unless it says so).
+pub const CLUSTER_TAG: &str = "csi-cluster.f00dcafe0001";
+/// That identity, as pool labels carry it.
+pub const CLUSTER_ID: &str = "f00dcafe0001";
+
 /// `(mount point, per-mount options)` of every mount in a process's
 /// namespace. Parsed here, independently of the driver's own parser; the
 /// fixtures' paths hold no characters that mountinfo escapes.
@@ -272,9 +279,11 @@ impl Driver {
                 .env("METADATA_URL", "http://127.0.0.1:9"),
             "controller" => {
                 let kubeconfig = write_kubeconfig(b.dir(), "http://127.0.0.1:9", "kube-token");
+                // No API server answers here, so nothing to derive from.
                 b.env("LINODE_TOKEN", "test-token")
                     .env("LINODE_URL", "http://127.0.0.1:9")
                     .env("KUBECONFIG", kubeconfig.display().to_string())
+                    .env("CLUSTER_ID", "test")
             }
             _ => b,
         }

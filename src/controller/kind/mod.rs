@@ -215,7 +215,7 @@ pub fn delete_group(
 /// (before any ACL is touched) when there is no such volume.
 pub fn publish_target(c: &Controller, handle: &VolumeHandle) -> Result<Target, Error> {
     match handle {
-        VolumeHandle::Filesystem(id) => Ok(filesystem::publish_target(*id)),
+        VolumeHandle::Filesystem(id) => filesystem::publish_target(c, *id),
         VolumeHandle::Subdirectory(id) => directory::publish_target(c, id),
     }
 }
@@ -223,7 +223,7 @@ pub fn publish_target(c: &Controller, handle: &VolumeHandle) -> Result<Target, E
 /// What a ControllerUnpublishVolume of the volume from `node` does.
 pub fn unpublish(c: &Controller, handle: &VolumeHandle, node: u64) -> Result<Unpublish, Error> {
     match handle {
-        VolumeHandle::Filesystem(id) => Ok(Unpublish::Revoke(*id)),
+        VolumeHandle::Filesystem(id) => filesystem::unpublish(c, *id),
         VolumeHandle::Subdirectory(id) => directory::unpublish(c, id, node),
     }
 }

@@ -105,6 +105,7 @@ fn insert_filesystem(
             created,
             updated: created,
             policy,
+            unquoted_bytes: 0,
         },
     );
     id

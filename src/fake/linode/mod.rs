@@ -109,8 +109,7 @@ impl FakeLinode {
             let mut state = self.state();
             state.advance(now_ms(), &mut events);
             let out = f(&mut state);
-            self.shared.persist(&state);
-            (out, lock(&self.shared.delivering))
+            (out, self.shared.commit(&state, true, &mut events))
         };
         self.shared.notify(&events);
         drop(turn);
@@ -286,6 +285,18 @@ impl FakeLinode {
     /// What the backend sampled of a quota's usage now (`collected_at` is
     /// this moment); `false` when there is no such quota. An installed
     /// [`ExportContent`] samples instead.
+    /// Puts `bytes` of data no quota covers on filesystem `fs_id` (what its
+    /// root quota counts besides its quotas' usage, when no one answers
+    /// for the content); false for no such filesystem.
+    pub fn set_unquoted_usage(&self, fs_id: u64, bytes: i64) -> bool {
+        self.mutate(|s| {
+            s.filesystems
+                .get_mut(&fs_id)
+                .map(|fs| fs.unquoted_bytes = bytes)
+                .is_some()
+        })
+    }
+
     pub fn set_quota_usage(&self, quota_id: u64, bytes: i64, files: i64) -> bool {
         let collected_at = now_secs();
         self.mutate(|s| {

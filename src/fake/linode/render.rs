@@ -176,6 +176,10 @@ impl State {
             .get(&root.filesystem_id)
             .filter(|_| self.content.installed())
             .and_then(|fs| self.content.usage(&export_path(&fs.label, fs.id), "/"));
+        let unquoted = self
+            .filesystems
+            .get(&root.filesystem_id)
+            .map_or(0, |fs| fs.unquoted_bytes);
         let (bytes, files) = match whole {
             Some(u) => (u.bytes, u.files),
             None => self
@@ -183,7 +187,7 @@ impl State {
                 .values()
                 .filter(|q| q.filesystem_id == root.filesystem_id)
                 .filter_map(|q| self.quota_usage(q))
-                .fold((0, 0), |(b, f), u| (b + u.bytes, f + u.files)),
+                .fold((unquoted, 0), |(b, f), u| (b + u.bytes, f + u.files)),
         };
         QuotaUsage {
             bytes,

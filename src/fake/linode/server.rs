@@ -209,12 +209,10 @@ impl Shared {
             let mut state = lock(&self.state);
             let advanced = state.advance(now_ms(), &mut events);
             let mut routed = route(&mut state, req, path, &mut events);
-            if advanced || routed.mutated {
-                self.persist(&state);
-            }
+            let turn = self.commit(&state, advanced || routed.mutated, &mut events);
             let dialect = state.dialect;
             routed.result = routed.result.map(|v| dialect.write(&req.method, path, v));
-            (routed, lock(&self.delivering))
+            (routed, turn)
         };
         self.notify(&events);
         drop(turn);
@@ -286,6 +284,30 @@ impl Shared {
             kind => kind,
         };
         Some((kind, profile.hold()))
+    }
+
+    /// Saves `state` (when `changed`) and takes the turn to deliver
+    /// `events`, in the order their changes were made. A snapshot's cut is
+    /// delivered here, before the state that records it is saved, and with
+    /// it the events before it: a process killed between the two must never
+    /// restart with a snapshot whose content was not taken. What is left in
+    /// `events` is delivered by the caller, holding the turn.
+    pub(super) fn commit(
+        &self,
+        state: &State,
+        changed: bool,
+        events: &mut Vec<FakeEvent>,
+    ) -> MutexGuard<'_, ()> {
+        let turn = lock(&self.delivering);
+        let cuts = events
+            .iter()
+            .rposition(|e| matches!(e, FakeEvent::SnapshotCreated { .. }))
+            .map_or(0, |last| last + 1);
+        self.notify(&events.drain(..cuts).collect::<Vec<_>>());
+        if changed {
+            self.persist(state);
+        }
+        turn
     }
 
     pub(super) fn persist(&self, state: &State) {

@@ -151,6 +151,10 @@ pub(super) struct FsRec {
     pub(super) created: i64,
     pub(super) updated: i64,
     pub(super) policy: PolicyRec,
+    /// Data no quota below the root covers (someone's own files), which
+    /// the root quota's usage counts when no one answers for the content.
+    #[serde(default)]
+    pub(super) unquoted_bytes: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -425,6 +429,7 @@ impl State {
                 created,
                 updated: created,
                 policy,
+                unquoted_bytes: 0,
             },
         );
         Some(id)

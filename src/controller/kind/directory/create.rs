@@ -167,6 +167,7 @@ fn make(
         source: want.dir_source.as_ref().map(|(_, raw)| raw.clone()),
         filling: want.dir_source.is_some(),
         archive_to: None,
+        cluster: Some(c.marks.cluster().to_string()),
     };
     // Another name's, another setting's or a foreign directory: refused
     // before anything is claimed or made.

@@ -10,7 +10,7 @@ use super::parent::quota_list;
 use super::quotas;
 use super::restore::{self, sweep_temporaries};
 use crate::controller::lock_keys::{Doubt, Lock};
-use crate::controller::tags::is_volume;
+use crate::controller::tags::is_any_volume;
 use crate::controller::Controller;
 use crate::handles::SubdirId;
 use crate::linode::Quota;
@@ -32,7 +32,7 @@ pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
         )));
     }
     let parent = match c.cloud.get_filesystem(id.space, id.filesystem) {
-        Ok(fs) if is_volume(&fs) => {
+        Ok(fs) if is_any_volume(&fs) => {
             log::info!(
                 "DeleteVolume {id}: NFS filesystem {} is a volume, not a shared filesystem; there is no such directory volume",
                 id.parent()
@@ -53,6 +53,10 @@ pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
     // A fill that never finished (or whose job died before letting go)
     // leaves what it held of its source: it goes with the volume.
     let marker = files::read_marker(&root, &id.name)?.filter(|m| m.volume_id == id.to_string());
+    if marker.as_ref().is_some_and(|m| !m.is_of(c.marks.cluster())) {
+        log::info!("DeleteVolume {id}: another cluster's volume; left untouched");
+        return Ok(());
+    }
     let filling = marker.as_ref().is_some_and(|m| m.filling);
     let source = marker
         .and_then(|m| m.source)
@@ -79,7 +83,12 @@ pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
         .first()
         .and_then(|q| q.used_capacity_bytes.or(q.max_capacity_bytes))
         .unwrap_or(0);
-    match files::remove(&root, &id.name, &id.to_string(), kept_bytes)? {
+    match files::remove(
+        &root,
+        &id.name,
+        &id.to_string(),
+        (c.marks.cluster(), kept_bytes),
+    )? {
         Removed::Gone => {
             c.in_doubt.clear(&Doubt::Quota(id.clone()));
             return Ok(());

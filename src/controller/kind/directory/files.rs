@@ -11,6 +11,7 @@
 //! name, so a repeated create never changes an existing one.
 
 use super::{kept, own_files};
+use crate::cluster_id::ClusterId;
 use crate::controller::params::OnDelete;
 use crate::fs_tree::{self, Dir};
 use crate::handles::{DirName, SUBDIRECTORY_BASE};
@@ -44,6 +45,9 @@ pub struct Marker {
     /// The archive entry a delete with `on-delete: archive` reserved, so a
     /// retry moves the directory to the same one.
     pub archive_to: Option<String>,
+    /// The identity of the cluster that made it; `None` for one made
+    /// before clusters had identities (its maker's still, through its id).
+    pub cluster: Option<String>,
 }
 
 impl Marker {
@@ -66,7 +70,18 @@ impl Marker {
         if let Some(entry) = &self.archive_to {
             text.push_str(&format!("archive-to: {entry}\n"));
         }
+        if let Some(cluster) = &self.cluster {
+            text.push_str(&format!("cluster: {cluster}\n"));
+        }
         text
+    }
+
+    /// Whether cluster `cluster` made the volume (or a driver before
+    /// identities did): only then is it a volume there.
+    pub fn is_of(&self, cluster: &ClusterId) -> bool {
+        self.cluster
+            .as_deref()
+            .is_none_or(|made| made == cluster.as_str())
     }
 
     fn parse(text: &str) -> Option<Marker> {
@@ -82,6 +97,7 @@ impl Marker {
             source: field("source").map(str::to_string),
             filling: field("filling") == Some("true"),
             archive_to: field("archive-to").map(str::to_string),
+            cluster: field("cluster").map(str::to_string),
         })
     }
 }
@@ -192,6 +208,11 @@ fn check(found: Option<&Marker>, want: &Marker, dir: &Path) -> Result<bool, Erro
         ))
     } else if found.volume_id != want.volume_id {
         Some(format!("belongs to volume {}", found.volume_id))
+    } else if found.cluster.is_some() && found.cluster != want.cluster {
+        Some(format!(
+            "belongs to a volume of another cluster ({})",
+            found.cluster.as_deref().unwrap_or_default()
+        ))
     } else if !found.csi_name.is_empty() && found.csi_name != want.csi_name {
         Some(format!(
             "belongs to the volume named {:?}, which maps to the same directory as {:?}",
@@ -309,7 +330,7 @@ pub fn remove(
     root: &Path,
     name: &DirName,
     volume_id: &str,
-    kept_bytes: i64,
+    (cluster, kept_bytes): (&ClusterId, i64),
 ) -> Result<Removed, Error> {
     let dir = volume_dir(root, name);
     let Some(marker) = read_marker(root, name)? else {
@@ -334,7 +355,7 @@ pub fn remove(
     match marker.on_delete {
         OnDelete::Retain => {
             if is_dir(&dir)? {
-                kept::keep(root, name.as_str(), kept_bytes)?;
+                kept::keep(root, cluster, name.as_str(), kept_bytes)?;
             }
             Ok(Removed::Retained)
         }
@@ -342,7 +363,7 @@ pub fn remove(
             fs_tree::remove_tree(&open(&base(root))?, &c_string(name.as_str()))?;
             Ok(Removed::Deleted)
         }
-        OnDelete::Archive => archive(root, name, marker, kept_bytes),
+        OnDelete::Archive => archive(root, name, marker, (cluster, kept_bytes)),
     }
 }
 
@@ -355,7 +376,7 @@ fn archive(
     root: &Path,
     name: &DirName,
     mut marker: Marker,
-    kept_bytes: i64,
+    (cluster, kept_bytes): (&ClusterId, i64),
 ) -> Result<Removed, Error> {
     let archive = base(root).join(ARCHIVE);
     ensure_dir(&archive, 0o700)?;
@@ -371,7 +392,7 @@ fn archive(
     };
     let to = archive.join(&entry);
     if is_dir(&volume_dir(root, name))? {
-        kept::keep(root, &format!("{ARCHIVE}/{entry}"), kept_bytes)?;
+        kept::keep(root, cluster, &format!("{ARCHIVE}/{entry}"), kept_bytes)?;
         // Onto the reserved entry, which is empty: rename replaces it.
         std::fs::rename(volume_dir(root, name), &to).map_err(|e| io("archive", &to, e))?;
     }
@@ -463,6 +484,10 @@ mod tests {
     use crate::test_support::Scratch;
     use std::os::unix::fs::{symlink, PermissionsExt};
 
+    fn us() -> ClusterId {
+        ClusterId::parse("us").unwrap()
+    }
+
     /// A share's root for one test.
     struct Root(Scratch);
 
@@ -488,6 +513,7 @@ mod tests {
             source: None,
             filling: false,
             archive_to: None,
+            cluster: Some("us".into()),
         }
     }
 
@@ -517,8 +543,30 @@ mod tests {
         let mut m = marker("7/9/pvc-x", OnDelete::Archive);
         assert_eq!(Marker::parse(&m.render()), Some(m.clone()));
         m.retained = true;
-        assert_eq!(Marker::parse(&m.render()), Some(m));
+        assert_eq!(Marker::parse(&m.render()), Some(m.clone()));
         assert_eq!(Marker::parse("hello"), None);
+        assert!(m.is_of(&us()));
+        assert!(!m.is_of(&ClusterId::parse("them").unwrap()));
+        m.cluster = None;
+        assert_eq!(Marker::parse(&m.render()), Some(m.clone()));
+        assert!(m.is_of(&us()), "made before identities: its maker's still");
+    }
+
+    /// A volume of another cluster under the same name on a shared parent
+    /// is never taken for this cluster's repeat.
+    #[test]
+    fn another_cluster_s_marker_is_never_a_repeat() {
+        let root = Root::new("clusters");
+        let n = name("pvc-a");
+        made(&root, &n, OnDelete::Delete);
+        let theirs = Marker {
+            cluster: Some("them".into()),
+            ..marker("7/9/pvc-a", OnDelete::Delete)
+        };
+        assert!(matches!(
+            prior(root.path(), &n, &theirs),
+            Err(Error::AlreadyExists(m)) if m.contains("another cluster")
+        ));
     }
 
     #[test]
@@ -598,7 +646,8 @@ mod tests {
         for round in 0..2 {
             let dir = create(root.path(), &n, &m, OWNER).unwrap();
             std::fs::write(dir.join("round"), round.to_string()).unwrap();
-            let Removed::Archived(to) = remove(root.path(), &n, "7/9/pvc-a", 10).unwrap() else {
+            let Removed::Archived(to) = remove(root.path(), &n, "7/9/pvc-a", (&us(), 10)).unwrap()
+            else {
                 panic!("not archived")
             };
             forget(root.path(), &n).unwrap();
@@ -633,11 +682,11 @@ mod tests {
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o500)).unwrap();
 
         assert!(matches!(
-            remove(root.path(), &a, "7/9/other", 0),
+            remove(root.path(), &a, "7/9/other", (&us(), 0)),
             Err(Error::FailedPrecondition(_))
         ));
         assert_eq!(
-            remove(root.path(), &a, "7/9/pvc-a", 0).unwrap(),
+            remove(root.path(), &a, "7/9/pvc-a", (&us(), 0)).unwrap(),
             Removed::Deleted
         );
         assert!(!dir_a.exists());
@@ -650,14 +699,14 @@ mod tests {
         forget(root.path(), &a).unwrap();
         assert_eq!(read_marker(root.path(), &a).unwrap(), None);
         assert_eq!(
-            remove(root.path(), &a, "7/9/pvc-a", 0).unwrap(),
+            remove(root.path(), &a, "7/9/pvc-a", (&us(), 0)).unwrap(),
             Removed::Gone
         );
 
         let unmarked = name("unmarked");
         std::fs::create_dir(volume_dir(root.path(), &unmarked)).unwrap();
         assert!(matches!(
-            remove(root.path(), &unmarked, "7/9/unmarked", 0),
+            remove(root.path(), &unmarked, "7/9/unmarked", (&us(), 0)),
             Err(Error::FailedPrecondition(_))
         ));
         assert!(volume_dir(root.path(), &unmarked).is_dir());
@@ -669,26 +718,26 @@ mod tests {
         let (a, r) = (name("arch"), name("kept"));
         let dir_a = made(&root, &a, OnDelete::Archive);
         std::fs::write(dir_a.join("f"), "x").unwrap();
-        let Removed::Archived(to) = remove(root.path(), &a, "7/9/arch", 0).unwrap() else {
+        let Removed::Archived(to) = remove(root.path(), &a, "7/9/arch", (&us(), 0)).unwrap() else {
             panic!("not archived")
         };
         assert!(to.starts_with(base(root.path()).join(ARCHIVE)));
         assert_eq!(std::fs::read_to_string(to.join("f")).unwrap(), "x");
         forget(root.path(), &a).unwrap();
         assert_eq!(
-            remove(root.path(), &a, "7/9/arch", 0).unwrap(),
+            remove(root.path(), &a, "7/9/arch", (&us(), 0)).unwrap(),
             Removed::Gone
         );
 
         let dir_r = made(&root, &r, OnDelete::Retain);
         assert_eq!(
-            remove(root.path(), &r, "7/9/kept", 0).unwrap(),
+            remove(root.path(), &r, "7/9/kept", (&us(), 0)).unwrap(),
             Removed::Retained
         );
         forget(root.path(), &r).unwrap();
         assert!(dir_r.is_dir());
         assert_eq!(
-            remove(root.path(), &r, "7/9/kept", 0).unwrap(),
+            remove(root.path(), &r, "7/9/kept", (&us(), 0)).unwrap(),
             Removed::Retained
         );
         assert!(marked(root.path()).unwrap().is_empty());

@@ -10,7 +10,7 @@ use super::classes::Resolved;
 use super::parent::{find, quota_list, Found};
 use super::{files, quotas};
 use crate::controller::params::{KindParams, Mutable, Params, ParentRef, SpaceRef};
-use crate::controller::tags::{self, is_volume};
+use crate::controller::tags::{self, is_any_volume};
 use crate::controller::volume::{directory_volume, quota_condition, Described};
 use crate::controller::volume_capability::capability_problem;
 use crate::controller::Controller;
@@ -100,7 +100,7 @@ fn subdirectory_problem(
         let other_parent = match &sub.parent {
             ParentRef::Id(fs) => *fs != parent.id,
             ParentRef::Label(label) => *label != parent.label,
-            ParentRef::Pool(pool) => !tags::is_pool_member(parent, &pool.name),
+            ParentRef::Pool(pool) => !c.marks.is_pool_member(parent, &pool.name),
         };
         if space != id.space || other_parent {
             return Ok(Some(format!(
@@ -147,7 +147,7 @@ pub fn parents(c: &Controller) -> Result<BTreeSet<VolumeId>, Error> {
 /// left out, with a warning.
 fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Described>, Error> {
     let parent = match c.cloud.get_filesystem(vol.space, vol.filesystem) {
-        Ok(fs) if fs.status != Status::Deleting && !is_volume(&fs) => fs,
+        Ok(fs) if fs.status != Status::Deleting && !is_any_volume(&fs) => fs,
         Ok(_) | Err(Error::NotFound(_)) => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
@@ -171,7 +171,9 @@ fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Described>, Error
         })
         // One still being filled is no volume yet: its CreateVolume has not
         // answered.
-        .filter(|(id, marker)| marker.volume_id == id.to_string() && !marker.filling)
+        .filter(|(id, marker)| {
+            marker.volume_id == id.to_string() && marker.is_of(c.marks.cluster()) && !marker.filling
+        })
         .map(|(id, _)| id)
         .collect();
     if marked.is_empty() {
@@ -231,7 +233,7 @@ fn resolve(c: &Controller, space: &SpaceRef, parent: &ParentRef) -> Result<Resol
                     found
                         .iter()
                         .filter(|fs| {
-                            tags::is_pool_member(fs, &pool.name) && fs.status != Status::Deleting
+                            c.marks.is_pool_member(fs, &pool.name) && fs.status != Status::Deleting
                         })
                         .map(vol)
                         .collect(),
@@ -253,7 +255,7 @@ fn resolve(c: &Controller, space: &SpaceRef, parent: &ParentRef) -> Result<Resol
     };
     let shared: Vec<&Filesystem> = found
         .iter()
-        .filter(|fs| fs.status != Status::Deleting && !is_volume(fs))
+        .filter(|fs| fs.status != Status::Deleting && !is_any_volume(fs))
         .collect();
     Ok(Resolved::Known(match shared.as_slice() {
         [fs] => vec![vol(fs)],

@@ -45,7 +45,7 @@ pub use upkeep::upkeep;
 
 use super::publishing::{Target, Unpublish};
 use crate::controller::params::{KindParams, Params, ParentRef};
-use crate::controller::tags::{is_pool, is_volume};
+use crate::controller::tags::{is_any_volume, is_pool};
 use crate::controller::Controller;
 use crate::handles::SubdirId;
 use crate::Error;
@@ -88,7 +88,7 @@ pub fn publish_target(c: &Controller, id: &SubdirId) -> Result<Target, Error> {
 /// filesystem keeps the controller's own Linode.
 pub fn unpublish(c: &Controller, id: &SubdirId, node: u64) -> Result<Unpublish, Error> {
     match c.cloud.get_filesystem(id.space, id.filesystem) {
-        Ok(fs) if is_volume(&fs) => {
+        Ok(fs) if is_any_volume(&fs) => {
             return Ok(Unpublish::Keep(format!(
                 "NFS filesystem {} is a volume, not a shared filesystem",
                 id.parent()

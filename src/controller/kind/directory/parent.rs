@@ -11,7 +11,7 @@ use super::quotas;
 use super::{files, kept};
 use crate::controller::checks::exactly_one;
 use crate::controller::params::ParentRef;
-use crate::controller::tags::{is_restore_source, is_volume};
+use crate::controller::tags::{is_any_volume, is_restore_source};
 use crate::controller::volume::{id_of, require_mount_target};
 use crate::controller::Controller;
 use crate::handles::{SubdirId, VolumeId};
@@ -99,7 +99,7 @@ pub fn parent_of(
 
 /// `fs` if it can be the parent of directory volumes here.
 fn checked(space_id: u64, fs: Filesystem, region: &str) -> Result<Filesystem, Error> {
-    if is_volume(&fs) || is_restore_source(&fs) {
+    if is_any_volume(&fs) || is_restore_source(&fs) {
         return Err(Error::FailedPrecondition(format!(
             "NFS filesystem {space_id}/{} is a volume of this driver (or a restore's temporary filesystem), not a shared filesystem",
             fs.id
@@ -124,8 +124,9 @@ fn checked(space_id: u64, fs: Filesystem, region: &str) -> Result<Filesystem, Er
 /// The parent of an existing directory volume, NotFound when it is gone or
 /// is no shared filesystem (a whole-filesystem volume of the driver).
 pub fn existing_parent(c: &Controller, parent: VolumeId) -> Result<Filesystem, Error> {
-    let can_be =
-        |fs: &Filesystem| fs.status != Status::Deleting && !is_volume(fs) && !is_restore_source(fs);
+    let can_be = |fs: &Filesystem| {
+        fs.status != Status::Deleting && !is_any_volume(fs) && !is_restore_source(fs)
+    };
     if let Some(fs) = c.parent_cache.get(parent).filter(can_be) {
         return Ok(fs);
     }
@@ -163,7 +164,11 @@ pub fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
     let mtls = c.spaces.mtls_mode(id.space)?;
     let root = c.shares.root(&parent, mtls.as_ref())?;
     match files::read_marker(&root, &id.name)? {
-        Some(m) if m.volume_id == id.to_string() && !m.retained && !m.filling => {}
+        Some(m)
+            if m.volume_id == id.to_string()
+                && m.is_of(c.marks.cluster())
+                && !m.retained
+                && !m.filling => {}
         _ => return Err(Error::NotFound(format!("volume {id} not found"))),
     }
     let (read_at, listed) = quota_list(c, id.parent());
@@ -193,12 +198,13 @@ pub fn room_left(
     unknown: i64,
 ) -> Result<i64, Error> {
     let kept = kept::total(&c.shares.root(fs, mtls)?)?;
-    let promised = match quota_list(c, id_of(fs)).1 {
-        Ok(all) => quotas::promised(&all),
-        Err(Error::Unimplemented(_)) => 0,
+    let (promised, used) = match quota_list(c, id_of(fs)).1 {
+        Ok(all) => (quotas::promised(&all), quotas::root_used(&all)),
+        Err(Error::Unimplemented(_)) => (0, 0),
         Err(e) => return Err(e),
     };
-    Ok((fs.capacity_bytes().unwrap_or(unknown) - promised - kept).max(0))
+    let taken = promised.saturating_add(kept).max(used);
+    Ok((fs.capacity_bytes().unwrap_or(unknown) - taken).max(0))
 }
 
 /// The quotas of parent `vol` and when they were listed, from a list shared

@@ -78,14 +78,42 @@ pub struct Promised {
     /// What calls under way have claimed and the list does not show yet
     /// (see `room`).
     pub under_way: i64,
+    /// What the parent holds besides the volume, as its root quota last
+    /// sampled it: data no quota promises (an admin's, or a filesystem
+    /// that only looks like a pool's) takes room all the same.
+    pub used: i64,
 }
 
 impl Promised {
+    /// Room taken: what is promised, or what is used where that is more.
     fn total(&self) -> i64 {
         self.quotas
             .saturating_add(self.kept)
+            .max(self.used)
             .saturating_add(self.under_way)
     }
+}
+
+/// What the root quota among `quotas` last sampled the parent to hold; 0
+/// where the backend has not sampled.
+pub fn root_used(quotas: &[Quota]) -> i64 {
+    quotas
+        .iter()
+        .find(|q| q.is_root)
+        .and_then(|q| q.used_capacity_bytes)
+        .unwrap_or(0)
+}
+
+/// What `fs` holds besides volume `name`, by the samples of its root
+/// quota and the volume's own; 0 where the backend has not sampled.
+fn used_besides(quotas: &[Quota], fs: &Filesystem, name: &DirName) -> i64 {
+    let root = root_used(quotas);
+    let own = quotas
+        .iter()
+        .find(|q| is_for(q, fs, name))
+        .and_then(|q| q.used_capacity_bytes)
+        .unwrap_or(0);
+    root.saturating_sub(own).max(0)
 }
 
 /// A size that does not fit on its parent, with the figures that say why.
@@ -103,10 +131,11 @@ impl NoRoom {
             quotas,
             kept,
             under_way,
+            used,
         } = self.promised;
         let left = self.left();
         format!(
-            "shared NFS filesystem {} holds {} bytes, of which other volumes' quotas promise {quotas}, data kept by deleted volumes {kept} and calls under way {under_way}, so {left} are left",
+            "shared NFS filesystem {} holds {} bytes, of which other volumes' quotas promise {quotas}, data kept by deleted volumes {kept} and calls under way {under_way} (its data besides this volume's takes {used}), so {left} are left",
             self.parent, self.capacity
         )
     }
@@ -166,6 +195,7 @@ pub fn check_room(
         quotas: committed(quotas, fs, name),
         kept,
         under_way,
+        used: used_besides(quotas, fs, name),
     };
     if promised.total().saturating_add(asked) > capacity {
         return Err(NoRoom {
@@ -278,12 +308,41 @@ pub(super) mod tests {
         ));
         let no_room = check_room(&quotas, &fs(), &n, 50, 4, 7).unwrap_err();
         assert!(
-            matches!(no_room.for_create(), Error::ResourceExhausted(m) if m.contains("kept by deleted volumes 4 and calls under way 7, so 49 are left")),
+            matches!(no_room.for_create(), Error::ResourceExhausted(m) if m.contains("kept by deleted volumes 4 and calls under way 7 (its data besides this volume's takes 0), so 49 are left")),
             "{no_room:?}"
         );
         assert!(
             matches!(no_room.for_growth(30), Error::OutOfRange(m) if m.contains("from 30 to 50 bytes needs 20 more")),
             "{no_room:?}"
         );
+    }
+
+    /// Data no quota promises takes room all the same: a parent whose root
+    /// quota says 90 of 100 bytes are used has 10 left, whatever its
+    /// quotas promise; the volume's own data is never counted against it.
+    #[test]
+    fn room_counts_what_the_root_quota_says_is_used() {
+        let n = DirName::parse("pvc-a").unwrap();
+        let used = |q: Quota, bytes: i64| Quota {
+            used_capacity_bytes: Some(bytes),
+            ..q
+        };
+        let squatted = vec![used(quota("/", 100, true), 90)];
+        assert!(check_room(&squatted, &fs(), &n, 10, 0, 0).is_ok());
+        let no_room = check_room(&squatted, &fs(), &n, 11, 0, 0).unwrap_err();
+        assert_eq!(no_room.left(), 10);
+        let own = vec![
+            used(quota("/", 100, true), 90),
+            used(quota("/csi-volumes/pvc-a", 60, false), 60),
+        ];
+        // Growing pvc-a to 70: 30 used besides it, 70 asked.
+        assert!(check_room(&own, &fs(), &n, 70, 0, 0).is_ok());
+        assert!(check_room(&own, &fs(), &n, 71, 0, 0).is_err());
+        // Promises beyond the usage still count in full.
+        let promised = vec![
+            used(quota("/", 100, true), 5),
+            quota("/csi-volumes/pvc-b", 80, false),
+        ];
+        assert!(check_room(&promised, &fs(), &n, 21, 0, 0).is_err());
     }
 }

@@ -87,6 +87,7 @@ fn resume_fills(c: &Arc<Controller>) {
                     filesystem: vol.filesystem,
                     name,
                 };
+                let ours = marker.is_of(c.marks.cluster());
                 let Some(source) = marker.source.filter(|_| marker.filling) else {
                     continue;
                 };
@@ -94,7 +95,8 @@ fn resume_fills(c: &Arc<Controller>) {
                 let Ok(_held) = c.lock(Lock::Directory(id.clone())) else {
                     continue;
                 };
-                if marker.volume_id == id.to_string() {
+                // Another cluster's fill is its own to finish.
+                if marker.volume_id == id.to_string() && ours {
                     if let Err(e) = restore::resume(c, id.clone(), root.clone(), &source) {
                         log::warn!("upkeep: the fill of volume {id}: {e}");
                     }

@@ -40,7 +40,7 @@ pub(super) fn source_volume(c: &Controller, source: VolumeId) -> Result<Filesyst
     let missing = || Error::NotFound(format!("source volume {source} was not found"));
     match c.cloud.get_filesystem(source.space, source.filesystem) {
         Ok(fs) if fs.status == Status::Deleting => Err(missing()),
-        Ok(fs) => tags::require_volume(&fs, "cloned").map(|()| fs),
+        Ok(fs) => c.marks.require_volume(&fs, "cloned").map(|()| fs),
         Err(Error::NotFound(_)) => Err(missing()),
         Err(e) => Err(e),
     }
@@ -76,7 +76,13 @@ pub(super) fn copy_of(c: &Arc<Controller>, fs: &Filesystem, clone_label: &str) -
             c.in_doubt.clear(&doubt);
             copy
         }
-        None => post_snapshot(c, source, &label, &[tags::CLONE_SNAPSHOT.to_string()], find)?,
+        None => post_snapshot(
+            c,
+            source,
+            &label,
+            &c.marks.with_cluster(&[tags::CLONE_SNAPSHOT]),
+            find,
+        )?,
     };
     c.poller.snapshot(copy, |copy| done(snapshot_id(&copy)))
 }

@@ -9,8 +9,9 @@ use super::{clone, snapshots};
 use crate::controller::acl::{self, policy::no_filesystem_policy};
 use crate::controller::lock_keys::{Doubt, Lock};
 use crate::controller::request::{CreateRequest, Source};
+use crate::controller::tags::{self, Maker};
 use crate::controller::volume::{content_source, require_mount_target, volume_of};
-use crate::controller::{tags, Controller};
+use crate::controller::Controller;
 use crate::flow::{done, Flow, Step, Then};
 use crate::handles::{SnapshotId, VolumeId};
 use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, Status, WriteError};
@@ -24,9 +25,9 @@ const GIB: u64 = 1 << 30;
 
 /// Everything a new filesystem is tagged with: the user's tags, the
 /// driver's mark, and what it was made from.
-fn tags_to_create(want: &CreateRequest) -> Vec<String> {
+fn tags_to_create(c: &Controller, want: &CreateRequest) -> Vec<String> {
     let mut all = want.tags.clone();
-    all.push(tags::MANAGED.to_string());
+    all.extend(c.marks.with_cluster(&[tags::MANAGED]));
     match want.source {
         Some((Source::Snapshot(snap), _)) => all.push(tags::source_snapshot(&snap)),
         Some((Source::Volume(vol), _)) => all.push(tags::source_volume(&vol)),
@@ -173,15 +174,16 @@ fn pick(
     label: &str,
     found: Vec<Filesystem>,
 ) -> Result<Option<Filesystem>, Error> {
+    // Another cluster's filesystem of the same name is never this one's.
     let mut found: Vec<Filesystem> = found
         .into_iter()
-        .filter(|fs| fs.status != Status::Deleting)
+        .filter(|fs| fs.status != Status::Deleting && c.marks.maker(&fs.tags) != Maker::Other)
         .collect();
     found.sort_by_key(|fs| fs.id);
     match found.len() {
         0 => Ok(None),
         1 => Ok(Some(found.remove(0))),
-        _ if found.iter().all(tags::is_volume) => {
+        _ if found.iter().all(|fs| c.marks.is_volume(fs)) => {
             let first = found.remove(0);
             for duplicate in found {
                 delete_duplicate(c, &first, &duplicate);
@@ -293,7 +295,7 @@ fn provision(
                     label: want.label.clone(),
                     region: region.clone(),
                     max_capacity_bytes: want.capacity,
-                    tags: tags_to_create(want),
+                    tags: tags_to_create(c, want),
                 },
             );
             wait_made(c, want, space_id, &region, posted)
@@ -379,7 +381,7 @@ fn post_clone(
             region: region.to_string(),
             space_id: Some(space_id),
             size_gib,
-            tags: tags_to_create(want),
+            tags: tags_to_create(c, want),
         },
     )
 }

@@ -13,12 +13,13 @@ mod validate;
 
 pub use create::create;
 
-use super::publishing::Target;
+use super::publishing::{Target, Unpublish};
 use crate::controller::acl;
 use crate::controller::lock_keys::Lock;
 use crate::controller::params::{Mutable, SpaceRef};
+use crate::controller::tags::{self, Maker};
 use crate::controller::volume::{condition_of, id_of, volume_of, Described};
-use crate::controller::{tags, Controller};
+use crate::controller::Controller;
 use crate::flow::{done, Step, Then};
 use crate::handles::{VolumeHandle, VolumeId};
 use crate::linode::{Filesystem, Space, Status};
@@ -27,8 +28,9 @@ use crate::Error;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// DeleteVolume of a whole filesystem. Gone is OK; one that is not a volume
-/// of the driver (a shared parent, an admin's own) is FailedPrecondition. A
+/// DeleteVolume of a whole filesystem. Gone is OK, and so is another
+/// cluster's (untouched); one that is not a volume of the driver (a shared
+/// parent, an admin's own) is FailedPrecondition. A
 /// clone's kept copy snapshot goes with it, and so does a duplicate that a
 /// create whose reply was lost before a restart made.
 pub fn delete(c: &Arc<Controller>, id: VolumeId) -> Result<(), Error> {
@@ -39,7 +41,12 @@ pub fn delete(c: &Arc<Controller>, id: VolumeId) -> Result<(), Error> {
         Err(Error::NotFound(_)) => return Ok(()),
         Err(e) => return Err(e),
     };
-    tags::require_volume(&fs, "deleted")?;
+    // Another cluster's volume does not exist here: deleting it is done.
+    if c.marks.maker(&fs.tags) == Maker::Other {
+        log::info!("DeleteVolume {id}: NFS filesystem {id} is another cluster's; left untouched");
+        return Ok(());
+    }
+    c.marks.require_volume(&fs, "deleted")?;
     match c.cloud.delete_filesystem(id.space, id.filesystem) {
         Ok(()) | Err(Error::NotFound(_)) => {}
         Err(e) => return Err(e),
@@ -49,7 +56,7 @@ pub fn delete(c: &Arc<Controller>, id: VolumeId) -> Result<(), Error> {
     for twin in twins
         .iter()
         .filter(|t| t.id != fs.id && t.status != Status::Deleting)
-        .filter(|t| tags::is_volume(t))
+        .filter(|t| c.marks.is_volume(t))
     {
         create::delete_duplicate(c, &fs, twin);
     }
@@ -66,10 +73,21 @@ fn described(c: &Controller, fs: &Filesystem) -> Result<Described, Error> {
     })
 }
 
+/// Filesystem `id`, NotFound when it is another cluster's: its handle
+/// means nothing here.
+fn this_clusters(c: &Controller, id: VolumeId) -> Result<Filesystem, Error> {
+    let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
+    if c.marks.maker(&fs.tags) == Maker::Other {
+        return Err(Error::NotFound(format!(
+            "volume {id} not found (NFS filesystem {id} is another cluster's)"
+        )));
+    }
+    Ok(fs)
+}
+
 /// The filesystem `id` as it is now.
 pub fn describe(c: &Controller, id: VolumeId) -> Result<Described, Error> {
-    let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
-    described(c, &fs)
+    described(c, &this_clusters(c, id)?)
 }
 
 /// Why `req` cannot be confirmed for filesystem `id` (see `validate`).
@@ -78,8 +96,7 @@ pub fn validate(
     id: VolumeId,
     req: &csi::ValidateVolumeCapabilitiesRequest,
 ) -> Result<Option<String>, Error> {
-    let fs = c.cloud.get_filesystem(id.space, id.filesystem)?;
-    validate::unconfirmable(c, req, &fs)
+    validate::unconfirmable(c, req, &this_clusters(c, id)?)
 }
 
 /// The driver's filesystems across every Space the token sees: one
@@ -97,7 +114,7 @@ pub fn list(c: &Controller) -> Result<Vec<Described>, Error> {
         };
         for fs in found
             .iter()
-            .filter(|f| f.status != Status::Deleting && tags::is_volume(f))
+            .filter(|f| f.status != Status::Deleting && c.marks.is_volume(f))
         {
             all.push(described(c, fs)?);
         }
@@ -132,7 +149,7 @@ pub fn modify(c: &Arc<Controller>, vol: VolumeId, mutable: Mutable) -> Step<()> 
     mutable.check_filesystem()?;
     let guard = c.lock(Lock::Modify(vol))?;
     let fs = c.cloud.get_filesystem(vol.space, vol.filesystem)?;
-    tags::require_volume(&fs, "modified")?;
+    c.marks.require_volume(&fs, "modified")?;
     if let Some(asked) = &mutable.tags {
         let want: BTreeSet<&str> = asked.iter().map(String::as_str).collect();
         if tags::user_tags(&fs.tags) != want {
@@ -159,10 +176,33 @@ pub fn expand(vol: VolumeId) -> Step<i64> {
     )))
 }
 
-/// A filesystem's own ACL admits the nodes of its publishes.
-pub fn publish_target(vol: VolumeId) -> Target {
-    Target {
+/// A volume's own ACL admits the nodes of its publishes: NotFound for a
+/// filesystem that is gone or another cluster's, FailedPrecondition for
+/// one that is no volume, before any ACL is touched.
+pub fn publish_target(c: &Controller, vol: VolumeId) -> Result<Target, Error> {
+    // A read the backend fails now (a 500, a dropped connection) is one
+    // the attacher's retry gets past: never Internal for a check alone.
+    let fs = this_clusters(c, vol).map_err(|e| match e {
+        Error::Internal(why) | Error::DeadlineExceeded(why) => {
+            Error::Unavailable(format!("volume {vol} cannot be checked now ({why}); retry"))
+        }
+        e => e,
+    })?;
+    c.marks.require_volume(&fs, "published")?;
+    Ok(Target {
         acl: vol,
         admitted_is_done: true,
+    })
+}
+
+/// What unpublishing volume `vol` does: revokes the node from its ACL,
+/// unless the filesystem is another cluster's (whose ACL is its own).
+pub fn unpublish(c: &Controller, vol: VolumeId) -> Result<Unpublish, Error> {
+    match c.cloud.get_filesystem(vol.space, vol.filesystem) {
+        Ok(fs) if c.marks.maker(&fs.tags) == Maker::Other => Ok(Unpublish::Keep(format!(
+            "NFS filesystem {vol} is another cluster's volume"
+        ))),
+        Ok(_) | Err(Error::NotFound(_)) => Ok(Unpublish::Revoke(vol)),
+        Err(e) => Err(e),
     }
 }

@@ -12,7 +12,8 @@
 
 use super::super::post_snapshot;
 use crate::controller::lock_keys::{Doubt, Lock};
-use crate::controller::{tags, Controller};
+use crate::controller::tags::{self, Maker};
+use crate::controller::Controller;
 use crate::handles::{label_for, SnapshotId, VolumeId};
 use crate::linode::{Filesystem, Snapshot, Status};
 use crate::proto::csi;
@@ -53,11 +54,14 @@ fn snapshot_of(s: &Snapshot, seconds: i64) -> csi::Snapshot {
 
 /// Whether `s` is a snapshot the driver took of one of its volumes.
 fn is_ours(c: &Controller, s: &Snapshot) -> Result<bool, Error> {
-    if tags::is_marked_snapshot(s) {
+    if c.marks.maker(&s.tags) == Maker::Other {
+        return Ok(false);
+    }
+    if c.marks.is_marked_snapshot(s) {
         return Ok(true);
     }
     match c.cloud.get_filesystem(s.space_id, s.filesystem_id) {
-        Ok(fs) => Ok(tags::is_volume(&fs)),
+        Ok(fs) => Ok(c.marks.is_volume(&fs)),
         Err(Error::NotFound(_)) => Ok(false),
         Err(e) => Err(e),
     }
@@ -81,7 +85,7 @@ pub fn owned(c: &Controller, id: SnapshotId) -> Result<Snapshot, Error> {
 /// volumes (and not on its way out).
 fn require_volume(c: &Controller, source: VolumeId) -> Result<(), Error> {
     match c.cloud.get_filesystem(source.space, source.filesystem) {
-        Ok(fs) if fs.status != Status::Deleting => tags::require_volume(&fs, "snapshotted"),
+        Ok(fs) if fs.status != Status::Deleting => c.marks.require_volume(&fs, "snapshotted"),
         Ok(_) | Err(Error::NotFound(_)) => {
             Err(Error::NotFound(format!("source volume {source} not found")))
         }
@@ -94,7 +98,7 @@ fn volumes_in(c: &Controller, space: u64) -> Result<Vec<Filesystem>, Error> {
     Ok(c.cloud
         .find_filesystems_by_tag(space, tags::MANAGED)?
         .into_iter()
-        .filter(|fs| fs.status != Status::Deleting && tags::is_volume(fs))
+        .filter(|fs| fs.status != Status::Deleting && c.marks.is_volume(fs))
         .collect())
 }
 
@@ -146,7 +150,7 @@ pub fn create(
         // Taken by an earlier call: the driver marked it, or (taken before
         // it marked snapshots) its filesystem says whether it is ours.
         Some(s) => {
-            if !tags::is_marked_snapshot(&s) {
+            if !c.marks.is_marked_snapshot(&s) {
                 require_volume(c, source)?;
             }
             c.in_doubt.clear(&doubt);
@@ -164,12 +168,18 @@ pub fn create(
                     "NFS snapshot \"{label}\" already exists with a different source volume"
                 )));
             }
-            post_snapshot(c, source, &label, &[tags::MANAGED.to_string()], || {
-                Ok(c.cloud
-                    .list_snapshots(source.space, source.filesystem)?
-                    .into_iter()
-                    .find(mine))
-            })?
+            post_snapshot(
+                c,
+                source,
+                &label,
+                &c.marks.with_cluster(&[tags::MANAGED]),
+                || {
+                    Ok(c.cloud
+                        .list_snapshots(source.space, source.filesystem)?
+                        .into_iter()
+                        .find(mine))
+                },
+            )?
         }
     };
     if matches!(snapshot.status, Status::Error | Status::Failed) {
@@ -206,6 +216,11 @@ pub fn delete(c: &Controller, id: SnapshotId) -> Result<(), Error> {
         Err(Error::NotFound(_)) => return Ok(()),
         Err(e) => return Err(e),
     };
+    // Another cluster's snapshot does not exist here: deleting it is done.
+    if c.marks.maker(&snap.tags) == Maker::Other {
+        log::info!("DeleteSnapshot {id}: another cluster's snapshot; left untouched");
+        return Ok(());
+    }
     if !is_ours(c, &snap)? {
         return Err(Error::FailedPrecondition(format!(
             "NFS snapshot {id} was not taken by this driver of one of its volumes; it is left untouched"
@@ -270,7 +285,7 @@ fn matching(c: &Controller, req: &csi::ListSnapshotsRequest) -> Result<Vec<Snaps
             return Ok(Vec::new());
         };
         match c.cloud.get_filesystem(vol.space, vol.filesystem) {
-            Ok(fs) if tags::is_volume(&fs) => {}
+            Ok(fs) if c.marks.is_volume(&fs) => {}
             Ok(_) | Err(Error::NotFound(_)) => return Ok(Vec::new()),
             Err(e) => return Err(e),
         }

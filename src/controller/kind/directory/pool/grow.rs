@@ -1,8 +1,9 @@
 //! A new filesystem for a pool, and what makes any pool filesystem ready
 //! for directory volumes. The POST carries the pool's tags (`tags::POOL`
-//! and the pool's name), never the volume mark, so no whole-filesystem
-//! RPC ever acts on it and no listing reports it as a volume; a POST whose
-//! outcome is unknown is looked up by its label before another is sent.
+//! and the pool's name) and the cluster's, never the volume mark, so no
+//! whole-filesystem RPC ever acts on it and no listing reports it as a
+//! volume; a POST whose outcome is unknown is looked up by its label
+//! before another is sent, and a label something else holds is stepped past.
 //! Ready means squash `none` (the controller chowns and removes tenants'
 //! files as root) and, in node mode, an ACL admitting the controller's own
 //! Linode, which mounts it.
@@ -30,28 +31,23 @@ pub(super) fn grow(
     why: PoolGrowth,
 ) -> Result<Filesystem, Error> {
     let space = key.0;
-    let label = members::next_label(&pool.name, members);
-    let doubt = Doubt::Filesystem {
-        space,
-        label: label.clone(),
-    };
-    c.in_doubt
-        .check(&doubt, &format!("create pool filesystem \"{label}\""))?;
-    let find = || -> Result<Option<Filesystem>, Error> {
-        Ok(c.cloud
-            .find_filesystems(space, &label, region)?
-            .into_iter()
-            .find(|fs| tags::is_pool_member(fs, &pool.name) && fs.status != Status::Deleting))
-    };
-    let new = NewFilesystem {
-        label: label.clone(),
-        region: region.to_string(),
-        max_capacity_bytes: pool.filesystem_bytes,
-        tags: vec![tags::POOL.to_string(), tags::pool(&pool.name)],
-    };
-    let fs = match c.cloud.create_filesystem(space, &new) {
-        Ok(fs) => fs,
-        Err(failed) => c.in_doubt.found_or(&doubt, failed, find)?,
+    let (mut past, mut skipped) = (0, 0);
+    let (fs, label) = loop {
+        let (label, n) = members::next_label(c.marks.cluster(), &pool.name, members, past);
+        match post(c, space, &label, pool, region) {
+            Ok(fs) => break (fs, label),
+            // A filesystem that only looks like the pool's holds the label:
+            // the pool grows past it, never stops at it.
+            Err(e) if skipped < LOOK_ALIKES && squatted(c, space, &label, region, pool)? => {
+                log::warn!(
+                    "pool \"{}\": label \"{label}\" is taken by a filesystem that is not the pool's ({}); trying the next",
+                    pool.name,
+                    e.message()
+                );
+                (past, skipped) = (n, skipped + 1);
+            }
+            Err(e) => return Err(e),
+        }
     };
     log::info!(
         "pool \"{}\": created filesystem {space}/{} (\"{label}\", {} bytes) for {}",
@@ -66,6 +62,56 @@ pub(super) fn grow(
     metrics::pool_filesystem_created(&pool.name, why);
     members::remember(c, key, &fs);
     Ok(fs)
+}
+
+/// How many labels taken by look-alikes one growth steps past.
+const LOOK_ALIKES: u32 = 3;
+
+/// POSTs pool filesystem `label`, or finds the one an earlier POST whose
+/// outcome was unknown made.
+fn post(
+    c: &Controller,
+    space: u64,
+    label: &str,
+    pool: &PoolParams,
+    region: &str,
+) -> Result<Filesystem, Error> {
+    let doubt = Doubt::Filesystem {
+        space,
+        label: label.to_string(),
+    };
+    c.in_doubt
+        .check(&doubt, &format!("create pool filesystem \"{label}\""))?;
+    let find = || -> Result<Option<Filesystem>, Error> {
+        Ok(c.cloud
+            .find_filesystems(space, label, region)?
+            .into_iter()
+            .find(|fs| c.marks.is_pool_member(fs, &pool.name) && fs.status != Status::Deleting))
+    };
+    let new = NewFilesystem {
+        label: label.to_string(),
+        region: region.to_string(),
+        max_capacity_bytes: pool.filesystem_bytes,
+        tags: c.marks.with_cluster(&[tags::POOL, &tags::pool(&pool.name)]),
+    };
+    match c.cloud.create_filesystem(space, &new) {
+        Ok(fs) => Ok(fs),
+        Err(failed) => c.in_doubt.found_or(&doubt, failed, find),
+    }
+}
+
+/// Whether a live filesystem that is no member of the pool holds `label`.
+fn squatted(
+    c: &Controller,
+    space: u64,
+    label: &str,
+    region: &str,
+    pool: &PoolParams,
+) -> Result<bool, Error> {
+    Ok(c.cloud
+        .find_filesystems(space, label, region)?
+        .iter()
+        .any(|fs| fs.status != Status::Deleting && !c.marks.is_pool_member(fs, &pool.name)))
 }
 
 /// Makes active pool filesystem `fs` ready for directory volumes, once per

@@ -4,6 +4,7 @@
 //! Reads only; a new member is made by `grow`, an old one pruned by `tend`.
 
 use super::PoolKey;
+use crate::cluster_id::ClusterId;
 use crate::controller::{tags, Controller};
 use crate::handles::VolumeId;
 use crate::linode::{Filesystem, Status};
@@ -13,29 +14,39 @@ use std::time::Instant;
 
 const PREFIX: &str = "csi-pool-";
 
-/// The label of pool `pool`'s `n`th filesystem.
-fn label(pool: &str, n: u32) -> String {
-    format!("{PREFIX}{pool}-{n}")
+/// The label of cluster `cluster`'s pool `pool`'s `n`th filesystem: the
+/// cluster is in it, so two clusters' pools of one name never share labels.
+fn label(cluster: &ClusterId, pool: &str, n: u32) -> String {
+    format!("{PREFIX}{cluster}-{pool}-{n}")
 }
 
-/// Which of pool `pool`'s filesystems `label` names, if it names one.
-fn ordinal(pool: &str, label: &str) -> Option<u32> {
+/// Which of the pool's filesystems `label` names, if it names one.
+fn ordinal(cluster: &ClusterId, pool: &str, label: &str) -> Option<u32> {
     label
         .strip_prefix(PREFIX)?
+        .strip_prefix(cluster.as_str())?
+        .strip_prefix('-')?
         .strip_prefix(pool)?
         .strip_prefix('-')?
         .parse()
         .ok()
 }
 
-/// The label of the next filesystem of `pool`, beside `members`.
-pub(super) fn next_label(pool: &str, members: &[Filesystem]) -> String {
+/// The label of the next filesystem of `pool`, beside `members` and past
+/// the `n`th (a label something else already took).
+pub(super) fn next_label(
+    cluster: &ClusterId,
+    pool: &str,
+    members: &[Filesystem],
+    past: u32,
+) -> (String, u32) {
     let last = members
         .iter()
-        .filter_map(|fs| ordinal(pool, &fs.label))
+        .filter_map(|fs| ordinal(cluster, pool, &fs.label))
         .max()
-        .unwrap_or(0);
-    label(pool, last + 1)
+        .unwrap_or(0)
+        .max(past);
+    (label(cluster, pool, last + 1), last + 1)
 }
 
 pub(super) fn vol_of(fs: &Filesystem) -> VolumeId {
@@ -70,7 +81,7 @@ pub(super) fn list(
     let mut live: Vec<Filesystem> = found
         .into_iter()
         .filter(|fs| {
-            tags::is_pool_member(fs, pool)
+            c.marks.is_pool_member(fs, pool)
                 && fs.region == region
                 && fs.status != Status::Deleting
                 && !pruned.contains(&vol_of(fs))
@@ -110,15 +121,23 @@ mod tests {
             label: label.to_string(),
             ..crate::controller::kind::directory::quotas::tests::fs()
         };
-        assert_eq!(next_label("a", &[]), "csi-pool-a-1");
+        let k = ClusterId::parse("k1").unwrap();
+        assert_eq!(next_label(&k, "a", &[], 0).0, "csi-pool-k1-a-1");
         let members = [
-            fs("csi-pool-a-1"),
-            fs("csi-pool-a-7"),
-            fs("csi-pool-ab-9"),
+            fs("csi-pool-k1-a-1"),
+            fs("csi-pool-k1-a-7"),
+            fs("csi-pool-k1-ab-9"),
+            fs("csi-pool-k2-a-12"),
+            fs("csi-pool-a-11"),
             fs("x"),
         ];
-        assert_eq!(next_label("a", &members), "csi-pool-a-8");
-        assert_eq!(ordinal("a", "csi-pool-a-b-2"), None);
-        assert!(label("abcdefghijklmnopqrstuvwx", u32::MAX).len() <= 63);
+        assert_eq!(
+            next_label(&k, "a", &members, 0),
+            ("csi-pool-k1-a-8".into(), 8)
+        );
+        assert_eq!(next_label(&k, "a", &members, 8).0, "csi-pool-k1-a-9");
+        assert_eq!(ordinal(&k, "a", "csi-pool-k1-a-b-2"), None);
+        let longest = ClusterId::parse("abcdefghijklmnop").unwrap();
+        assert!(label(&longest, "abcdefghijklmnopqrstuvwx", u32::MAX).len() <= 63);
     }
 }

@@ -97,7 +97,9 @@ fn attempt(c: &Arc<Controller>, want: Arc<Want>, guard: OpGuard, waited: bool) -
     for fs in &active {
         let root = c.shares.root(fs, mtls.as_ref())?;
         match files::read_marker(&root, &want.dir)? {
-            Some(m) if m.csi_name == want.name => return placed(c, &want, fs, None, guard, waited),
+            Some(m) if m.csi_name == want.name && m.is_of(c.marks.cluster()) => {
+                return placed(c, &want, fs, None, guard, waited)
+            }
             Some(_) => {}
             None if std::fs::symlink_metadata(files::volume_dir(&root, &want.dir)).is_ok() => {}
             None => free.push(*fs),

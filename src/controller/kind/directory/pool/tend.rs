@@ -35,7 +35,12 @@ pub fn tend(
     policy: TendPolicy,
 ) -> Result<(), Error> {
     let mut pools: BTreeMap<String, Vec<Filesystem>> = BTreeMap::new();
+    // Only this cluster's: another's pool of the same name is its own, and
+    // one made before clusters had identities is never pruned.
     for fs in c.cloud.find_filesystems_by_tag(space, tags::POOL)? {
+        if !c.marks.made(&fs.tags) {
+            continue;
+        }
         if let Some(name) = tags::pool_name_of(&fs) {
             pools.entry(name.to_string()).or_default().push(fs);
         }

@@ -196,7 +196,11 @@ impl jobs::Work for Fill {
     fn attempt(&self, c: &Arc<Controller>, job: &Arc<Job>) -> Step<()> {
         let id = self.id.clone();
         match files::read_marker(&self.root, &id.name)? {
-            Some(m) if m.volume_id == id.to_string() && !job.is_cancelled() => {
+            Some(m)
+                if m.volume_id == id.to_string()
+                    && m.is_of(c.marks.cluster())
+                    && !job.is_cancelled() =>
+            {
                 if !m.filling {
                     return done(());
                 }
@@ -279,7 +283,7 @@ fn discard(
     cloned: Option<&SubdirId>,
 ) -> Result<(), Error> {
     match files::read_marker(root, &id.name)? {
-        Some(m) if m.volume_id == id.to_string() && m.filling => {}
+        Some(m) if m.volume_id == id.to_string() && m.is_of(c.marks.cluster()) && m.filling => {}
         _ => return Ok(()),
     }
     let parent = existing_parent(c, id.parent())?;

@@ -140,7 +140,9 @@ fn remove(c: &Controller, snapshot: SnapshotId) -> Result<(), Error> {
         .cloud
         .find_filesystems_by_tag(snapshot.space, tags::RESTORE_SOURCE)?
         .into_iter()
-        .filter(|fs| fs.label == label && fs.status != Status::Deleting)
+        .filter(|fs| {
+            fs.label == label && c.marks.is_restore_source(fs) && fs.status != Status::Deleting
+        })
     {
         delete(c, &fs)?;
     }
@@ -163,24 +165,39 @@ fn delete(c: &Controller, fs: &Filesystem) -> Result<(), Error> {
     }
 }
 
-/// Deletes the temporary filesystems of `space` that no restore of this
-/// process holds.
+/// Deletes this cluster's temporary filesystems of `space` that no
+/// restore of this process holds.
 pub fn sweep(c: &Controller, space: u64) -> Result<(), Error> {
     let held: Vec<SnapshotId> = lock(&c.temporaries.users).keys().copied().collect();
     for fs in c
         .cloud
         .find_filesystems_by_tag(space, tags::RESTORE_SOURCE)?
     {
-        let orphan = fs.status != Status::Deleting
-            && snapshot_of(space, &fs.label).is_some_and(|s| !held.contains(&s));
-        if orphan {
-            log::info!(
-                "temporary filesystem {space}/{} (\"{}\") is held by no restore",
-                fs.id,
-                fs.label
-            );
-            delete(c, &fs)?;
+        // Another cluster's, or one made before clusters had identities,
+        // is never this cluster's to delete.
+        let Some(snapshot) = snapshot_of(space, &fs.label)
+            .filter(|s| !held.contains(s))
+            .filter(|_| fs.status != Status::Deleting && c.marks.is_restore_source(&fs))
+        else {
+            continue;
+        };
+        // A job may have taken a hold since `held` was read, and found
+        // this clone: the hold is checked again where `acquire` looks for
+        // the clone, so it never copies from one being deleted.
+        let one = lock(&c.temporaries.making)
+            .entry(snapshot)
+            .or_default()
+            .clone();
+        let _one = lock(&one);
+        if lock(&c.temporaries.users).contains_key(&snapshot) {
+            continue;
         }
+        log::info!(
+            "temporary filesystem {space}/{} (\"{}\") is held by no restore",
+            fs.id,
+            fs.label
+        );
+        delete(c, &fs)?;
     }
     Ok(())
 }
@@ -227,7 +244,7 @@ fn clone_of(c: &Controller, key: SnapshotId, source: &Filesystem) -> Result<File
         Ok(c.cloud
             .find_filesystems(key.space, &label, &source.region)?
             .into_iter()
-            .find(|fs| tags::is_restore_source(fs) && fs.status != Status::Deleting))
+            .find(|fs| c.marks.is_restore_source(fs) && fs.status != Status::Deleting))
     };
     if let Some(fs) = find()? {
         return Ok(fs);
@@ -247,7 +264,7 @@ fn clone_of(c: &Controller, key: SnapshotId, source: &Filesystem) -> Result<File
             region: source.region.clone(),
             space_id: Some(key.space),
             size_gib: None,
-            tags: vec![tags::RESTORE_SOURCE.to_string()],
+            tags: c.marks.with_cluster(&[tags::RESTORE_SOURCE]),
         },
     );
     match posted {

@@ -12,7 +12,8 @@
 //! batch after another per parent, holding no caller's worker.
 
 use super::queue::{Answer, Member, Queued};
-use super::records::{self, Record, BATCH_PREFIX};
+use super::records::{self, Record, BATCH_PREFIX, CLUSTER_PART};
+use crate::cluster_id::ClusterId;
 use crate::controller::kind::post_snapshot;
 use crate::controller::lock_keys::Doubt;
 use crate::controller::{tags, Controller};
@@ -25,14 +26,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A label no other batch of any controller uses: the moment, this
-/// process and a count.
-fn new_label() -> String {
+/// process, a count, and the cluster (so its records say whose they are,
+/// `Record::is_of`).
+fn new_label(cluster: &ClusterId) -> String {
     static COUNT: AtomicU64 = AtomicU64::new(0);
     let millis = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     format!(
-        "{BATCH_PREFIX}{millis}-{}-{}",
+        "{BATCH_PREFIX}{millis}-{}-{}{CLUSTER_PART}{cluster}",
         std::process::id(),
         COUNT.fetch_add(1, Ordering::Relaxed)
     )
@@ -95,7 +97,7 @@ pub fn wait(answer: Answer) -> Step<Snapshot> {
 /// Takes and makes the batches of `parent`, one after another, until no
 /// request waits.
 fn run(c: Arc<Controller>, parent: VolumeId, root: Arc<PathBuf>) -> Step<()> {
-    let label = new_label();
+    let label = new_label(c.marks.cluster());
     let Some(batch) = c.dir_snapshots.take(parent, &label) else {
         return done(());
     };
@@ -148,12 +150,12 @@ fn make(
             c,
             parent,
             label,
-            &[tags::DIRECTORY_SNAPSHOTS.to_string()],
+            &c.marks.with_cluster(&[tags::DIRECTORY_SNAPSHOTS]),
             || {
                 Ok(c.cloud
                     .list_snapshots(parent.space, parent.filesystem)?
                     .into_iter()
-                    .find(|s| s.label == label && tags::is_directory_snapshots(s)))
+                    .find(|s| s.label == label && c.marks.is_directory_snapshots(s)))
             },
         )
     });

@@ -52,7 +52,7 @@ pub fn forget_clone(c: &Controller, source: &SubdirId, clone: &SubdirId) -> Resu
         Err(e) => return Err(e),
     };
     match records::read(&root, Shelf::Clones, &clone.name)? {
-        Some(r) if r.csi_name == clone.to_string() => {
+        Some(r) if r.csi_name == clone.to_string() && r.is_of(c.marks.cluster()) => {
             forget(c, vol, &root, Shelf::Clones, &clone.name, &r.batch)
         }
         Some(_) => Ok(()),

@@ -132,7 +132,7 @@ fn take(
     let root = mounted(c, vol).map_err(source_missing(&sources[0]))?;
     let found = records::read(&root, Shelf::Groups, &gentry)?;
     if let Some(found) = &found {
-        if found.csi_name != name {
+        if found.csi_name != name || !found.is_of(c.marks.cluster()) {
             return Err(Error::AlreadyExists(format!(
                 "group snapshot name {name:?} maps to the same record as the existing group snapshot {:?}",
                 found.csi_name
@@ -171,7 +171,7 @@ fn take(
                 };
                 let member_csi = member_name(name, dir);
                 if let Some(other) = records::read(&root, Shelf::Snapshots, entry)? {
-                    if other.csi_name != member_csi {
+                    if other.csi_name != member_csi || !other.is_of(c.marks.cluster()) {
                         return Err(Error::AlreadyExists(format!(
                             "the record {entry} of a member of group snapshot {name:?} belongs to snapshot {:?}",
                             other.csi_name
@@ -228,7 +228,9 @@ pub fn delete(c: &Controller, id: &GroupSnapshotId, snapshot_ids: &[String]) -> 
         Err(Error::NotFound(_)) => return Ok(()),
         Err(e) => return Err(e),
     };
-    let Some(group) = records::read(&root, Shelf::Groups, &id.0.entry)? else {
+    let Some(group) =
+        records::read(&root, Shelf::Groups, &id.0.entry)?.filter(|g| g.is_of(c.marks.cluster()))
+    else {
         return already_gone(c, vol, &root);
     };
     if group.snapshot != Some(id.0.snapshot) {

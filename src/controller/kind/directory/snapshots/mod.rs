@@ -28,13 +28,15 @@ pub use clones::{for_clone, forget_clone};
 pub use group_jobs::GroupJobs;
 pub use queue::SnapshotBatches;
 
+use super::inspect;
 use super::parent::{existing_parent, find};
 use crate::controller::kind::Restorable;
 use crate::controller::lock_keys::{Doubt, Lock};
-use crate::controller::{tags, Controller};
+use crate::controller::tags::{self, Maker};
+use crate::controller::Controller;
 use crate::flow::{done, Step, Then};
 use crate::handles::{DirName, DirSnapshotId, SubdirId, VolumeId};
-use crate::linode::{Snapshot, Status};
+use crate::linode::{Filesystem, Snapshot, Status};
 use crate::proto::csi;
 use crate::Error;
 use protobuf::well_known_types::timestamp::Timestamp;
@@ -45,14 +47,43 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The parent `vol` and where it is mounted here; NotFound when it is
-/// gone or is no shared filesystem.
+/// gone, is no shared filesystem, or is none of this cluster's: a
+/// snapshot id is the caller's to write, so the filesystem it names is
+/// vouched for before anything mounts it.
 pub(in crate::controller::kind::directory) fn mounted(
     c: &Controller,
     vol: VolumeId,
 ) -> Result<PathBuf, Error> {
     let fs = existing_parent(c, vol)?;
+    vouch(c, &fs)?;
     let mtls = c.spaces.mtls_mode(vol.space)?;
     c.shares.root(&fs, mtls.as_ref())
+}
+
+/// Ok when parent `fs` is this cluster's to mount: mounted here before
+/// (it held this cluster's volumes), a pool filesystem of this cluster (or
+/// one made before clusters had identities), or named by a StorageClass.
+/// NotFound for anything else, another cluster's pool filesystem and a
+/// forged id's foreign filesystem alike.
+fn vouch(c: &Controller, fs: &Filesystem) -> Result<(), Error> {
+    let vol = VolumeId {
+        space: fs.space_id,
+        filesystem: fs.id,
+    };
+    let pool = tags::is_pool(fs);
+    if pool && c.marks.maker(&fs.tags) == Maker::Other {
+        return Err(not_ours(vol));
+    }
+    if pool || c.shares.known().contains(&vol) || inspect::parents(c)?.contains(&vol) {
+        return Ok(());
+    }
+    Err(not_ours(vol))
+}
+
+fn not_ours(vol: VolumeId) -> Error {
+    Error::NotFound(format!(
+        "shared NFS filesystem {vol} is none of this cluster's: no StorageClass names it, it is no pool filesystem of this cluster and none of its volumes was mounted here"
+    ))
 }
 
 /// The CSI view of the record of `id`, taken of `source`, with its parent
@@ -95,8 +126,8 @@ fn creation_time(parent: &Snapshot) -> MessageField<Timestamp> {
 }
 
 /// Whether `s` is the parent snapshot a record of batch `batch` needs.
-fn is_batch(s: &Snapshot, batch: &str) -> bool {
-    tags::is_directory_snapshots(s) && s.label == batch && s.status != Status::Deleting
+fn is_batch(c: &Controller, s: &Snapshot, batch: &str) -> bool {
+    c.marks.is_directory_snapshots(s) && s.label == batch && s.status != Status::Deleting
 }
 
 /// The parent snapshot `snapshot` of `vol` if it is batch `batch`'s.
@@ -107,7 +138,7 @@ fn parent_snapshot(
     batch: &str,
 ) -> Result<Option<Snapshot>, Error> {
     match c.cloud.get_snapshot(vol.space, vol.filesystem, snapshot) {
-        Ok(s) if is_batch(&s, batch) => Ok(Some(s)),
+        Ok(s) if is_batch(c, &s, batch) => Ok(Some(s)),
         Ok(_) | Err(Error::NotFound(_)) => Ok(None),
         Err(e) => Err(e),
     }
@@ -119,7 +150,7 @@ fn landed(c: &Controller, vol: VolumeId, batch: &str) -> Result<Option<Snapshot>
     Ok(c.cloud
         .list_snapshots(vol.space, vol.filesystem)?
         .into_iter()
-        .find(|s| is_batch(s, batch)))
+        .find(|s| is_batch(c, s, batch)))
 }
 
 /// Where an earlier attempt of the record `found` (of `entry` on
@@ -225,6 +256,12 @@ fn take_part(
     let root = mounted(c, vol).map_err(source_missing(source))?;
     let found = records::read(&root, shelf, entry)?;
     if let Some(found) = &found {
+        if !found.is_of(c.marks.cluster()) {
+            return Err(Error::AlreadyExists(format!(
+                "snapshot name {csi_name:?} maps to the record {entry} of another cluster's snapshot {:?}",
+                found.csi_name
+            )));
+        }
         check(found)?;
     }
     let (record, earlier) = resumed(c, vol, &root, shelf, entry, found, |_| {
@@ -319,7 +356,7 @@ pub(super) fn recorded(
     let missing = || Error::NotFound(format!("snapshot {id} not found"));
     let root = mounted(c, id.parent()).map_err(|e| if e.is_not_found() { missing() } else { e })?;
     let record = records::read(&root, shelf, &id.entry)?
-        .filter(|r| r.snapshot == Some(id.snapshot))
+        .filter(|r| r.snapshot == Some(id.snapshot) && r.is_of(c.marks.cluster()))
         .ok_or_else(missing)?;
     let parent =
         parent_snapshot(c, id.parent(), id.snapshot, &record.batch)?.ok_or_else(missing)?;
@@ -387,7 +424,9 @@ pub fn delete(c: &Controller, id: &DirSnapshotId) -> Result<(), Error> {
         Err(Error::NotFound(_)) => return Ok(()),
         Err(e) => return Err(e),
     };
-    let Some(record) = records::read(&root, Shelf::Snapshots, &id.entry)? else {
+    let Some(record) =
+        records::read(&root, Shelf::Snapshots, &id.entry)?.filter(|r| r.is_of(c.marks.cluster()))
+    else {
         return already_gone(c, vol, &root);
     };
     if record.snapshot != Some(id.snapshot) {
@@ -423,7 +462,7 @@ pub fn of_parent(
     };
     let chosen: Vec<(DirName, Record)> = records::all(&root, Shelf::Snapshots)?
         .into_iter()
-        .filter(|(entry, r)| r.snapshot.is_some() && keep(entry, r))
+        .filter(|(entry, r)| r.snapshot.is_some() && r.is_of(c.marks.cluster()) && keep(entry, r))
         .collect();
     if chosen.is_empty() {
         return Ok(Vec::new());
@@ -439,7 +478,7 @@ pub fn of_parent(
             let id = r.snapshot?;
             let parent = parents
                 .iter()
-                .find(|s| s.id == id && is_batch(s, &r.batch))?;
+                .find(|s| s.id == id && is_batch(c, s, &r.batch))?;
             let handle = DirSnapshotId {
                 space: vol.space,
                 filesystem: vol.filesystem,

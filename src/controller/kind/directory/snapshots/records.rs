@@ -15,6 +15,7 @@
 
 use super::super::files::{base, ensure_dir, is_dir};
 use super::super::own_files;
+use crate::cluster_id::ClusterId;
 use crate::handles::{DirName, SubdirId};
 use crate::Error;
 use std::io::ErrorKind;
@@ -24,6 +25,9 @@ const SNAPSHOTS: &str = ".snapshots";
 const BATCHES: &str = ".batches";
 /// A batch's label: this, then the moment and the process that made it.
 pub const BATCH_PREFIX: &str = "csi-dirsnap-";
+/// Before the cluster in a batch label (the numbers before it never hold
+/// a letter, so the first one is it).
+pub const CLUSTER_PART: &str = "-c-";
 /// A record is a few short lines, a group's one more per member.
 const MAX_RECORD_BYTES: u64 = 256 * 1024;
 
@@ -98,6 +102,15 @@ impl Record {
             group,
             members: Vec::new(),
         }
+    }
+
+    /// Whether cluster `cluster` made it (or a driver before identities
+    /// did), as its batch's label says: another cluster's record is none
+    /// of this one's, whatever its name.
+    pub fn is_of(&self, cluster: &ClusterId) -> bool {
+        self.batch
+            .split_once(CLUSTER_PART)
+            .is_none_or(|(_, made)| made == cluster.as_str())
     }
 
     /// A new record of a group of `members`, likewise.

@@ -6,7 +6,7 @@
 //! the last DeleteSnapshot also deletes what earlier failures left.
 
 use super::records;
-use crate::controller::{tags, Controller};
+use crate::controller::Controller;
 use crate::handles::VolumeId;
 use crate::linode::Status;
 use crate::Error;
@@ -22,7 +22,7 @@ pub fn orphans(c: &Controller, vol: VolumeId, root: &Path) -> Result<(), Error> 
         Err(e) => return Err(e),
     };
     for s in snapshots {
-        if !tags::is_directory_snapshots(&s)
+        if !c.marks.is_directory_snapshots(&s)
             || s.status == Status::Deleting
             || !records::is_batch_label(&s.label)
             || records::batch_exists(root, &s.label)?
