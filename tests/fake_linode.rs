@@ -14,7 +14,7 @@ use common::{wait_for, TempDir};
 use linode_nfs_csi::dev::exports::Exports;
 use linode_nfs_csi::fake::{
     CloneRate, FakeEvent, FakeLinode, FaultProfile, FaultRule, FilesystemSeed, Injected, PolicyPut,
-    Seed, TagFilter,
+    RateLimit, Seed, TagFilter,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -1175,4 +1175,40 @@ fn a_snapshot_is_saved_only_after_its_content_is_taken() {
     assert!(std::fs::read_to_string(&file).unwrap().contains("cut-me"));
     drop(fake);
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A quota list is paginated like every collection, so it spends the
+/// scarce list budget, as the driver's pacer and the benches count it; a
+/// quota POST spends the other one. What the limits refuse is counted
+/// apart from what was executed (issue 36).
+#[test]
+fn quota_lists_spend_the_list_budget_and_throttled_requests_are_counted_apart() {
+    let fake = fake();
+    let id = create_fs(&fake, "data");
+    fake.set_rate_limit(Some(RateLimit {
+        list: 2,
+        other: 100,
+        window: Duration::from_secs(60),
+    }));
+    let quotas = format!("v4beta/nfs/spaces/7/filesystems/{id}/quotas");
+    let statuses: Vec<u16> = (0..3)
+        .map(|_| raw(&fake, "GET", &format!("{quotas}?page=1"), &[], None).0)
+        .collect();
+    assert_eq!(
+        statuses,
+        [200, 200, 429],
+        "the third list is over its budget"
+    );
+    let (posted, _, body) = raw(
+        &fake,
+        "POST",
+        &quotas,
+        &[],
+        Some(json!({"path": "/a", "max_capacity_bytes": 1024})),
+    );
+    assert_eq!(posted, 200, "a write has its own budget: {body}");
+    let list = "GET nfs/spaces/{id}/filesystems/{id}/quotas".to_string();
+    assert_eq!(fake.request_counts().get(&list), Some(&2), "executed");
+    assert_eq!(fake.throttled_counts(), BTreeMap::from([(list, 1)]));
+    assert_eq!(fake.throttled(), 1);
 }

@@ -130,12 +130,18 @@ fn api_cost(linode: &FakeLinode) -> String {
         .iter()
         .map(|(call, n)| format!("{call} {n}"))
         .collect();
+    let throttled = linode.throttled();
     format!(
-        "the fake Linode API served {total} requests: {}",
+        "the fake Linode API served {total} requests: {}{}",
         if each.is_empty() {
             "none".to_string()
         } else {
             each.join(", ")
+        },
+        if throttled == 0 {
+            String::new()
+        } else {
+            format!("; and refused {throttled} over its rate limits (DEV_RATE_LIMITS)")
         }
     )
 }

@@ -90,6 +90,7 @@ impl FakeLinode {
             counts: Mutex::default(),
             limiter: Mutex::new(None),
             throttled: AtomicU64::new(0),
+            throttled_counts: Mutex::default(),
             injected: Mutex::default(),
             html_errors: AtomicBool::new(false),
         });
@@ -392,10 +393,12 @@ impl FakeLinode {
     pub fn clear_requests(&self) {
         lock(&self.shared.log).clear();
         lock(&self.shared.counts).clear();
+        lock(&self.shared.throttled_counts).clear();
     }
 
-    /// Requests served, by `METHOD endpoint-template` (ids replaced by
-    /// `{id}`), every one counted, however long the fake has run.
+    /// Requests executed, by `METHOD endpoint-template` (ids replaced by
+    /// `{id}`), every one counted, however long the fake has run; those the
+    /// rate limits refused are `throttled_counts`.
     pub fn request_counts(&self) -> BTreeMap<String, u64> {
         lock(&self.shared.counts).clone()
     }
@@ -408,6 +411,12 @@ impl FakeLinode {
     /// Requests refused with 429 by the rate limits.
     pub fn throttled(&self) -> u64 {
         self.shared.throttled.load(Ordering::SeqCst)
+    }
+
+    /// Requests refused with 429 by the rate limits, per `METHOD
+    /// endpoint-template` (`request_counts` has those executed).
+    pub fn throttled_counts(&self) -> BTreeMap<String, u64> {
+        lock(&self.shared.throttled_counts).clone()
     }
 
     fn decode<T: serde::de::DeserializeOwned>(value: Value) -> T {

@@ -64,10 +64,13 @@ pub(super) struct Shared {
     pub(super) delivering: Mutex<()>,
     pub(super) gates: Arc<Gates>,
     pub(super) next_gate: AtomicU64,
-    /// Requests per `METHOD endpoint-template`, never capped or dropped.
+    /// Requests executed (not refused by the rate limits) per `METHOD
+    /// endpoint-template`, never capped or dropped.
     pub(super) counts: Mutex<BTreeMap<String, u64>>,
     pub(super) limiter: Mutex<Option<Limiter>>,
     pub(super) throttled: AtomicU64,
+    /// Requests the rate limits refused, likewise.
+    pub(super) throttled_counts: Mutex<BTreeMap<String, u64>>,
     /// Random faults injected so far, by kind.
     pub(super) injected: Mutex<BTreeMap<Injected, u64>>,
     /// Part of the injected 429/503s become 408s and nginx 400 pages.
@@ -117,13 +120,6 @@ impl Shared {
                 },
             ));
         }
-        *lock(&self.counts)
-            .entry(format!(
-                "{} {}",
-                req.method,
-                crate::linode::endpoint_template(&path)
-            ))
-            .or_default() += 1;
         let response = self.limited(&req, &path, authorized);
         if let Some((_, rec)) = lock(&self.log).iter_mut().find(|(s, _)| *s == seq) {
             rec.status = Some(response.status);
@@ -132,21 +128,28 @@ impl Shared {
     }
 
     /// [`Shared::respond`] under the rate limits, when they are on.
+    /// Counted as executed, or as throttled when the limits refuse it.
     fn limited(&self, req: &HttpRequest, path: &str, authorized: bool) -> HttpResponse {
+        let call = format!("{} {}", req.method, crate::linode::endpoint_template(path));
         let verdict = lock(&self.limiter)
             .as_mut()
             .map(|l| l.admit(is_collection(&req.method, path), now_ms()));
         let Some(verdict) = verdict else {
+            *lock(&self.counts).entry(call).or_default() += 1;
             return self.respond(req, path, authorized);
         };
         let mut response = match verdict.retry_after {
             Some(secs) => {
                 self.throttled.fetch_add(1, Ordering::SeqCst);
+                *lock(&self.throttled_counts).entry(call).or_default() += 1;
                 ApiError::new(429, None, "Too many requests")
                     .response()
                     .with_header("Retry-After", &secs.to_string())
             }
-            None => self.respond(req, path, authorized),
+            None => {
+                *lock(&self.counts).entry(call).or_default() += 1;
+                self.respond(req, path, authorized)
+            }
         };
         for (k, v) in verdict.headers {
             response = response.with_header(&k, &v);
@@ -339,11 +342,23 @@ pub(super) fn proxy_page(status: u16, reason: &str) -> HttpResponse {
     HttpResponse::raw(status, "text/html", body.into_bytes()).with_header("Server", "nginx")
 }
 
-/// A GET of a collection: Linode's paginated (scarce) request class.
+/// A GET of a collection: Linode's paginated (scarce) request class. A
+/// filesystem's quota list is one too: it is paginated like every
+/// collection, which is what Linode's documentation says the scarce class
+/// is (its own limit for it is not published), and what the driver's pacer
+/// and the benches count as a list.
 fn is_collection(method: &str, path: &str) -> bool {
     method == "GET"
         && matches!(
             path.rsplit('/').next(),
-            Some("spaces" | "filesystems" | "snapshots" | "configs" | "interfaces" | "instances")
+            Some(
+                "spaces"
+                    | "filesystems"
+                    | "snapshots"
+                    | "quotas"
+                    | "configs"
+                    | "interfaces"
+                    | "instances"
+            )
         )
 }
