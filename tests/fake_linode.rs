@@ -1212,3 +1212,31 @@ fn quota_lists_spend_the_list_budget_and_throttled_requests_are_counted_apart() 
     assert_eq!(fake.throttled_counts(), BTreeMap::from([(list, 1)]));
     assert_eq!(fake.throttled(), 1);
 }
+
+/// Tags are at most 50 characters, as the API takes them: the driver's
+/// longest (a pool's, with the longest cluster identity and pool name)
+/// fits; one over is refused, field `tags`.
+#[test]
+fn a_tag_over_fifty_characters_is_refused() {
+    let fake = fake();
+    let post = |tag: &str| {
+        raw(
+            &fake,
+            "POST",
+            "v4beta/nfs/spaces/7/filesystems",
+            &[],
+            Some(
+                json!({"label": "t", "region": "us-ord", "max_capacity_bytes": 1024, "tags": [tag]}),
+            ),
+        )
+    };
+    let longest_pool = format!("csi-pool.{}", "a".repeat(24));
+    let longest_cluster = format!("csi-cluster.{}", "b".repeat(16));
+    for tag in [&longest_pool, &longest_cluster, &"c".repeat(50)] {
+        let (status, _, body) = post(tag);
+        assert_eq!(status, 200, "{tag}: {body}");
+    }
+    let (status, _, body) = post(&"d".repeat(51));
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["errors"][0]["field"], "tags", "{body}");
+}

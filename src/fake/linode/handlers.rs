@@ -61,14 +61,24 @@ fn validate_region(
     }
 }
 
+/// The longest tag the API takes.
+const LONGEST_TAG: usize = 50;
+
 fn validate_tags(value: Option<&Value>, errors: &mut Vec<(Option<String>, String)>) -> Vec<String> {
-    string_list(value).unwrap_or_else(|| {
+    let tags = string_list(value).unwrap_or_else(|| {
         errors.push((
             Some("tags".to_string()),
             "Must be a list of strings".to_string(),
         ));
         Vec::new()
-    })
+    });
+    if tags.iter().any(|t| t.chars().count() > LONGEST_TAG) {
+        errors.push((
+            Some("tags".to_string()),
+            format!("Length must be at most {LONGEST_TAG} characters"),
+        ));
+    }
+    tags
 }
 
 fn insert_filesystem(
