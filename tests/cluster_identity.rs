@@ -13,7 +13,7 @@ use common::rpc::*;
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::fake::DEV_CLUSTER_UID;
 use linode_nfs_csi::linode::{Cloud, NewFilesystem};
-use linode_nfs_csi::proto::{csi, csi_grpc};
+use linode_nfs_csi::proto::csi_grpc;
 use std::time::Duration;
 
 const MANAGED: &str = "csi.linodenfs.csi.linode.com";
@@ -22,13 +22,7 @@ const DERIVED: &str = "f00dcafe0001";
 const LEASE: (&str, &str) = ("kube-system", "linode-nfs-csi-controller");
 
 fn listed(client: &csi_grpc::ControllerClient) -> Vec<String> {
-    let mut ids: Vec<String> = client
-        .list_volumes(&csi::ListVolumesRequest::new())
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| e.volume.unwrap().volume_id)
-        .collect();
+    let mut ids = listed_volume_ids(client);
     ids.sort();
     ids
 }
@@ -36,16 +30,6 @@ fn listed(client: &csi_grpc::ControllerClient) -> Vec<String> {
 /// The filesystem a whole-filesystem volume's id names.
 fn parent_of(volume_id: &str) -> u64 {
     volume_id.split('/').nth(1).unwrap().parse().unwrap()
-}
-
-fn snapshots_listed(client: &csi_grpc::ControllerClient) -> Vec<String> {
-    client
-        .list_snapshots(&list_snapshots_req("", ""))
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| e.snapshot.unwrap().snapshot_id)
-        .collect()
 }
 
 #[test]
@@ -127,9 +111,9 @@ fn two_clusters_on_one_space_never_list_find_or_touch_each_others_objects() {
     let mut their_list = vec![theirs.volume_id.clone(), same.volume_id.clone()];
     their_list.sort();
     assert_eq!(listed(&theirs_client), their_list);
-    assert_eq!(snapshots_listed(&theirs_client), Vec::<String>::new());
+    assert_eq!(listed_snapshot_ids(&theirs_client), Vec::<String>::new());
     assert_eq!(
-        snapshots_listed(&env.client),
+        listed_snapshot_ids(&env.client),
         std::slice::from_ref(&our_snap.snapshot_id)
     );
 
@@ -173,7 +157,7 @@ fn two_clusters_on_one_space_never_list_find_or_touch_each_others_objects() {
         .iter()
         .any(|fs| fs.id == parent_of(&ours.volume_id)));
     assert_eq!(
-        snapshots_listed(&env.client),
+        listed_snapshot_ids(&env.client),
         std::slice::from_ref(&our_snap.snapshot_id)
     );
     env.client

@@ -57,23 +57,11 @@ fn create(client: &ControllerClient, req: &csi::CreateVolumeRequest) -> csi::Vol
 }
 
 fn listed(client: &ControllerClient) -> BTreeSet<String> {
-    client
-        .list_volumes(&csi::ListVolumesRequest::new())
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| e.volume.unwrap().volume_id)
-        .collect()
+    listed_volume_ids(client).into_iter().collect()
 }
 
 fn snapshots_listed(client: &ControllerClient) -> BTreeSet<String> {
-    client
-        .list_snapshots(&list_snapshots_req("", ""))
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| e.snapshot.unwrap().snapshot_id)
-        .collect()
+    listed_snapshot_ids(client).into_iter().collect()
 }
 
 /// The pool filesystem a directory volume's id names.

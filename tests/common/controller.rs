@@ -32,6 +32,29 @@ pub const FS_LIST: &str = "nfs/spaces/*/filesystems";
 pub const FS_ONE: &str = "nfs/spaces/*/filesystems/*";
 pub const FS_POLICY: &str = "nfs/spaces/*/filesystems/*/access-policy";
 
+/// The ids ListVolumes of `client` answers in one unbounded call, in its
+/// order.
+pub fn listed_volume_ids(client: &csi_grpc::ControllerClient) -> Vec<String> {
+    client
+        .list_volumes(&csi::ListVolumesRequest::new())
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.volume.unwrap().volume_id)
+        .collect()
+}
+
+/// The ids ListSnapshots of `client` answers in one unbounded call.
+pub fn listed_snapshot_ids(client: &csi_grpc::ControllerClient) -> Vec<String> {
+    client
+        .list_snapshots(&csi::ListSnapshotsRequest::new())
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.snapshot.unwrap().snapshot_id)
+        .collect()
+}
+
 /// A workload node in `region` (the label Kubernetes sets today).
 pub fn worker(name: &str, region: &str) -> FakeNode {
     FakeNode::new(name).label("topology.kubernetes.io/region", region)
@@ -310,13 +333,7 @@ impl Env {
 
     /// The ids ListVolumes answers in one unbounded call, in its order.
     pub fn listed_volume_ids(&self) -> Vec<String> {
-        self.client
-            .list_volumes(&csi::ListVolumesRequest::new())
-            .unwrap()
-            .entries
-            .into_iter()
-            .map(|e| e.volume.unwrap().volume_id)
-            .collect()
+        listed_volume_ids(&self.client)
     }
 
     /// The squash policy the backend holds for filesystem `fs`.

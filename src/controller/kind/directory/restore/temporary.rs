@@ -90,6 +90,18 @@ const REMOVE_ATTEMPTS: u32 = 12;
 /// hold deletes them when it lets go). A restore that takes a hold meanwhile
 /// waits for this to finish and makes a clone anew.
 fn remove_unheld(c: &Controller, snapshot: SnapshotId) -> Result<(), Error> {
+    unless_held(c, snapshot, || remove(c, snapshot))
+}
+
+/// Runs `delete` (of clones of `snapshot`) unless a restore holds the
+/// snapshot, under the lock `acquire` takes to find or make its clone: a
+/// job that takes a hold meanwhile either is seen here, or finds the clone
+/// gone and makes one anew, never copying from one being deleted.
+fn unless_held(
+    c: &Controller,
+    snapshot: SnapshotId,
+    delete: impl FnOnce() -> Result<(), Error>,
+) -> Result<(), Error> {
     let one = lock(&c.temporaries.making)
         .entry(snapshot)
         .or_default()
@@ -98,7 +110,7 @@ fn remove_unheld(c: &Controller, snapshot: SnapshotId) -> Result<(), Error> {
     if lock(&c.temporaries.users).contains_key(&snapshot) {
         return Ok(());
     }
-    remove(c, snapshot)
+    delete()
 }
 
 /// Tries `remove_unheld` again in the background, backing off.
@@ -182,22 +194,15 @@ pub fn sweep(c: &Controller, space: u64) -> Result<(), Error> {
             continue;
         };
         // A job may have taken a hold since `held` was read, and found
-        // this clone: the hold is checked again where `acquire` looks for
-        // the clone, so it never copies from one being deleted.
-        let one = lock(&c.temporaries.making)
-            .entry(snapshot)
-            .or_default()
-            .clone();
-        let _one = lock(&one);
-        if lock(&c.temporaries.users).contains_key(&snapshot) {
-            continue;
-        }
-        log::info!(
-            "temporary filesystem {space}/{} (\"{}\") is held by no restore",
-            fs.id,
-            fs.label
-        );
-        delete(c, &fs)?;
+        // this clone: the hold is checked again.
+        unless_held(c, snapshot, || {
+            log::info!(
+                "temporary filesystem {space}/{} (\"{}\") is held by no restore",
+                fs.id,
+                fs.label
+            );
+            delete(c, &fs)
+        })?;
     }
     Ok(())
 }
