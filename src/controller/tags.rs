@@ -149,6 +149,13 @@ impl Marks {
         is_pool_member(fs, name) && self.made(&fs.tags)
     }
 
+    /// Whether `fs` may hold volumes of this cluster's pool `name`: a
+    /// member, or a filesystem of the pool made before clusters had
+    /// identities (never placed into or pruned, but its volumes are listed).
+    pub fn holds_pool_volumes(&self, fs: &Filesystem, name: &str) -> bool {
+        is_pool_member(fs, name) && self.maker(&fs.tags) != Maker::Other
+    }
+
     /// Whether `fs` is a temporary filesystem of this cluster's restores.
     pub fn is_restore_source(&self, fs: &Filesystem) -> bool {
         is_restore_source(fs) && self.made(&fs.tags)
@@ -303,6 +310,56 @@ pub fn driver_tags(tags: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tagged(tags: &[&str]) -> Filesystem {
+        serde_json::from_value(serde_json::json!({
+            "id": 9, "space_id": 7, "label": "x", "region": "us-ord", "status": "active",
+            "tags": tags,
+        }))
+        .unwrap()
+    }
+
+    /// What each cluster may act on, by the tags alone.
+    #[test]
+    fn marks_tell_this_cluster_s_objects_from_older_and_other_ones() {
+        let us = Marks::new(&ClusterId::parse("us").unwrap());
+        let (ours, older, theirs) = (
+            tagged(&[MANAGED, "csi-cluster.us"]),
+            tagged(&[MANAGED]),
+            tagged(&[MANAGED, "csi-cluster.them"]),
+        );
+        assert!(us.is_volume(&ours) && us.is_volume(&older) && !us.is_volume(&theirs));
+        assert!(us.made(&ours.tags) && !us.made(&older.tags));
+        assert!(matches!(
+            us.require_volume(&theirs, "deleted"),
+            Err(crate::Error::NotFound(_))
+        ));
+        assert!(matches!(
+            us.require_volume(&tagged(&[]), "deleted"),
+            Err(crate::Error::FailedPrecondition(_))
+        ));
+        let pool = |cluster: Option<&str>| {
+            let mut t = vec![POOL.to_string(), pool("p")];
+            t.extend(cluster.map(|c| format!("{CLUSTER}{c}")));
+            tagged(&t.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        assert!(us.is_pool_member(&pool(Some("us")), "p"));
+        assert!(
+            !us.is_pool_member(&pool(None), "p"),
+            "placed into by no one"
+        );
+        assert!(
+            us.holds_pool_volumes(&pool(None), "p"),
+            "its volumes listed"
+        );
+        assert!(!us.holds_pool_volumes(&pool(Some("them")), "p"));
+        assert!(!us.is_pool_member(&pool(Some("us")), "q"));
+        assert_eq!(
+            us.with_cluster(&[RESTORE_SOURCE]),
+            [RESTORE_SOURCE, "csi-cluster.us"]
+        );
+        assert!(user_tags(&us.with_cluster(&[MANAGED])).is_empty());
+    }
 
     #[test]
     fn driver_tags_stay_apart_from_the_users() {

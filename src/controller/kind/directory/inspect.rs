@@ -100,7 +100,7 @@ fn subdirectory_problem(
         let other_parent = match &sub.parent {
             ParentRef::Id(fs) => *fs != parent.id,
             ParentRef::Label(label) => *label != parent.label,
-            ParentRef::Pool(pool) => !c.marks.is_pool_member(parent, &pool.name),
+            ParentRef::Pool(pool) => !c.marks.holds_pool_volumes(parent, &pool.name),
         };
         if space != id.space || other_parent {
             return Ok(Some(format!(
@@ -232,15 +232,18 @@ fn resolve(c: &Controller, space: &SpaceRef, parent: &ParentRef) -> Result<Resol
                 Ok(found) => Ok(Resolved::Known(
                     found
                         .iter()
+                        // A filesystem the pool had before clusters had
+                        // identities still holds this cluster's volumes.
                         .filter(|fs| {
-                            c.marks.is_pool_member(fs, &pool.name) && fs.status != Status::Deleting
+                            c.marks.holds_pool_volumes(fs, &pool.name)
+                                && fs.status != Status::Deleting
                         })
                         .map(vol)
                         .collect(),
                 )),
                 Err(e) if gone(&e) => Ok(Resolved::Known(Vec::new())),
                 Err(e) => Err(e),
-            }
+            };
         }
         ParentRef::Label(label) => label,
     };
