@@ -11,6 +11,7 @@
 
 mod acl;
 mod checks;
+mod claim_ref;
 mod cluster;
 mod expand;
 mod groups;
@@ -33,6 +34,7 @@ mod volume_capability;
 mod volumes;
 mod walks;
 
+pub use claim_ref::ClaimRef;
 pub use cluster::Cluster;
 pub use kind::directory::stop_copies;
 pub use params::{

@@ -35,13 +35,18 @@ pub mod keys {
     pub const POOL_FILESYSTEM_SIZE: &str = "linodenfs.csi.linode.com/pool-filesystem-size";
     pub const POOL_MAX_FILESYSTEMS: &str = "linodenfs.csi.linode.com/pool-max-filesystems";
     pub const POOL_SPARES: &str = "linodenfs.csi.linode.com/pool-spares";
+    pub const AUTOGROW_THRESHOLD: &str = "linodenfs.csi.linode.com/autogrow-threshold";
+    pub const AUTOGROW_STEP: &str = "linodenfs.csi.linode.com/autogrow-step";
+    pub const AUTOGROW_MAX: &str = "linodenfs.csi.linode.com/autogrow-max";
 }
+mod autogrow;
 mod pool;
 mod unknown;
+pub use autogrow::Autogrow;
 use keys::{
-    DIRECTORY_GID, DIRECTORY_MODE, DIRECTORY_UID, MAX_FILES, ON_DELETE, POOL, POOL_FILESYSTEM_SIZE,
-    POOL_MAX_FILESYSTEMS, POOL_SPARES, QUOTA, ROOT_SQUASH, SHARED_FS_ID, SHARED_FS_LABEL, SPACE_ID,
-    SPACE_LABEL, TAGS, VOLUME_TYPE,
+    AUTOGROW_MAX, AUTOGROW_STEP, AUTOGROW_THRESHOLD, DIRECTORY_GID, DIRECTORY_MODE, DIRECTORY_UID,
+    MAX_FILES, ON_DELETE, POOL, POOL_FILESYSTEM_SIZE, POOL_MAX_FILESYSTEMS, POOL_SPARES, QUOTA,
+    ROOT_SQUASH, SHARED_FS_ID, SHARED_FS_LABEL, SPACE_ID, SPACE_LABEL, TAGS, VOLUME_TYPE,
 };
 pub use pool::PoolParams;
 pub use unknown::refuse_unknown;
@@ -109,6 +114,8 @@ pub struct SubdirParams {
     pub gid: u32,
     /// The quota's file-count limit; `None` sets none.
     pub max_files: Option<i64>,
+    /// Grow the quota as the volume fills; `None`: never on its own.
+    pub autogrow: Option<Autogrow>,
 }
 
 /// Which pre-created Storage Space the class names.
@@ -168,6 +175,9 @@ impl Params {
                     POOL_FILESYSTEM_SIZE,
                     POOL_MAX_FILESYSTEMS,
                     POOL_SPARES,
+                    AUTOGROW_THRESHOLD,
+                    AUTOGROW_STEP,
+                    AUTOGROW_MAX,
                 ]
                 .into_iter()
                 .find(|k| get(k).is_some())
@@ -310,6 +320,7 @@ fn parse_subdirectory<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<Subd
         uid: id(DIRECTORY_UID)?,
         gid: id(DIRECTORY_GID)?,
         max_files: get(MAX_FILES).map(|v| positive(MAX_FILES, v)).transpose()?,
+        autogrow: autogrow::parse(get)?,
     })
 }
 
@@ -493,6 +504,7 @@ mod tests {
                 uid: 0,
                 gid: 0,
                 max_files: None,
+                autogrow: None,
             }
         );
         let p = subdir(&[
@@ -545,6 +557,10 @@ mod tests {
                 DIRECTORY_UID,
             ),
             (vec![(SHARED_FS_ID, "1"), (MAX_FILES, "0")], MAX_FILES),
+            (
+                vec![(SHARED_FS_ID, "1"), (AUTOGROW_THRESHOLD, "100")],
+                AUTOGROW_THRESHOLD,
+            ),
             (vec![(SHARED_FS_ID, "1"), (TAGS, "a")], TAGS),
             (
                 vec![(SHARED_FS_ID, "1"), (ROOT_SQUASH, "none")],
@@ -560,6 +576,12 @@ mod tests {
             (vec![(SPACE_ID, "1"), (VOLUME_TYPE, "block")], VOLUME_TYPE),
             (vec![(SPACE_ID, "1"), (SHARED_FS_ID, "3")], SHARED_FS_ID),
             (vec![(SPACE_ID, "1"), (MAX_FILES, "3")], MAX_FILES),
+            // A whole filesystem's size cannot change.
+            (
+                vec![(SPACE_ID, "1"), (AUTOGROW_THRESHOLD, "80")],
+                AUTOGROW_THRESHOLD,
+            ),
+            (vec![(SPACE_ID, "1"), (AUTOGROW_MAX, "5Gi")], AUTOGROW_MAX),
         ] {
             match parse(&bad) {
                 Err(Error::InvalidArgument(m)) => assert!(m.contains(named), "{bad:?}: {m}"),

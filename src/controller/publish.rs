@@ -270,6 +270,8 @@ mod tests {
             filling: false,
             archive_to: None,
             cluster: None,
+            claim: None,
+            autogrow: None,
         };
         let owner = Ownership {
             mode: 0o770,

@@ -3,6 +3,7 @@
 //! what a VolumeAttributesClass overrides, and the content source. Parsed
 //! once, before any backend call; what the kinds do with it is theirs.
 
+use super::claim_ref::ClaimRef;
 use super::params::{KindParams, Mutable, Params};
 use super::volume_capability::check_capabilities;
 use crate::handles::{label_for, SnapshotHandle, SnapshotId, SubdirId, VolumeHandle, VolumeId};
@@ -50,6 +51,8 @@ pub struct CreateRequest {
     /// A `subdirectory` volume's file-count limit from the
     /// VolumeAttributesClass (the StorageClass's is in `params`).
     pub max_files: Option<i64>,
+    /// The claim the provisioner says the volume is for, if it says.
+    pub claim: Option<ClaimRef>,
 }
 
 /// Why a directory is never copied into a whole filesystem: a filesystem
@@ -174,6 +177,7 @@ pub fn parse_create(
     Ok(CreateRequest {
         name: req.name.clone(),
         max_files: mutable.max_files,
+        claim: ClaimRef::from_parameters(&req.parameters),
         label: label_for(&req.name),
         required,
         limit,

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 pub const PREFIX: &str = "linodenfs.csi.linode.com/";
 
 /// Every StorageClass key.
-pub const CLASS_KEYS: [&str; 17] = [
+pub const CLASS_KEYS: [&str; 20] = [
     SPACE_ID,
     SPACE_LABEL,
     TAGS,
@@ -30,6 +30,9 @@ pub const CLASS_KEYS: [&str; 17] = [
     POOL_FILESYSTEM_SIZE,
     POOL_MAX_FILESYSTEMS,
     POOL_SPARES,
+    AUTOGROW_THRESHOLD,
+    AUTOGROW_STEP,
+    AUTOGROW_MAX,
 ];
 
 /// InvalidArgument for the first key of `raw` (in key order) under the

@@ -11,7 +11,9 @@ use super::files::{self, Marker, Ownership};
 use super::parent::{parent_of, quota_list};
 use super::room::{Claim, Listed};
 use super::{kept, pool, quotas, restore};
+use crate::config::VolumeExpansion;
 use crate::controller::lock_keys::{Doubt, Lock};
+use crate::controller::params::keys::AUTOGROW_THRESHOLD;
 use crate::controller::params::{KindParams, ParentRef, QuotaMode, SubdirParams};
 use crate::controller::request::{CreateRequest, DirSource};
 use crate::controller::volume::{content_source, directory_volume};
@@ -117,6 +119,16 @@ pub fn create(c: &Arc<Controller>, want: Arc<CreateRequest>) -> Step<csi::Create
     let KindParams::Directory(sub) = want.params.kind.clone() else {
         return Err(Error::Internal("not a subdirectory class".into()));
     };
+    if let Some(autogrow) = &sub.autogrow {
+        // Autogrow grows through ControllerExpandVolume, which is served
+        // only then.
+        if c.expansion != VolumeExpansion::Subdirectory {
+            return Err(Error::InvalidArgument(format!(
+                "StorageClass parameter {AUTOGROW_THRESHOLD} needs the controller to grow directory volumes (VOLUME_EXPANSION=subdirectory), and it runs without"
+            )));
+        }
+        autogrow.check_size(want.capacity)?;
+    }
     let region = c.cluster.region()?;
     let space = c.spaces.resolve(&want.params.space)?;
     match &sub.parent {
@@ -168,6 +180,8 @@ fn make(
         filling: want.dir_source.is_some(),
         archive_to: None,
         cluster: Some(c.marks.cluster().to_string()),
+        claim: want.claim.clone(),
+        autogrow: sub.autogrow,
     };
     // Another name's, another setting's or a foreign directory: refused
     // before anything is claimed or made.

@@ -12,7 +12,8 @@
 
 use super::{kept, own_files};
 use crate::cluster_id::ClusterId;
-use crate::controller::params::OnDelete;
+use crate::controller::params::{Autogrow, OnDelete};
+use crate::controller::ClaimRef;
 use crate::fs_tree::{self, Dir};
 use crate::handles::{DirName, SUBDIRECTORY_BASE};
 use crate::Error;
@@ -48,6 +49,11 @@ pub struct Marker {
     /// The identity of the cluster that made it; `None` for one made
     /// before clusters had identities (its maker's still, through its id).
     pub cluster: Option<String>,
+    /// The claim it was made for (none for a volume made before the driver
+    /// recorded it, or without `--extra-create-metadata`: never grown).
+    pub claim: Option<ClaimRef>,
+    /// The class's autogrow policy, fixed at create time as the class is.
+    pub autogrow: Option<Autogrow>,
 }
 
 impl Marker {
@@ -72,6 +78,12 @@ impl Marker {
         }
         if let Some(cluster) = &self.cluster {
             text.push_str(&format!("cluster: {cluster}\n"));
+        }
+        if let Some(claim) = &self.claim {
+            text.push_str(&format!("claim: {}\npv: {}\n", claim.claim(), claim.pv));
+        }
+        if let Some(autogrow) = &self.autogrow {
+            text.push_str(&format!("autogrow: {}\n", autogrow.render()));
         }
         text
     }
@@ -98,6 +110,10 @@ impl Marker {
             filling: field("filling") == Some("true"),
             archive_to: field("archive-to").map(str::to_string),
             cluster: field("cluster").map(str::to_string),
+            claim: field("claim")
+                .zip(field("pv"))
+                .and_then(|(claim, pv)| ClaimRef::parse(claim, pv)),
+            autogrow: field("autogrow").and_then(Autogrow::parse_recorded),
         })
     }
 }
@@ -514,6 +530,8 @@ mod tests {
             filling: false,
             archive_to: None,
             cluster: Some("us".into()),
+            claim: None,
+            autogrow: None,
         }
     }
 
@@ -543,6 +561,10 @@ mod tests {
         let mut m = marker("7/9/pvc-x", OnDelete::Archive);
         assert_eq!(Marker::parse(&m.render()), Some(m.clone()));
         m.retained = true;
+        assert_eq!(Marker::parse(&m.render()), Some(m.clone()));
+        m.claim = ClaimRef::parse("team-a/data", "pvc-0123");
+        m.autogrow = Autogrow::parse_recorded("threshold=80,step=1073741824,max=none");
+        assert!(m.claim.is_some() && m.autogrow.is_some());
         assert_eq!(Marker::parse(&m.render()), Some(m.clone()));
         assert_eq!(Marker::parse("hello"), None);
         assert!(m.is_of(&us()));
