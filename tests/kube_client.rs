@@ -523,3 +523,68 @@ fn linode_ca_is_trusted_by_the_linode_client() {
     let _ = client(Some(pki.path("ca.crt"))).get_space(7);
     assert_eq!(count(), 1);
 }
+
+#[test]
+fn claims_are_listed_patched_as_the_api_server_allows_and_get_events() {
+    use linode_nfs_csi::fake::FakeStorageClass;
+    use linode_nfs_csi::kube::EventType;
+    const GIB: i64 = 1 << 30;
+    let (fake, client, _dir) = cluster_and_client("claims");
+    fake.add_storage_class(FakeStorageClass::new("grows", "d", &[]).expandable());
+    fake.add_storage_class(FakeStorageClass::new("fixed", "d", &[]));
+    fake.add_claim("a", "data", "grows", Some("pvc-1"), GIB);
+    fake.add_claim("b", "logs", "fixed", Some("pvc-2"), GIB);
+    fake.add_claim("b", "waiting", "grows", None, GIB);
+
+    let claims = client.list_claims().unwrap();
+    let names: Vec<String> = claims
+        .iter()
+        .map(|c| format!("{}/{}", c.namespace, c.name))
+        .collect();
+    assert_eq!(names, ["a/data", "b/logs", "b/waiting"]);
+    assert_eq!(fake.claim_lists(), 1);
+    let data = claims[0].clone();
+    assert_eq!(
+        (data.requested, data.capacity, data.volume_name.as_deref()),
+        (Some(GIB), Some(GIB), Some("pvc-1"))
+    );
+
+    let grown = client.request_claim_storage(&data, 2 * GIB).unwrap();
+    assert_eq!(grown.requested, Some(2 * GIB));
+    assert_eq!(client.get_claim("a", "data").unwrap(), grown);
+    // The claim as first read is stale now: a patch of it is refused.
+    let stale = client.request_claim_storage(&data, 3 * GIB).unwrap_err();
+    assert!(matches!(stale, Error::FailedPrecondition(_)), "{stale:?}");
+    // Below what is in force, or on a class that does not grow: refused.
+    let shrink = client.request_claim_storage(&grown, GIB / 2).unwrap_err();
+    assert!(matches!(shrink, Error::InvalidArgument(_)), "{shrink:?}");
+    let fixed = client
+        .request_claim_storage(&claims[1], 2 * GIB)
+        .unwrap_err();
+    assert!(matches!(fixed, Error::InvalidArgument(_)), "{fixed:?}");
+    let pending = client
+        .request_claim_storage(&claims[2], 2 * GIB)
+        .unwrap_err();
+    assert!(matches!(pending, Error::InvalidArgument(_)), "{pending:?}");
+    assert_eq!(fake.claim("b", "logs").unwrap().requested, Some(GIB));
+    assert!(matches!(
+        client.get_claim("a", "gone"),
+        Err(Error::NotFound(_))
+    ));
+
+    client
+        .claim_event(&grown, EventType::Warning, "AutogrowNoRoom", "full")
+        .unwrap();
+    let events = fake.claim_events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (
+            events[0].namespace.as_str(),
+            events[0].claim.as_str(),
+            events[0].kind.as_str(),
+            events[0].reason.as_str(),
+            events[0].message.as_str()
+        ),
+        ("a", "data", "Warning", "AutogrowNoRoom", "full")
+    );
+}

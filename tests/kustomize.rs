@@ -2164,6 +2164,18 @@ fn controller_rbac_grants_what_the_upstream_sidecars_need() {
         if runs("csi-resizer") {
             needed.extend(RESIZER);
         }
+        // Autogrow patches claims, and can only where the controller grows
+        // directory volumes; nowhere else may it change a claim's spec.
+        let grows = env_value(container(controller, PLUGIN).unwrap(), "VOLUME_EXPANSION")
+            .as_deref()
+            == Some("subdirectory");
+        let patches_claims = granted
+            .get("/persistentvolumeclaims")
+            .is_some_and(|v| v.contains("patch"));
+        assert_eq!(
+            patches_claims, grows,
+            "{variant}: patch on persistentvolumeclaims iff VOLUME_EXPANSION=subdirectory (autogrow)"
+        );
         // PVC status is the resizer's to write; nothing needs pods.
         assert_eq!(
             granted.contains_key("/persistentvolumeclaims/status"),

@@ -7,11 +7,13 @@
 //! `GET /apis/storage.k8s.io/v1/csinodes` (both `?limit=&continue=`, by
 //! name), `GET /apis/storage.k8s.io/v1/csinodes/{name}`,
 //! `GET /apis/storage.k8s.io/v1/storageclasses` (paged likewise) and
-//! `GET /api/v1/persistentvolumes/{name}`, and the controller's Leases
+//! `GET /api/v1/persistentvolumes/{name}`, the claims autogrow reads and
+//! patches and the events it creates (`claims`), the controller's Leases
 //! (`leases`), and `GET /api/v1/namespaces/{name}` (the UID the cluster
 //! identity is derived from). Requires the bearer token; errors are `Status` objects.
 //! Everything can change at runtime.
 
+use super::claims::{Claims, FakeClaim, FakeClaimEvent};
 use super::leases::Leases;
 use super::{percent_decode, HttpRequest, HttpResponse, HttpServer};
 use crate::mutex::lock;
@@ -154,6 +156,7 @@ pub struct FakeStorageClass {
     pub name: String,
     pub provisioner: String,
     pub parameters: BTreeMap<String, String>,
+    pub allow_volume_expansion: bool,
 }
 
 impl FakeStorageClass {
@@ -166,7 +169,14 @@ impl FakeStorageClass {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            allow_volume_expansion: false,
         }
+    }
+
+    /// With `allowVolumeExpansion: true`.
+    pub fn expandable(mut self) -> FakeStorageClass {
+        self.allow_volume_expansion = true;
+        self
     }
 
     fn to_json(&self) -> serde_json::Value {
@@ -176,7 +186,8 @@ impl FakeStorageClass {
             "provisioner": self.provisioner,
             "parameters": self.parameters,
             "reclaimPolicy": "Delete",
-            "volumeBindingMode": "Immediate"
+            "volumeBindingMode": "Immediate",
+            "allowVolumeExpansion": self.allow_volume_expansion
         })
     }
 }
@@ -214,6 +225,7 @@ struct Shared {
     leases: Leases,
     /// Namespace name → UID.
     namespaces: Mutex<BTreeMap<String, String>>,
+    claims: Claims,
 }
 
 /// The `kube-system` UID every fake API server starts with, so dev mode
@@ -316,6 +328,14 @@ impl Shared {
                 return status(code, "InternalError", "injected failure");
             }
         }
+        let expandable = |class: &str| {
+            lock(&self.storage_classes)
+                .get(class)
+                .is_some_and(|c| c.allow_volume_expansion)
+        };
+        if let Some(answer) = self.claims.handle(&req, expandable) {
+            return answer;
+        }
         if req.method != "GET" {
             return status(
                 405,
@@ -383,7 +403,7 @@ impl Shared {
             _ => None,
         };
         if let Some((kind, items)) = listed {
-            return Some(paged(req, kind, items));
+            return Some(paged(req, kind, "storage.k8s.io/v1", items));
         }
         if let Some(name) = req.path.strip_prefix(&format!("{STORAGE}csinodes/")) {
             let name = percent_decode(name);
@@ -463,11 +483,16 @@ fn window<'a, T>(
 }
 
 /// One page of `items` (in name order) as `limit` and `continue` ask.
-fn paged(req: &HttpRequest, kind: &str, items: Vec<serde_json::Value>) -> HttpResponse {
+pub(super) fn paged(
+    req: &HttpRequest,
+    kind: &str,
+    api_version: &str,
+    items: Vec<serde_json::Value>,
+) -> HttpResponse {
     match window(req, &items) {
         Ok((page, metadata)) => HttpResponse::json(
             200,
-            &json!({"kind": kind, "apiVersion": "storage.k8s.io/v1", "metadata": metadata, "items": page}),
+            &json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": page}),
         ),
         Err(refused) => refused,
     }
@@ -490,6 +515,7 @@ impl FakeKube {
                 crate::cluster_id::NAMESPACE.to_string(),
                 DEV_CLUSTER_UID.to_string(),
             )])),
+            claims: Claims::default(),
         });
         let handler = Arc::clone(&shared);
         let http = super::serve("fake-kube", Arc::new(move |r| handler.handle(r)))?;
@@ -564,6 +590,56 @@ impl FakeKube {
             Some(id) => drivers.insert(driver.to_string(), id.to_string()),
             None => drivers.remove(driver),
         };
+    }
+
+    /// Adds (or replaces) claim `namespace/name` of `class`, bound to PV
+    /// `pv` (`None`: pending) with `bytes` requested and in force.
+    pub fn add_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+        class: &str,
+        pv: Option<&str>,
+        bytes: i64,
+    ) {
+        self.shared.claims.put(FakeClaim {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            uid: format!("uid-{namespace}-{name}"),
+            resource_version: String::new(),
+            annotations: BTreeMap::new(),
+            volume_name: pv.map(str::to_string),
+            storage_class: Some(class.to_string()),
+            requested: Some(bytes),
+            capacity: pv.map(|_| bytes),
+            resize_status: None,
+        });
+    }
+
+    /// Claim `namespace/name` as stored.
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<FakeClaim> {
+        self.shared.claims.get(namespace, name)
+    }
+
+    /// Changes claim `namespace/name` as a user or a controller of the
+    /// cluster would (an annotation, its status as the resizer writes it).
+    pub fn change_claim(&self, namespace: &str, name: &str, f: impl FnOnce(&mut FakeClaim)) {
+        self.shared.claims.change(namespace, name, f);
+    }
+
+    /// The events created so far, oldest first.
+    pub fn claim_events(&self) -> Vec<FakeClaimEvent> {
+        self.shared.claims.events()
+    }
+
+    /// Lists of every claim answered so far.
+    pub fn claim_lists(&self) -> usize {
+        self.shared.claims.lists.load(Ordering::SeqCst)
+    }
+
+    /// Patches of a claim received so far, refused or not.
+    pub fn claim_patches(&self) -> usize {
+        self.shared.claims.patches.load(Ordering::SeqCst)
     }
 
     /// The next `times` authorised requests answer `status` (a Status body).

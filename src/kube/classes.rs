@@ -1,7 +1,8 @@
 //! The StorageClasses of the cluster, read so the controller knows every
 //! shared filesystem a class of this driver names (ListVolumes after a
-//! restart). Read-only, through `KubeClient::list_all`; only the name, the
-//! provisioner and the parameters are parsed.
+//! restart) and whether a claim of autogrow may grow. Read-only, through
+//! `KubeClient::list_all`; only the name, the provisioner, the parameters
+//! and `allowVolumeExpansion` are parsed.
 
 use super::client::KubeClient;
 use serde::Deserialize;
@@ -13,6 +14,8 @@ pub struct StorageClass {
     pub name: String,
     pub provisioner: String,
     pub parameters: HashMap<String, String>,
+    /// `allowVolumeExpansion`: whether its claims may ask for more.
+    pub allow_volume_expansion: bool,
 }
 
 #[derive(Deserialize)]
@@ -21,6 +24,8 @@ struct ClassObject {
     provisioner: String,
     #[serde(default)]
     parameters: HashMap<String, String>,
+    #[serde(rename = "allowVolumeExpansion", default)]
+    allow_volume_expansion: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -42,6 +47,7 @@ impl KubeClient {
                 name: c.metadata.name,
                 provisioner: c.provisioner,
                 parameters: c.parameters,
+                allow_volume_expansion: c.allow_volume_expansion.unwrap_or(false),
             })
             .collect())
     }

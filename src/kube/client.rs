@@ -305,6 +305,7 @@ impl KubeClient {
                 method: "GET",
                 path,
                 body: None,
+                content_type: None,
                 timeout: None,
             },
             what,
@@ -319,7 +320,10 @@ impl KubeClient {
             .uri(format!("{}{}", self.server, sent.path))
             .header("Accept", "application/json");
         if sent.body.is_some() {
-            req = req.header("Content-Type", "application/json");
+            req = req.header(
+                "Content-Type",
+                sent.content_type.unwrap_or("application/json"),
+            );
         }
         if let Some(token) = self.bearer.current() {
             req = req.header("Authorization", format!("Bearer {token}"));
@@ -376,6 +380,8 @@ pub(super) struct Sent<'a> {
     pub method: &'static str,
     pub path: &'a str,
     pub body: Option<&'a str>,
+    /// Of the body, when not plain JSON (a merge patch).
+    pub content_type: Option<&'static str>,
     /// Below the client's own bound, for a caller with a deadline of its own.
     pub timeout: Option<Duration>,
 }

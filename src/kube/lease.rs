@@ -130,6 +130,7 @@ impl KubeClient {
             method: "GET",
             path: &path(namespace, Some(name)),
             body: None,
+            content_type: None,
             timeout: Some(timeout),
         };
         match self.send(sent, &what) {
@@ -184,6 +185,7 @@ impl KubeClient {
                 method,
                 path: &at,
                 body: Some(&body(namespace, name, lease)),
+                content_type: None,
                 timeout: Some(timeout),
             },
             &what,

@@ -26,6 +26,7 @@ impl KubeClient {
                 method: "GET",
                 path: &format!("/api/v1/namespaces/{}", percent_encode(name)),
                 body: None,
+                content_type: None,
                 timeout: Some(timeout),
             },
             &what,

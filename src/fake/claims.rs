@@ -1,0 +1,236 @@
+//! The fake Kubernetes API's PersistentVolumeClaims and events, as autogrow
+//! and a test's resizer use them: `GET /api/v1/persistentvolumeclaims`
+//! (every namespace, paged), `GET` and `PATCH`
+//! `/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}` (a JSON merge
+//! patch of the requested storage, refused as the API server refuses it:
+//! 409 when `metadata.resourceVersion` is not the stored one, 422 below
+//! the capacity in force or above it when the class does not allow
+//! expansion) and `POST /api/v1/namespaces/{ns}/events`. A test plays the
+//! rest of Kubernetes through `FakeKube`'s methods (bind a claim, write
+//! its status as the resizer does).
+
+use super::kube::status;
+use super::{percent_decode, HttpRequest, HttpResponse};
+use crate::kube::{quantity_bytes, PersistentVolumeClaim};
+use crate::mutex::lock;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// A claim as the fake stores it.
+pub type FakeClaim = PersistentVolumeClaim;
+
+/// An event the driver created, as the fake keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeClaimEvent {
+    pub namespace: String,
+    /// The claim it is about (`involvedObject.name`).
+    pub claim: String,
+    /// `Normal` or `Warning`.
+    pub kind: String,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Default)]
+pub(super) struct Claims {
+    stored: Mutex<BTreeMap<(String, String), FakeClaim>>,
+    events: Mutex<Vec<FakeClaimEvent>>,
+    next_version: AtomicU64,
+    pub(super) lists: AtomicUsize,
+    pub(super) patches: AtomicUsize,
+}
+
+const ALL: &str = "/api/v1/persistentvolumeclaims";
+const NAMESPACES: &str = "/api/v1/namespaces/";
+
+impl Claims {
+    /// The answer to a claim or event request; `None` for any other path.
+    /// `expandable` says whether a StorageClass allows expansion.
+    pub(super) fn handle(
+        &self,
+        req: &HttpRequest,
+        expandable: impl Fn(&str) -> bool,
+    ) -> Option<HttpResponse> {
+        if req.path == ALL {
+            return Some(match req.method.as_str() {
+                "GET" => self.list(req),
+                _ => not_allowed(),
+            });
+        }
+        let rest = req.path.strip_prefix(NAMESPACES)?;
+        let (namespace, rest) = rest.split_once('/')?;
+        let namespace = percent_decode(namespace);
+        if rest == "events" {
+            return Some(match req.method.as_str() {
+                "POST" => self.event(&namespace, &req.body),
+                _ => not_allowed(),
+            });
+        }
+        let name = percent_decode(rest.strip_prefix("persistentvolumeclaims/")?);
+        Some(match req.method.as_str() {
+            "GET" => match lock(&self.stored).get(&(namespace, name.clone())) {
+                Some(claim) => HttpResponse::json(200, &to_json(claim)),
+                None => not_found(&name),
+            },
+            "PATCH" => self.patch(req, namespace, name, expandable),
+            _ => not_allowed(),
+        })
+    }
+
+    fn list(&self, req: &HttpRequest) -> HttpResponse {
+        self.lists.fetch_add(1, Ordering::SeqCst);
+        let items: Vec<Value> = lock(&self.stored).values().map(to_json).collect();
+        super::kube::paged(req, "PersistentVolumeClaimList", "v1", items)
+    }
+
+    fn patch(
+        &self,
+        req: &HttpRequest,
+        namespace: String,
+        name: String,
+        expandable: impl Fn(&str) -> bool,
+    ) -> HttpResponse {
+        self.patches.fetch_add(1, Ordering::SeqCst);
+        if req.header("Content-Type") != Some("application/merge-patch+json") {
+            return status(415, "UnsupportedMediaType", "want a JSON merge patch");
+        }
+        let Ok(patch) = serde_json::from_str::<Value>(&req.body) else {
+            return status(400, "BadRequest", "the body is not JSON");
+        };
+        let mut stored = lock(&self.stored);
+        let Some(claim) = stored.get_mut(&(namespace, name.clone())) else {
+            return not_found(&name);
+        };
+        if let Some(version) = patch["metadata"]["resourceVersion"].as_str() {
+            if version != claim.resource_version {
+                return status(
+                    409,
+                    "Conflict",
+                    &format!("Operation cannot be fulfilled on persistentvolumeclaims \"{name}\": the object has been modified; please apply your changes to the latest version and try again"),
+                );
+            }
+        }
+        let asked = &patch["spec"]["resources"]["requests"]["storage"];
+        if !asked.is_null() {
+            let Some(bytes) = asked.as_str().and_then(quantity_bytes) else {
+                return status(
+                    422,
+                    "Invalid",
+                    "spec.resources.requests.storage: Invalid value",
+                );
+            };
+            let growing = bytes > claim.requested.unwrap_or(0);
+            let class_allows = claim.storage_class.as_deref().is_some_and(&expandable);
+            if growing && (claim.volume_name.is_none() || !class_allows) {
+                return status(422, "Invalid", &format!("PersistentVolumeClaim \"{name}\" is invalid: spec: Forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"));
+            }
+            if bytes < claim.capacity.unwrap_or(0) {
+                return status(422, "Invalid", &format!("PersistentVolumeClaim \"{name}\" is invalid: spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"));
+            }
+            claim.requested = Some(bytes);
+        }
+        claim.resource_version = self.version();
+        HttpResponse::json(200, &to_json(claim))
+    }
+
+    fn event(&self, namespace: &str, body: &str) -> HttpResponse {
+        let Ok(event) = serde_json::from_str::<Value>(body) else {
+            return status(400, "BadRequest", "the body is not an Event");
+        };
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let involved = &event["involvedObject"];
+        if text(&event["metadata"]["name"]).is_empty() || text(&involved["namespace"]) != namespace
+        {
+            return status(
+                422,
+                "Invalid",
+                "metadata.name, or involvedObject.namespace: does not match the namespace",
+            );
+        }
+        lock(&self.events).push(FakeClaimEvent {
+            namespace: namespace.to_string(),
+            claim: text(&involved["name"]),
+            kind: text(&event["type"]),
+            reason: text(&event["reason"]),
+            message: text(&event["message"]),
+        });
+        HttpResponse::json(201, &event)
+    }
+
+    fn version(&self) -> String {
+        (self.next_version.fetch_add(1, Ordering::SeqCst) + 1).to_string()
+    }
+
+    /// Stores `claim` (replacing one of its name), at a new resourceVersion.
+    pub(super) fn put(&self, mut claim: FakeClaim) {
+        claim.resource_version = self.version();
+        let key = (claim.namespace.clone(), claim.name.clone());
+        lock(&self.stored).insert(key, claim);
+    }
+
+    /// Changes claim `namespace/name` with `f` (a new resourceVersion), if
+    /// it exists.
+    pub(super) fn change(&self, namespace: &str, name: &str, f: impl FnOnce(&mut FakeClaim)) {
+        let version = self.version();
+        if let Some(claim) = lock(&self.stored).get_mut(&(namespace.to_string(), name.to_string()))
+        {
+            f(claim);
+            claim.resource_version = version;
+        }
+    }
+
+    pub(super) fn get(&self, namespace: &str, name: &str) -> Option<FakeClaim> {
+        lock(&self.stored)
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    pub(super) fn events(&self) -> Vec<FakeClaimEvent> {
+        lock(&self.events).clone()
+    }
+}
+
+fn not_found(name: &str) -> HttpResponse {
+    status(
+        404,
+        "NotFound",
+        &format!("persistentvolumeclaims \"{name}\" not found"),
+    )
+}
+
+fn not_allowed() -> HttpResponse {
+    status(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method",
+    )
+}
+
+fn to_json(c: &FakeClaim) -> Value {
+    let mut requests = json!({});
+    if let Some(bytes) = c.requested {
+        requests["storage"] = json!(bytes.to_string());
+    }
+    let mut status = json!({"phase": if c.volume_name.is_some() { "Bound" } else { "Pending" }});
+    if let Some(bytes) = c.capacity {
+        status["capacity"] = json!({"storage": bytes.to_string()});
+    }
+    if let Some(resize) = &c.resize_status {
+        status["allocatedResourceStatuses"] = json!({"storage": resize});
+    }
+    json!({
+        "kind": "PersistentVolumeClaim", "apiVersion": "v1",
+        "metadata": {
+            "name": c.name, "namespace": c.namespace, "uid": c.uid,
+            "resourceVersion": c.resource_version, "annotations": c.annotations
+        },
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "volumeName": c.volume_name, "storageClassName": c.storage_class,
+            "resources": {"requests": requests}
+        },
+        "status": status
+    })
+}
