@@ -6,11 +6,12 @@
 //! start before any worker node exists, so nothing here runs at startup,
 //! and a failed discovery leaves the cache empty for the next request to
 //! retry. No lock is held across a Kubernetes request, so no caller queues
-//! behind another's slow (or down) API server. It never writes to the API.
+//! behind another's slow (or down) API server. The only writes are
+//! autogrow's: a claim's requested storage, and events on claims.
 
 use crate::handles::{SubdirId, VolumeHandle};
 use crate::identity::DRIVER_NAME;
-use crate::kube::{KubeClient, VolumeAttachment};
+use crate::kube::{EventType, KubeClient, PersistentVolumeClaim, VolumeAttachment};
 use crate::mutex::lock;
 use crate::Error;
 use std::collections::{BTreeMap, HashMap};
@@ -33,6 +34,38 @@ impl Cluster {
             kube,
             region: Mutex::new(None),
         }
+    }
+
+    /// Every claim of the cluster, in one list.
+    pub fn claims(&self) -> Result<Vec<PersistentVolumeClaim>, Error> {
+        self.kube.list_claims()
+    }
+
+    /// The names of the StorageClasses whose claims may ask for more.
+    pub fn expandable_classes(&self) -> Result<std::collections::BTreeSet<String>, Error> {
+        Ok(self
+            .kube
+            .list_storage_classes()?
+            .into_iter()
+            .filter(|c| c.allow_volume_expansion)
+            .map(|c| c.name)
+            .collect())
+    }
+
+    /// Asks for `bytes` for `claim`, as read (FailedPrecondition when it
+    /// changed since).
+    pub fn request_storage(&self, claim: &PersistentVolumeClaim, bytes: i64) -> Result<(), Error> {
+        self.kube.request_claim_storage(claim, bytes).map(|_| ())
+    }
+
+    pub fn claim_event(
+        &self,
+        claim: &PersistentVolumeClaim,
+        kind: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), Error> {
+        self.kube.claim_event(claim, kind, reason, message)
     }
 
     /// The region new filesystems go to. The cache is never locked across

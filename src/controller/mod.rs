@@ -76,6 +76,7 @@ pub fn services(deps: ControllerDeps, rpc: Rpc) -> Vec<grpcio::Service> {
         grace: deps.pool_empty_grace,
     };
     let c = Arc::new(Controller::new(deps, rpc.clone()));
+    watch_usage(&c);
     let kick = janitor::start(&c, every, policy);
     let weak = Arc::downgrade(&c);
     c.lease.on_gain(move |how| {
@@ -105,6 +106,27 @@ pub fn services(deps: ControllerDeps, rpc: Rpc) -> Vec<grpcio::Service> {
         )
         .build();
     vec![service(c, rpc), groups]
+}
+
+/// Shows the directory volumes' usage as `c` last sampled it, at each
+/// scrape, while `c` lives.
+fn watch_usage(c: &Arc<Controller>) {
+    let weak = Arc::downgrade(c);
+    crate::metrics::watch_directory_volumes(move || {
+        let c = weak.upgrade()?;
+        Some(
+            c.observed
+                .all()
+                .into_iter()
+                .map(|f| crate::metrics::DirectoryUsage {
+                    volume: f.volume.to_string(),
+                    claim: f.claim,
+                    used: f.used,
+                    capacity: f.capacity,
+                })
+                .collect(),
+        )
+    });
 }
 
 /// `f`, served only by the holder of the Lease: a standby answers

@@ -8,8 +8,8 @@ use super::acl::AclQueue;
 use super::cluster::Cluster;
 use super::in_doubt::InDoubt;
 use super::kind::directory::{
-    ClassParents, Copies, Fills, GroupJobs, ParentCache, Pools, QuotaLists, Room, Shares,
-    SnapshotBatches, Temporaries,
+    Autogrowth, ClassParents, Copies, Fills, GroupJobs, Observed, ParentCache, Pools, QuotaLists,
+    Room, Shares, SnapshotBatches, Temporaries,
 };
 use super::lock_keys::Lock;
 use super::spaces::Spaces;
@@ -116,6 +116,10 @@ pub struct Controller {
     pub(super) parent_cache: ParentCache,
     /// The pools of shared filesystems the driver runs.
     pub(super) pools: Pools,
+    /// Directory volumes' usage as last sampled, for the metrics...
+    pub(super) observed: Observed,
+    /// ...and what autogrow remembers of them between rounds.
+    pub(super) autogrowth: Autogrowth,
     metadata: Option<MetadataClient>,
     node_name: Option<String>,
     own_linode: std::sync::Mutex<Option<u64>>,
@@ -155,6 +159,8 @@ impl Controller {
             call_wait: deps.wait.timeout,
             timers: Timers::new(),
             pools: Pools::default(),
+            observed: Observed::default(),
+            autogrowth: Autogrowth::default(),
             metadata: deps.metadata,
             node_name: deps.node_name,
             own_linode: std::sync::Mutex::new(None),

@@ -7,6 +7,13 @@
 //! names and outcomes chosen in code; never an id, a volume's name or a
 //! token. The one name is a pool's (`shared-filesystem-pool`): admins
 //! choose a handful in their StorageClasses, so it cannot grow unbounded.
+//! The one exception is the usage of directory volumes
+//! (`csi_directory_volume_used_bytes`, `…_capacity_bytes`), labelled by
+//! volume id and claim, because a volume filling up is what an operator
+//! must see per volume. Its bound: one series per directory volume that
+//! exists now and per family, sampled at scrape time so a deleted volume's
+//! series vanish (two series a volume: 2,000 for 1,000 volumes); only the
+//! active controller has any. No other family may take a volume label.
 //! docs/metrics.md documents every family: keep the two in step.
 
 pub mod endpoint;
@@ -75,6 +82,9 @@ families! {
     static RESTORE_RUNNING: Sampled = new("csi_restore_copies_running", "Copies filling subdirectory volumes now.", &[]);
     static RESTORE_PROGRESS_FILES: Sampled = new("csi_restore_copying_files", "Files the copies running now have written so far.", &[]);
     static RESTORE_PROGRESS_BYTES: Sampled = new("csi_restore_copying_bytes", "Bytes the copies running now have written so far.", &[]);
+    static DIRECTORY_USED: Sampled = new("csi_directory_volume_used_bytes", "Bytes a directory volume's quota counts as used, as the backend last sampled them (the active controller's latest round), by volume id and claim (namespace/name, empty when unknown).", &["volume", "claim"]);
+    static DIRECTORY_CAPACITY: Sampled = new("csi_directory_volume_capacity_bytes", "A directory volume's size: its quota's maximum, as the active controller's latest round read it, by volume id and claim.", &["volume", "claim"]);
+    static AUTOGROW: Counter = new("csi_directory_volume_autogrow_total", "Autogrow decisions, by outcome: grown (a claim was asked to grow), no_room (its shared filesystem cannot hold the growth), at_max (at autogrow-max), refused (the class does not allow expansion). Each outcome other than grown is counted once per volume until what it is about changes.", &["outcome"]);
     static POOL_FILESYSTEMS: Gauge = new("csi_pool_filesystems", "Filesystems of each pool of shared filesystems the driver runs, by pool and state (in_use, empty, creating), as the controller last tended them.", &["pool", "state"]);
     static POOL_CREATED: Counter = new("csi_pool_filesystems_created_total", "Pool filesystems the driver created, by pool and reason: room (no filesystem of the pool had room for a new volume), spare (kept ready by pool-spares).", &["pool", "reason"]);
     static POOL_PRUNED: Counter = new("csi_pool_filesystems_pruned_total", "Empty pool filesystems the driver deleted after POOL_EMPTY_GRACE, by pool.", &["pool"]);
@@ -120,6 +130,9 @@ pub fn init(role: Role) {
         }
         RESTORE_COPIED_FILES.touch(&[]);
         RESTORE_COPIED_BYTES.touch(&[]);
+        for outcome in AUTOGROW_OUTCOMES {
+            AUTOGROW.touch(&[outcome]);
+        }
     }
     if role != Role::Controller {
         for outcome in MOUNT_OUTCOMES {
@@ -394,6 +407,59 @@ pub fn watch_restore_copies(read: impl Fn() -> Option<(usize, u64, u64)> + Send 
     RESTORE_RUNNING.register(single(move || r1().map(|(n, _, _)| n)));
     RESTORE_PROGRESS_FILES.register(single(move || r2().map(|(_, f, _)| f as usize)));
     RESTORE_PROGRESS_BYTES.register(single(move || r3().map(|(_, _, b)| b as usize)));
+}
+
+/// One directory volume's usage as the metrics show it.
+pub struct DirectoryUsage {
+    pub volume: String,
+    pub claim: String,
+    pub used: Option<i64>,
+    pub capacity: i64,
+}
+
+/// The directory volumes' usage, asked at each scrape until `read`
+/// answers `None` (the controller is gone). A volume whose usage the
+/// backend has not counted yet has a capacity series only.
+pub fn watch_directory_volumes(
+    read: impl Fn() -> Option<Vec<DirectoryUsage>> + Send + Sync + 'static,
+) {
+    let read = std::sync::Arc::new(read);
+    let r = read.clone();
+    DIRECTORY_USED.register(Box::new(move |emit| {
+        let Some(all) = r() else {
+            return false;
+        };
+        for v in all {
+            if let Some(used) = v.used {
+                emit(&[&v.volume, &v.claim], used as f64);
+            }
+        }
+        true
+    }));
+    DIRECTORY_CAPACITY.register(Box::new(move |emit| {
+        let Some(all) = read() else {
+            return false;
+        };
+        for v in all {
+            emit(&[&v.volume, &v.claim], v.capacity as f64);
+        }
+        true
+    }));
+}
+
+/// What an autogrow decision came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutogrowOutcome {
+    Grown,
+    NoRoom,
+    AtMax,
+    Refused,
+}
+
+const AUTOGROW_OUTCOMES: [&str; 4] = ["grown", "no_room", "at_max", "refused"];
+
+pub fn autogrow(outcome: AutogrowOutcome) {
+    AUTOGROW.inc(&[AUTOGROW_OUTCOMES[outcome as usize]]);
 }
 
 /// Why a pool filesystem was created.

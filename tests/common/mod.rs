@@ -8,6 +8,7 @@
 pub mod controller;
 pub mod linode;
 pub mod requests;
+pub mod resizer;
 pub mod rpc;
 pub mod share;
 pub mod subdir;

@@ -83,12 +83,15 @@ pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
         .first()
         .and_then(|q| q.used_capacity_bytes.or(q.max_capacity_bytes))
         .unwrap_or(0);
-    match files::remove(
+    let removed = files::remove(
         &root,
         &id.name,
         &id.to_string(),
         (c.marks.cluster(), kept_bytes),
-    )? {
+    )?;
+    // No longer a volume: its usage series go now, not at the next round.
+    c.observed.forget(&id);
+    match removed {
         Removed::Gone => {
             c.in_doubt.clear(&Doubt::Quota(id.clone()));
             return Ok(());

@@ -8,14 +8,17 @@
 //! uses are the ones its StorageClasses name (`classes`). A directory
 //! volume is its marker: without it nothing is listed, published, grown
 //! or removed. Its snapshots are parts of snapshots of the parent
-//! (`snapshots`).
+//! (`snapshots`). Its usage is read through `samples`, shown by the metrics
+//! (`observed`) and grown into by `autogrow`.
 
+mod autogrow;
 mod classes;
 mod create;
 mod delete;
 pub(in crate::controller) mod files;
 mod inspect;
 mod kept;
+mod observed;
 mod own_files;
 mod parent;
 mod parent_cache;
@@ -25,14 +28,17 @@ mod quota_lists;
 mod quotas;
 mod restore;
 mod room;
+mod samples;
 mod shares;
 pub mod snapshots;
 mod upkeep;
 
+pub use autogrow::{round as autogrow_round, Autogrowth};
 pub use classes::ClassParents;
 pub use create::create;
 pub use delete::delete;
 pub use inspect::{describe, list, validate};
+pub use observed::Observed;
 pub use parent_cache::ParentCache;
 pub use pool::{Pools, TendPolicy};
 pub use quota_changes::{expand, modify};

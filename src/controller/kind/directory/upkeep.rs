@@ -5,8 +5,9 @@
 //! (`pool::tend`); on every parent mounted here it deletes the parent
 //! snapshots no directory snapshot needs (one the backend kept while a
 //! temporary clone of it existed), and it resumes the fills no job runs
-//! (their markers say they are being filled). Each failure is logged and
-//! left for the next round; nothing here answers a call.
+//! (their markers say they are being filled); last, `autogrow` samples
+//! the volumes' usage and grows the claims that are due. Each failure is
+//! logged and left for the next round; nothing here answers a call.
 
 use super::parent::existing_parent;
 use super::pool::{self, TendPolicy};
@@ -62,6 +63,7 @@ pub fn upkeep(c: &Arc<Controller>, policy: TendPolicy) {
         }
     }
     sweep_parent_snapshots(c, &parents);
+    super::autogrow_round(c);
 }
 
 /// Starts a job for every volume whose marker says it is being filled and

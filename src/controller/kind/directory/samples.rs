@@ -1,0 +1,58 @@
+//! The seam every reader of directory volumes' usage goes through (autogrow,
+//! the usage metrics): per parent, one quota list a round (shared with the
+//! calls that list at the same time, `quota_lists`), read as one sample of
+//! each volume it caps: the bytes used as the backend last counted them,
+//! when it counted, and the quota's size. A per-parent account re-read
+//! periodically (issue 36) is meant to replace this source; its readers
+//! only see `Sample`s. Nothing here decides what a sample means.
+
+use super::parent::quota_list;
+use super::quotas;
+use crate::controller::volume::id_of;
+use crate::controller::Controller;
+use crate::handles::DirName;
+use crate::linode::{Filesystem, Quota};
+use crate::Error;
+
+/// One volume's usage as one list showed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    pub name: DirName,
+    /// `None` until the backend has counted it.
+    pub used: Option<i64>,
+    /// The quota's maximum: the volume's size in force.
+    pub size: i64,
+    /// When the backend counted `used`, as it says.
+    pub collected_at: Option<String>,
+}
+
+impl Sample {
+    /// What tells one count of the backend from the next: a newer count
+    /// says a newer time, or (a backend that says none) other bytes.
+    pub fn key(&self) -> (Option<String>, Option<i64>) {
+        (self.collected_at.clone(), self.used)
+    }
+}
+
+/// A parent's quotas as listed this round, and the samples they give.
+pub struct ParentSamples {
+    pub quotas: Vec<Quota>,
+    pub samples: Vec<Sample>,
+}
+
+/// The samples of the directory volumes of `fs`, from one list.
+pub fn of_parent(c: &Controller, fs: &Filesystem) -> Result<ParentSamples, Error> {
+    let quotas = quota_list(c, id_of(fs)).1?;
+    let samples = quotas
+        .iter()
+        .filter_map(|q| {
+            Some(Sample {
+                name: quotas::volume_name(q, fs)?,
+                used: q.used_capacity_bytes,
+                size: q.max_capacity_bytes?,
+                collected_at: q.collected_at.clone(),
+            })
+        })
+        .collect();
+    Ok(ParentSamples { quotas, samples })
+}
