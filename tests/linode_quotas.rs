@@ -274,7 +274,11 @@ impl Content {
     fn add(&self, export: &str, path: &str, bytes: i64, files: i64) {
         self.dirs.lock().unwrap().insert(
             (export.to_string(), path.to_string()),
-            DirUsage { bytes, files },
+            DirUsage {
+                bytes,
+                files,
+                collected_at: None,
+            },
         );
     }
 }

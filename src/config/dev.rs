@@ -38,6 +38,11 @@ pub(super) const SETTINGS: &[Setting] = &[
         help: "dev role: backend variants to emulate, comma-separated: no-source-snapshot-id, snapshots-held-by-clones, no-id-filter, tag-filter-refused, tag-filter-ignored, no-filesystem-policy, capacity-in-stats, null-fields, html-errors, foreign-filesystems, no-quotas, quota-refused, quota-needs-directory, quota-path-with-export, quota-stuck-updating, quota-error, quota-limit=N, slow-clones, snapshot-directory (docs/configuration.md)",
     },
     Setting {
+        var: "DEV_QUOTA_SAMPLE",
+        default: "0s",
+        help: "dev role: how long a quota's usage lags behind the files: each volume is counted at most this often, as a real backend's periodic count (0s: counted on every read)",
+    },
+    Setting {
         var: "DEV_RATE_LIMITS",
         default: "",
         help: "dev role: rate-limit the fake API per window, e.g. list:200,other:400,window:60s (Linode's budgets; empty: unlimited)",
@@ -54,6 +59,8 @@ pub struct DevConfig {
     pub quirks: Vec<DevQuirk>,
     /// `DEV_RATE_LIMITS`: the fake's budgets; `None` leaves it unlimited.
     pub rate_limits: Option<DevRateLimits>,
+    /// `DEV_QUOTA_SAMPLE`: how often the exports' quota usage is counted.
+    pub quota_sample: Duration,
     /// `LINODE_REQUEST_TIMEOUT` for the client of the fake.
     pub request_timeout: Duration,
 }
@@ -96,6 +103,7 @@ impl DevConfig {
                 .map(|s| parse_rate_limits(&s))
                 .transpose()
                 .map_err(|e| ConfigError::new(format!("DEV_RATE_LIMITS: {e}")))?,
+            quota_sample: lookup.duration("DEV_QUOTA_SAMPLE")?,
             request_timeout,
         })
     }

@@ -10,6 +10,7 @@
 //! step is emulated: bind, remount, unmount and stats go to the real
 //! `LinuxMounter`, as in production.
 
+use super::sampled::Sampler;
 use super::shown::{self, SNAPSHOT_DIRECTORY};
 use super::snapshot_copy::copy_tree;
 use super::usage::tree_usage;
@@ -27,6 +28,8 @@ pub struct Exports {
     root: PathBuf,
     /// Each export shows its snapshots in `.snapshot` (`snapshot-directory`).
     shows_snapshots: bool,
+    /// How a quota's usage lags behind the files (`DEV_QUOTA_SAMPLE`).
+    sampler: Sampler,
     /// Held while a snapshot is copied or shown: a copy of an export must
     /// not see its `.snapshot` change under it.
     snapshotting: Mutex<()>,
@@ -40,8 +43,15 @@ impl Exports {
         Ok(Exports {
             root: root.to_path_buf(),
             shows_snapshots: false,
+            sampler: Sampler::default(),
             snapshotting: Mutex::new(()),
         })
+    }
+
+    /// These exports, their quota usage counted at most once every `every`.
+    pub fn sampled_every(mut self, every: std::time::Duration) -> Exports {
+        self.sampler = Sampler::every(every);
+        self
     }
 
     /// These exports, showing their snapshots or not.
@@ -240,9 +250,11 @@ impl ExportContent for Exports {
             true => Some(self.export_dir(export).ok()?.join(SNAPSHOT_DIRECTORY)),
             false => None,
         };
-        tree_usage(&dir, shown.as_deref())
-            .map_err(|e| log::warn!("dev: usage of {}: {e}", dir.display()))
-            .ok()
+        self.sampler.usage(export, path, || {
+            tree_usage(&dir, shown.as_deref())
+                .map_err(|e| log::warn!("dev: usage of {}: {e}", dir.display()))
+                .ok()
+        })
     }
 }
 
@@ -475,6 +487,7 @@ mod tests {
         let e = Exports {
             root: PathBuf::from("/state"),
             shows_snapshots: false,
+            sampler: Sampler::default(),
             snapshotting: Mutex::new(()),
         };
         assert_eq!(
@@ -577,14 +590,16 @@ mod tests {
             e.usage("/a", "/csi-volumes/v1"),
             Some(DirUsage {
                 bytes: 1024,
-                files: 5
+                files: 5,
+                collected_at: None,
             })
         );
         assert_eq!(
             e.usage("/a", "/csi-volumes/v2"),
             Some(DirUsage {
                 bytes: 1 << 20,
-                files: 2
+                files: 2,
+                collected_at: None,
             })
         );
         assert!(e.is_directory("/a", "/csi-volumes/v1"));
@@ -594,7 +609,8 @@ mod tests {
             e.usage("/a", "/"),
             Some(DirUsage {
                 bytes: 1024 + (1 << 20),
-                files: 10
+                files: 10,
+                collected_at: None,
             })
         );
         for (export, path) in [

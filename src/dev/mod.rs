@@ -6,6 +6,7 @@
 //! what they are wired to.
 
 pub mod exports;
+mod sampled;
 mod shown;
 mod snapshot_copy;
 mod usage;
@@ -276,8 +277,11 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     std::fs::write(state.join(MARKER), "")
         .map_err(|e| format!("DEV_STATE_DIR {}: {e}", state.display()))?;
     let exports = Exports::new(&state).map_err(|e| fail("exports", e))?;
-    let exports =
-        Arc::new(exports.showing_snapshots(dev.quirks.contains(&DevQuirk::SnapshotDirectory)));
+    let exports = Arc::new(
+        exports
+            .showing_snapshots(dev.quirks.contains(&DevQuirk::SnapshotDirectory))
+            .sampled_every(dev.quota_sample),
+    );
 
     let mut linode_seed = seed(dev.activation_delay);
     linode_seed.filesystems = seed_filesystems(&dev.quirks);

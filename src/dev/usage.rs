@@ -16,7 +16,11 @@ use std::path::Path;
 pub fn tree_usage(root: &Path, skip: Option<&Path>) -> std::io::Result<DirUsage> {
     let top = std::fs::symlink_metadata(root)?;
     let mut seen = HashSet::from([top.ino()]);
-    let mut usage = DirUsage { bytes: 0, files: 1 };
+    let mut usage = DirUsage {
+        bytes: 0,
+        files: 1,
+        collected_at: None,
+    };
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
         let entries = match std::fs::read_dir(&dir) {

@@ -10,6 +10,8 @@ use std::sync::Arc;
 pub struct DirUsage {
     pub bytes: i64,
     pub files: i64,
+    /// When it was counted (seconds since the epoch); `None`: now.
+    pub collected_at: Option<i64>,
 }
 
 /// The content of the exports. `export` is a filesystem's export path

@@ -540,6 +540,7 @@ mod tests {
             Some(DirUsage {
                 bytes: self.0,
                 files: 1,
+                collected_at: None,
             })
         }
     }

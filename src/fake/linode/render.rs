@@ -163,7 +163,7 @@ impl State {
         Some(QuotaUsage {
             bytes: sampled.bytes,
             files: sampled.files,
-            collected_at: now_secs(),
+            collected_at: sampled.collected_at.unwrap_or_else(now_secs),
         })
     }
 
