@@ -1447,6 +1447,7 @@ fn examples_are_consistent_with_the_driver() {
     let mut by_label = false;
     let mut subdirectory = false;
     let mut pool = false;
+    let mut autogrow = false;
     for class in &classes {
         assert_eq!(class["provisioner"], DRIVER);
         let params = class["parameters"].as_object().unwrap();
@@ -1470,6 +1471,9 @@ fn examples_are_consistent_with_the_driver() {
                 "directory-uid",
                 "directory-gid",
                 "max-files",
+                "autogrow-threshold",
+                "autogrow-step",
+                "autogrow-max",
             ]
         } else {
             &[
@@ -1504,6 +1508,9 @@ fn examples_are_consistent_with_the_driver() {
                 "quota" => assert!(["required", "best-effort", "off"].contains(&value)),
                 "on-delete" => assert!(["delete", "retain", "archive"].contains(&value)),
                 "directory-mode" => assert!(u32::from_str_radix(value, 8).unwrap() <= 0o7777),
+                "autogrow-threshold" => {
+                    assert!((50..=99).contains(&value.parse::<u8>().unwrap()))
+                }
                 _ => {}
             }
         }
@@ -1528,8 +1535,15 @@ fn examples_are_consistent_with_the_driver() {
                         && !has("pool-spares")
                 );
             }
+            if has("autogrow-step") || has("autogrow-max") {
+                assert!(
+                    has("autogrow-threshold"),
+                    "autogrow keys without a threshold"
+                );
+            }
             subdirectory = true;
             pool |= has("shared-filesystem-pool");
+            autogrow |= has("autogrow-threshold");
         } else {
             by_id |= id;
             by_label |= label;
@@ -1547,6 +1561,7 @@ fn examples_are_consistent_with_the_driver() {
     assert!(by_id && by_label, "both StorageClass variants present");
     assert!(subdirectory, "a subdirectory StorageClass");
     assert!(pool, "a StorageClass of a pool");
+    assert!(autogrow, "a StorageClass with autogrow");
 
     let class_names: BTreeSet<&str> = classes
         .iter()
