@@ -588,3 +588,72 @@ fn claims_are_listed_patched_as_the_api_server_allows_and_get_events() {
         ("a", "data", "Warning", "AutogrowNoRoom", "full")
     );
 }
+
+#[test]
+fn what_users_and_the_resizer_write_of_a_claim_the_fake_serves_over_http() {
+    let (fake, client, _dir) = cluster_and_client("claim-writes");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let send = |method: &str, path: &str, content_type: &str, body: &str| {
+        let request = ureq::http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", fake.url()))
+            .header("Authorization", "Bearer kube-token")
+            .header("Content-Type", content_type)
+            .body(body.to_string())
+            .unwrap();
+        agent.run(request).unwrap().status().as_u16()
+    };
+    let claims = "/api/v1/namespaces/a/persistentvolumeclaims";
+    let made = r#"{"metadata": {"name": "data", "annotations": {"x": "1"}},
+        "spec": {"volumeName": "pvc-1", "storageClassName": "c",
+                 "resources": {"requests": {"storage": "1Gi"}}}}"#;
+    assert_eq!(send("POST", claims, "application/json", made), 201);
+    assert_eq!(send("POST", claims, "application/json", made), 409);
+    let claim = client.get_claim("a", "data").unwrap();
+    assert_eq!((claim.requested, claim.capacity), (Some(1 << 30), None));
+    // kubectl annotate: a merge patch; null removes.
+    let annotate =
+        r#"{"metadata": {"annotations": {"linodenfs.csi.linode.com/autogrow": "off", "x": null}}}"#;
+    let merge = "application/merge-patch+json";
+    assert_eq!(
+        send("PATCH", &format!("{claims}/data"), merge, annotate),
+        200
+    );
+    // The binder's and the resizer's writes of the status.
+    let status = r#"{"status": {"capacity": {"storage": "1Gi"},
+        "allocatedResourceStatuses": {"storage": "ControllerResizeInfeasible"}}}"#;
+    assert_eq!(
+        send("PATCH", &format!("{claims}/data/status"), merge, status),
+        200
+    );
+    let claim = fake.claim("a", "data").unwrap();
+    assert_eq!(
+        claim.annotations.into_iter().collect::<Vec<_>>(),
+        [(
+            "linodenfs.csi.linode.com/autogrow".to_string(),
+            "off".to_string()
+        )]
+    );
+    assert_eq!(claim.capacity, Some(1 << 30));
+    assert_eq!(
+        claim.resize_status.as_deref(),
+        Some("ControllerResizeInfeasible")
+    );
+    let cleared = r#"{"status": {"allocatedResourceStatuses": {"storage": null}}}"#;
+    assert_eq!(
+        send("PATCH", &format!("{claims}/data/status"), merge, cleared),
+        200
+    );
+    assert_eq!(fake.claim("a", "data").unwrap().resize_status, None);
+    // An admin's StorageClass, which says whether its claims may grow.
+    let class = r#"{"metadata": {"name": "c"}, "provisioner": "d", "allowVolumeExpansion": true}"#;
+    let classes = "/apis/storage.k8s.io/v1/storageclasses";
+    assert_eq!(send("POST", classes, "application/json", class), 201);
+    let listed = client.list_storage_classes().unwrap();
+    assert!(listed
+        .iter()
+        .any(|c| c.name == "c" && c.allow_volume_expansion));
+}

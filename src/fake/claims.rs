@@ -5,9 +5,13 @@
 //! patch of the requested storage, refused as the API server refuses it:
 //! 409 when `metadata.resourceVersion` is not the stored one, 422 below
 //! the capacity in force or above it when the class does not allow
-//! expansion) and `POST /api/v1/namespaces/{ns}/events`. A test plays the
-//! rest of Kubernetes through `FakeKube`'s methods (bind a claim, write
-//! its status as the resizer does).
+//! expansion; also of `metadata.annotations`, as `kubectl annotate` sends)
+//! and `POST /api/v1/namespaces/{ns}/events`. What the rest of Kubernetes
+//! does is played over the same API (so a test can play it against dev
+//! mode): `POST …/persistentvolumeclaims` makes a claim (bound when its
+//! spec names a volume), `PATCH …/persistentvolumeclaims/{name}/status`
+//! writes its capacity and resize status as the PV binder and the resizer
+//! do; or through `FakeKube`'s methods in process.
 
 use super::kube::status;
 use super::{percent_decode, HttpRequest, HttpResponse};
@@ -68,7 +72,20 @@ impl Claims {
                 _ => not_allowed(),
             });
         }
-        let name = percent_decode(rest.strip_prefix("persistentvolumeclaims/")?);
+        if rest == "persistentvolumeclaims" {
+            return Some(match req.method.as_str() {
+                "POST" => self.create(&namespace, &req.body),
+                _ => not_allowed(),
+            });
+        }
+        let name = rest.strip_prefix("persistentvolumeclaims/")?;
+        if let Some(name) = name.strip_suffix("/status") {
+            return Some(match req.method.as_str() {
+                "PATCH" => self.patch_status(req, namespace, percent_decode(name)),
+                _ => not_allowed(),
+            });
+        }
+        let name = percent_decode(name);
         Some(match req.method.as_str() {
             "GET" => match lock(&self.stored).get(&(namespace, name.clone())) {
                 Some(claim) => HttpResponse::json(200, &to_json(claim)),
@@ -131,7 +148,84 @@ impl Claims {
             }
             claim.requested = Some(bytes);
         }
+        if let Some(annotations) = patch["metadata"]["annotations"].as_object() {
+            for (key, value) in annotations {
+                match value.as_str() {
+                    Some(v) => claim.annotations.insert(key.clone(), v.to_string()),
+                    None => claim.annotations.remove(key),
+                };
+            }
+        }
         claim.resource_version = self.version();
+        HttpResponse::json(200, &to_json(claim))
+    }
+
+    /// A new claim as a user makes it: its status is the binder's to write.
+    fn create(&self, namespace: &str, body: &str) -> HttpResponse {
+        let Ok(object) = serde_json::from_str::<Value>(body) else {
+            return status(400, "BadRequest", "the body is not a PersistentVolumeClaim");
+        };
+        let text = |v: &Value| v.as_str().map(str::to_string);
+        let Some(name) = text(&object["metadata"]["name"]) else {
+            return status(422, "Invalid", "metadata.name: Required value");
+        };
+        let key = (namespace.to_string(), name.clone());
+        if lock(&self.stored).contains_key(&key) {
+            return status(
+                409,
+                "AlreadyExists",
+                &format!("persistentvolumeclaims \"{name}\" already exists"),
+            );
+        }
+        let annotations = object["metadata"]["annotations"]
+            .as_object()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let claim = FakeClaim {
+            namespace: namespace.to_string(),
+            name: name.clone(),
+            uid: format!("uid-{namespace}-{name}"),
+            resource_version: self.version(),
+            annotations,
+            volume_name: text(&object["spec"]["volumeName"]),
+            storage_class: text(&object["spec"]["storageClassName"]),
+            requested: object["spec"]["resources"]["requests"]["storage"]
+                .as_str()
+                .and_then(quantity_bytes),
+            capacity: None,
+            resize_status: None,
+        };
+        let answer = to_json(&claim);
+        lock(&self.stored).insert(key, claim);
+        HttpResponse::json(201, &answer)
+    }
+
+    /// The binder's and the resizer's writes: `status.capacity.storage`
+    /// and `status.allocatedResourceStatuses.storage` (null removes it).
+    fn patch_status(&self, req: &HttpRequest, namespace: String, name: String) -> HttpResponse {
+        let Ok(patch) = serde_json::from_str::<Value>(&req.body) else {
+            return status(400, "BadRequest", "the body is not JSON");
+        };
+        let version = self.version();
+        let mut stored = lock(&self.stored);
+        let Some(claim) = stored.get_mut(&(namespace, name.clone())) else {
+            return not_found(&name);
+        };
+        let capacity = &patch["status"]["capacity"]["storage"];
+        if let Some(bytes) = capacity.as_str().and_then(quantity_bytes) {
+            claim.capacity = Some(bytes);
+        }
+        let resize = &patch["status"]["allocatedResourceStatuses"]["storage"];
+        if resize.is_null() && patch["status"]["allocatedResourceStatuses"].is_object() {
+            claim.resize_status = None;
+        } else if let Some(resize) = resize.as_str() {
+            claim.resize_status = Some(resize.to_string());
+        }
+        claim.resource_version = version;
         HttpResponse::json(200, &to_json(claim))
     }
 

@@ -336,6 +336,9 @@ impl Shared {
         if let Some(answer) = self.claims.handle(&req, expandable) {
             return answer;
         }
+        if req.method == "POST" && req.path == "/apis/storage.k8s.io/v1/storageclasses" {
+            return self.create_storage_class(&req.body);
+        }
         if req.method != "GET" {
             return status(
                 405,
@@ -382,6 +385,36 @@ impl Shared {
             ),
             None => status(404, "NotFound", &format!("namespaces \"{name}\" not found")),
         })
+    }
+
+    /// A StorageClass as an admin makes it.
+    fn create_storage_class(&self, body: &str) -> HttpResponse {
+        let Ok(object) = serde_json::from_str::<serde_json::Value>(body) else {
+            return status(400, "BadRequest", "the body is not a StorageClass");
+        };
+        let (Some(name), Some(provisioner)) = (
+            object["metadata"]["name"].as_str(),
+            object["provisioner"].as_str(),
+        ) else {
+            return status(422, "Invalid", "metadata.name, provisioner: Required value");
+        };
+        let parameters = object["parameters"]
+            .as_object()
+            .map(|p| {
+                p.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let class = FakeStorageClass {
+            name: name.to_string(),
+            provisioner: provisioner.to_string(),
+            parameters,
+            allow_volume_expansion: object["allowVolumeExpansion"].as_bool() == Some(true),
+        };
+        let answer = class.to_json();
+        lock(&self.storage_classes).insert(class.name.clone(), class);
+        HttpResponse::json(201, &answer)
     }
 
     /// The storage endpoints; `None` for any other path.
