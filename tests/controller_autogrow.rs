@@ -407,3 +407,53 @@ fn autogrow_keys_are_refused_where_they_cannot_work() {
     assert!(format!("{err:?}").contains("VOLUME_EXPANSION"), "{err:?}");
     assert!(fixed.dirs().is_empty());
 }
+
+#[test]
+fn a_new_controller_does_not_grow_again_on_the_sample_that_grew_the_volume() {
+    let mut world = autogrow_world();
+    let policy = [(THRESHOLD, "80"), (STEP, "1Gi")];
+    let id = claimed(&world, "data", "pvc-data", CLASS, GIB, &policy);
+    let served = vec![(NAMESPACE.to_string(), "data".to_string(), id)];
+    // 3000 MiB: past the threshold at 1 GiB, and still at 2 GiB.
+    sample(&world, "pvc-data", 3000 * MIB);
+    std::thread::scope(|scope| {
+        let _resizer = Resizer::start(
+            scope,
+            &world.env.kube,
+            world.env.driver.controller(),
+            served.clone(),
+        );
+        wait(&world, "2 GiB", || capacity(&world, "data") == 2 * GIB);
+    });
+    // A new process, which never saw what the old one asked.
+    world.env.driver.kill();
+    world.env.restart();
+    std::thread::scope(|scope| {
+        let _resizer = Resizer::start(
+            scope,
+            &world.env.kube,
+            world.env.driver.controller(),
+            served.clone(),
+        );
+        after_rounds(&world, 3);
+        assert_eq!(requested(&world, "data"), 2 * GIB, "the same sample again");
+        // The backend counts anew, in a later second than the resize.
+        let resized = world
+            .quotas()
+            .into_iter()
+            .find(|q| q.path == "/csi-volumes/pvc-data")
+            .and_then(|q| q.updated)
+            .and_then(|t| linode_nfs_csi::linode::naive_to_unix(&t))
+            .expect("the quota's last update");
+        wait(&world, "a second after the resize", || {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
+            now.as_secs() as i64 > resized
+        });
+        sample(&world, "pvc-data", 3000 * MIB);
+        wait(&world, "3 GiB on a newer sample", || {
+            capacity(&world, "data") == 3 * GIB
+        });
+    });
+}

@@ -7,7 +7,9 @@
 //! Claims are read with one list a round, whatever the number of volumes.
 //! It never grows a claim that is not bound to the volume's PV, that says
 //! `autogrow: "off"`, whose resize is under way or was found infeasible
-//! (until its request or the parent's room changes), twice for one sample,
+//! (until its request or the parent's room changes), twice for one sample
+//! (in one process by what it asked; across a new leader, by never growing
+//! on a sample counted before the quota's last resize),
 //! past its maximum or past the parent's room, and it never shrinks one;
 //! each of those it cannot do is told to the claim's owner by an event,
 //! once until something changes. It must not grow a quota itself.
@@ -38,6 +40,8 @@ pub struct Autogrowth(Mutex<HashMap<SubdirId, Tracked>>);
 
 #[derive(Debug, Default)]
 struct Tracked {
+    /// Seen in an earlier round of this process.
+    seen: bool,
     /// The growth asked last, until the claim and the quota have caught up
     /// with it and a newer sample has come.
     asked: Option<Asked>,
@@ -124,6 +128,11 @@ pub fn round(c: &Arc<Controller>) {
         .collect();
     let mut next = HashMap::new();
     for cand in candidates {
+        // Only the Lease holder grows: a round that outlives its lease
+        // leaves the rest to the new holder.
+        if !c.lease.is_held() {
+            break;
+        }
         let mut t = tracked.remove(&cand.id).unwrap_or_default();
         match by_name.get(&(cand.claim.namespace.as_str(), cand.claim.name.as_str())) {
             Some(claim) => consider(c, &cand, claim, &expandable, &mut t),
@@ -274,6 +283,15 @@ fn consider(
         }
     } else {
         t.infeasible = None;
+    }
+    // A process new to the volume (a new leader, a restart) does not know
+    // what was asked before it: a sample no newer than the quota's last
+    // resize may be the one that asked for it, so it waits for a newer one.
+    if !std::mem::replace(&mut t.seen, true) && cand.sample.predates_resize() {
+        t.asked = Some(Asked {
+            target: size,
+            sample: cand.sample.key(),
+        });
     }
     if let Some(asked) = &t.asked {
         if requested < asked.target {

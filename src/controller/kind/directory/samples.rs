@@ -11,7 +11,7 @@ use super::quotas;
 use crate::controller::volume::id_of;
 use crate::controller::Controller;
 use crate::handles::DirName;
-use crate::linode::{Filesystem, Quota};
+use crate::linode::{naive_to_unix, Filesystem, Quota};
 use crate::Error;
 
 /// One volume's usage as one list showed it.
@@ -24,6 +24,8 @@ pub struct Sample {
     pub size: i64,
     /// When the backend counted `used`, as it says.
     pub collected_at: Option<String>,
+    /// When the quota last changed (`updated`): its last resize.
+    pub resized_at: Option<String>,
 }
 
 impl Sample {
@@ -31,6 +33,14 @@ impl Sample {
     /// says a newer time, or (a backend that says none) other bytes.
     pub fn key(&self) -> (Option<String>, Option<i64>) {
         (self.collected_at.clone(), self.used)
+    }
+
+    /// Whether it was counted no later than the quota's last resize, so it
+    /// may be the very count that asked for that size (both times in whole
+    /// seconds: the same second counts as before).
+    pub fn predates_resize(&self) -> bool {
+        let secs = |t: &Option<String>| t.as_deref().and_then(naive_to_unix);
+        matches!((secs(&self.collected_at), secs(&self.resized_at)), (Some(c), Some(r)) if c <= r)
     }
 }
 
@@ -51,6 +61,7 @@ pub fn of_parent(c: &Controller, fs: &Filesystem) -> Result<ParentSamples, Error
                 used: q.used_capacity_bytes,
                 size: q.max_capacity_bytes?,
                 collected_at: q.collected_at.clone(),
+                resized_at: q.updated.clone(),
             })
         })
         .collect();
