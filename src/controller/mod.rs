@@ -109,11 +109,15 @@ pub fn services(deps: ControllerDeps, rpc: Rpc) -> Vec<grpcio::Service> {
 }
 
 /// Shows the directory volumes' usage as `c` last sampled it, at each
-/// scrape, while `c` lives.
+/// scrape, while `c` lives and holds the Lease.
 fn watch_usage(c: &Arc<Controller>) {
     let weak = Arc::downgrade(c);
     crate::metrics::watch_directory_volumes(move || {
         let c = weak.upgrade()?;
+        // A standby's figures stop at its last round as leader: stale.
+        if !c.lease.is_held() {
+            return Some(Vec::new());
+        }
         Some(
             c.observed
                 .all()
