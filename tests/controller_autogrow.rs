@@ -457,3 +457,33 @@ fn a_new_controller_does_not_grow_again_on_the_sample_that_grew_the_volume() {
         });
     });
 }
+
+#[test]
+fn another_cluster_s_volume_on_the_same_parent_is_neither_grown_nor_shown() {
+    let world = autogrow_world();
+    let policy = [(THRESHOLD, "80"), (STEP, "1Gi")];
+    let ours = claimed(&world, "ours", "pvc-ours", CLASS, GIB, &policy);
+    let theirs = claimed(&world, "theirs", "pvc-theirs", CLASS, GIB, &policy);
+    // Its marker says another cluster made it (a second cluster sharing
+    // the parent, with a claim of the same namespace and name here).
+    let marker = world.marker("pvc-theirs");
+    let text = std::fs::read_to_string(&marker).unwrap();
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with("cluster: "))
+        .map(str::to_string)
+        .collect();
+    lines.push("cluster: elsewhere".into());
+    std::fs::write(&marker, lines.join("\n") + "\n").unwrap();
+    sample(&world, "pvc-ours", 900 * MIB);
+    sample(&world, "pvc-theirs", 900 * MIB);
+    wait(&world, "our claim to grow", || {
+        requested(&world, "ours") == 2 * GIB
+    });
+    after_rounds(&world, 2);
+    assert_eq!(requested(&world, "theirs"), GIB);
+    assert!(reasons(&world, "theirs").is_empty());
+    let text = metrics(&world);
+    assert!(text.contains(&format!("volume=\"{ours}\"")), "{text}");
+    assert!(!text.contains(&format!("volume=\"{theirs}\"")), "{text}");
+}
