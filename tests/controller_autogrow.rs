@@ -295,6 +295,7 @@ fn growth_the_parent_cannot_hold_is_never_asked_and_told_once() {
 #[test]
 fn claims_opted_out_bound_elsewhere_or_of_a_fixed_class_are_not_grown() {
     let world = autogrow_world();
+    let started = Instant::now();
     world
         .env
         .kube
@@ -334,8 +335,16 @@ fn claims_opted_out_bound_elsewhere_or_of_a_fixed_class_are_not_grown() {
     assert_eq!(reasons(&world, "moved"), Vec::<String>::new());
     assert_eq!(reasons(&world, "typo"), ["AutogrowBadAnnotation"]);
     assert_eq!(reasons(&world, "fixed"), ["AutogrowNotExpandable"]);
-    // One patch, the one that grew; one list of claims a round.
+    // One patch, the one that grew; the claims of five volumes read by
+    // one list a round (and the lease's first round), never one by one.
     assert_eq!(kube.claim_patches(), 1);
+    assert_eq!(kube.claim_reads(), 0);
+    let rounds = started.elapsed().as_millis() / ROUND.as_millis() + 1;
+    assert!(
+        kube.claim_lists() as u128 <= rounds + 1,
+        "{} lists in at most {rounds} rounds",
+        kube.claim_lists()
+    );
 }
 
 #[test]

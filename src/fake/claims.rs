@@ -43,6 +43,7 @@ pub(super) struct Claims {
     events: Mutex<Vec<FakeClaimEvent>>,
     next_version: AtomicU64,
     pub(super) lists: AtomicUsize,
+    pub(super) reads: AtomicUsize,
     pub(super) patches: AtomicUsize,
 }
 
@@ -87,13 +88,18 @@ impl Claims {
         }
         let name = percent_decode(name);
         Some(match req.method.as_str() {
-            "GET" => match lock(&self.stored).get(&(namespace, name.clone())) {
-                Some(claim) => HttpResponse::json(200, &to_json(claim)),
+            "GET" => match self.read(&namespace, &name) {
+                Some(claim) => HttpResponse::json(200, &to_json(&claim)),
                 None => not_found(&name),
             },
             "PATCH" => self.patch(req, namespace, name, expandable),
             _ => not_allowed(),
         })
+    }
+
+    fn read(&self, namespace: &str, name: &str) -> Option<FakeClaim> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.get(namespace, name)
     }
 
     fn list(&self, req: &HttpRequest) -> HttpResponse {

@@ -670,6 +670,11 @@ impl FakeKube {
         self.shared.claims.lists.load(Ordering::SeqCst)
     }
 
+    /// Reads of one claim (GET) answered so far.
+    pub fn claim_reads(&self) -> usize {
+        self.shared.claims.reads.load(Ordering::SeqCst)
+    }
+
     /// Patches of a claim received so far, refused or not.
     pub fn claim_patches(&self) -> usize {
         self.shared.claims.patches.load(Ordering::SeqCst)
