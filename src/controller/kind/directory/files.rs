@@ -15,7 +15,7 @@ use crate::cluster_id::ClusterId;
 use crate::controller::params::{Autogrow, OnDelete};
 use crate::controller::ClaimRef;
 use crate::fs_tree::{self, Dir};
-use crate::handles::{DirName, SUBDIRECTORY_BASE};
+use crate::handles::{DirName, SubdirId, VolumeId, SUBDIRECTORY_BASE};
 use crate::Error;
 use std::ffi::CString;
 use std::fs::DirBuilder;
@@ -492,6 +492,30 @@ pub fn marked(root: &Path) -> Result<Vec<(DirName, Marker)>, Error> {
     }
     found.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(found)
+}
+
+/// The volumes of cluster `cluster` (or of a driver before identities)
+/// that the markers of parent `parent`, mounted at `root`, record as
+/// filled: each with its id and marker. One still being filled is no
+/// volume yet (its CreateVolume has not answered), and another cluster's
+/// is its own.
+pub fn volumes(
+    root: &Path,
+    parent: VolumeId,
+    cluster: &ClusterId,
+) -> Result<Vec<(SubdirId, Marker)>, Error> {
+    Ok(marked(root)?
+        .into_iter()
+        .map(|(name, marker)| {
+            let id = SubdirId {
+                space: parent.space,
+                filesystem: parent.filesystem,
+                name,
+            };
+            (id, marker)
+        })
+        .filter(|(id, m)| m.volume_id == id.to_string() && m.is_of(cluster) && !m.filling)
+        .collect())
 }
 
 #[cfg(test)]

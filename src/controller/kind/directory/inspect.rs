@@ -159,21 +159,8 @@ fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Described>, Error
             return Ok(Vec::new());
         }
     };
-    let marked: Vec<SubdirId> = files::marked(&root)?
+    let marked: Vec<SubdirId> = files::volumes(&root, vol, c.marks.cluster())?
         .into_iter()
-        .map(|(name, marker)| {
-            let id = SubdirId {
-                space: vol.space,
-                filesystem: vol.filesystem,
-                name,
-            };
-            (id, marker)
-        })
-        // One still being filled is no volume yet: its CreateVolume has not
-        // answered.
-        .filter(|(id, marker)| {
-            marker.volume_id == id.to_string() && marker.is_of(c.marks.cluster()) && !marker.filling
-        })
         .map(|(id, _)| id)
         .collect();
     if marked.is_empty() {

@@ -17,7 +17,7 @@
 mod decide;
 mod told;
 
-use super::files::{self, Marker};
+use super::files;
 use super::observed::Figures;
 use super::parent::existing_parent;
 use super::samples::{self, ParentSamples, Sample};
@@ -156,19 +156,8 @@ fn sample_parent(c: &Controller, vol: VolumeId) -> Result<Vec<Candidate>, Error>
     let fs = existing_parent(c, vol)?;
     let mtls = c.spaces.mtls_mode(vol.space)?;
     let root = c.shares.root(&fs, mtls.as_ref())?;
-    let marked: Vec<(SubdirId, Marker)> = files::marked(&root)?
-        .into_iter()
-        .map(|(name, marker)| {
-            let id = SubdirId {
-                space: vol.space,
-                filesystem: vol.filesystem,
-                name,
-            };
-            (id, marker)
-        })
-        // Another cluster's volumes on a shared parent are its own to grow.
-        .filter(|(id, m)| !m.filling && m.volume_id == id.to_string() && m.is_of(c.marks.cluster()))
-        .collect();
+    // Another cluster's volumes on a shared parent are its own to grow.
+    let marked = files::volumes(&root, vol, c.marks.cluster())?;
     if marked.is_empty() {
         c.observed.replace(vol, Vec::new());
         return Ok(Vec::new());
