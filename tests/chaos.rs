@@ -426,6 +426,25 @@ impl Campaign {
         }
     }
 
+    /// No filesystem's quotas promise more than it holds: nobody but the
+    /// driver makes quotas here, so what it read is all there is.
+    fn check_promises(&mut self, when: &str) {
+        let mut promised: BTreeMap<u64, i64> = BTreeMap::new();
+        for (fs, _, max, _) in self.state.quotas() {
+            *promised.entry(fs).or_default() += max;
+        }
+        for (fs, bytes) in promised {
+            let capacity = self.state.filesystem(fs)["max_capacity_bytes"]
+                .as_i64()
+                .unwrap();
+            if bytes > capacity {
+                self.violation(format!(
+                    "{when}: the quotas of filesystem {fs} promise {bytes} bytes of its {capacity}"
+                ));
+            }
+        }
+    }
+
     fn check_no_mounts(&mut self, when: &str) {
         let left = self.dev().mounts_under_state();
         if !left.is_empty() {
@@ -546,6 +565,7 @@ fn sequence(c: &mut Campaign, n: u64) {
         });
     }
     c.check_backend(&[], &[], "after the sequence");
+    c.check_promises("after the sequence");
     c.check_no_mounts("after the sequence");
     c.counts.sequences += 1;
 }
@@ -802,6 +822,7 @@ fn wave(
             c.violation(v);
         }
     }
+    c.check_promises(&format!("after the wave of {rpc}"));
 }
 
 /// A space-mode campaign under random faults for waves (they restart the
@@ -944,6 +965,52 @@ fn two_hundred_subdirectory_volumes_through_faults_and_restarts() {
     });
     shared_parent_empty(&mut c);
     report(&mut c, "subdirectory wave");
+}
+
+/// 40 directory volumes of 300 MiB at once on the 10 GiB shared parent,
+/// which holds 34 of them, under the same faults and two restarts (each
+/// new process knows nothing of the last one's promises): exactly 34 are
+/// made and 6 refused with ResourceExhausted, and at no point do the
+/// quotas promise more than the parent holds (checked after each wave).
+#[test]
+fn a_wave_asking_more_than_the_parent_holds_is_never_over_promised() {
+    let mut c = wave_campaign("over-subscribed wave");
+    const COUNT: usize = 40;
+    const SIZE: i64 = 300 << 20;
+    let fits = (c.state.filesystem(c.state.shared_parent().0)["max_capacity_bytes"]
+        .as_i64()
+        .unwrap()
+        / SIZE) as usize;
+    let name = |i: usize| format!("pvc-over-{i:02}");
+    let class = subdirectory_params();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let counted = refused.clone();
+    wave(&mut c, "CreateVolume", COUNT, 2, move |client, i| {
+        let mut req = create_req(&name(i), SIZE);
+        req.parameters = class.clone();
+        match client.create_volume_opt(&req, call()) {
+            Err(e) if code_of(&e) == Code::RESOURCE_EXHAUSTED => {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+            other => other.map(|_| ()),
+        }
+    });
+    let made = c.state.quotas().len();
+    if made != fits || refused.load(Ordering::SeqCst) < COUNT - fits {
+        c.violation(format!(
+            "{made} volumes made and {} creates refused; {fits} fit",
+            refused.load(Ordering::SeqCst)
+        ));
+    }
+    let prefix = format!("1/{}", c.state.shared_parent().0);
+    wave(&mut c, "DeleteVolume", COUNT, 0, move |client, i| {
+        client
+            .delete_volume_opt(&delete_req(&format!("{prefix}/{}", name(i))), call())
+            .map(|_| ())
+    });
+    shared_parent_empty(&mut c);
+    report(&mut c, "over-subscribed wave");
 }
 
 /// The names of the directory snapshot records on the shared parent.

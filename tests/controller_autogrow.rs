@@ -253,6 +253,30 @@ fn a_full_volume_grows_through_its_claim_once_per_sample_up_to_its_max() {
     );
     assert!(text.contains("csi_directory_volume_autogrow_total{outcome=\"grown\"} 3\n"));
     assert!(text.contains("csi_directory_volume_autogrow_total{outcome=\"at_max\"} 1\n"));
+    // The parent's account: what its quotas promise now, one seed, and
+    // the upkeep's samples each a fresh list.
+    let parent = id.rsplit_once('/').unwrap().0;
+    assert!(
+        text.contains(&format!(
+            "csi_parent_promised_bytes{{parent=\"{parent}\"}} {}\n",
+            4 * GIB
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("csi_parent_account_reads_total{reason=\"seed\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("csi_parent_account_reads_total{reason=\"lease\"} 0\n"),
+        "{text}"
+    );
+    let fresh: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("csi_parent_account_reads_total{reason=\"fresh\"} "))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(fresh >= 3, "{text}");
 }
 
 #[test]

@@ -541,7 +541,7 @@ fn without_either_the_create_says_why() {
 #[test]
 fn look_alikes_are_never_members_and_never_stop_growth() {
     let w = pool_world(|s| {
-        s.seed(|mut seed| {
+        s.env("MAINTENANCE_INTERVAL", "1s").seed(|mut seed| {
             seed.unique_filesystem_labels = true;
             seed
         })
@@ -587,10 +587,21 @@ fn look_alikes_are_never_members_and_never_stop_growth() {
     let mine = w.env.filesystem(&format!("csi-pool-{CLUSTER_ID}-small-2"));
     assert_eq!(mine.id, members[0]);
     // Someone's 2.5 GiB lands on the member behind the driver's back: of
-    // its 3 GiB, 1 GiB is promised to pvc-a and 2.5 GiB used, so the next
-    // volume needs a new filesystem; nothing is ever placed on the
-    // look-alikes.
+    // its 3 GiB, 1 GiB is promised to pvc-a and 2.5 GiB used, so once the
+    // member's account is read again (at most MAINTENANCE_INTERVAL later)
+    // the next volume needs a new filesystem; nothing is ever placed on
+    // the look-alikes.
     assert!(w.env.linode.set_unquoted_usage(mine.id, 2 * GIB + GIB / 2));
+    let listed = || {
+        w.env.linode.calls(
+            "GET",
+            &format!("nfs/spaces/*/filesystems/{}/quotas", mine.id),
+        )
+    };
+    let before = listed();
+    wait_for("the member's account to be read again", PATIENCE, || {
+        listed() > before
+    });
     let b = w.create("pvc-b", GIB, &small).unwrap();
     assert_ne!(fs_of(&b.volume_id), mine.id);
     for id in [&a.volume_id, &b.volume_id] {

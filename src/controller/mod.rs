@@ -77,11 +77,16 @@ pub fn services(deps: ControllerDeps, rpc: Rpc) -> Vec<grpcio::Service> {
     };
     let c = Arc::new(Controller::new(deps, rpc.clone()));
     watch_usage(&c);
+    watch_parents(&c);
     let kick = janitor::start(&c, every, policy);
     let weak = Arc::downgrade(&c);
     c.lease.on_gain(move |how| {
-        if let (Some(c), Gained::TakenOver) = (weak.upgrade(), how) {
-            c.in_doubt.everything();
+        if let Some(c) = weak.upgrade() {
+            // Another process may have written while this one stood by.
+            c.accounts.all_due(kind::directory::Reason::Lease);
+            if how == Gained::TakenOver {
+                c.in_doubt.everything();
+            }
         }
         // Resumes what the previous holder left (its fill jobs).
         kick.now();
@@ -106,6 +111,29 @@ pub fn services(deps: ControllerDeps, rpc: Rpc) -> Vec<grpcio::Service> {
         )
         .build();
     vec![service(c, rpc), groups]
+}
+
+/// Shows the accounts of shared parents `c` keeps, at each scrape, while
+/// `c` lives and holds the Lease.
+fn watch_parents(c: &Arc<Controller>) {
+    let weak = Arc::downgrade(c);
+    crate::metrics::watch_parents(move || {
+        let c = weak.upgrade()?;
+        if !c.lease.is_held() {
+            return Some(Vec::new());
+        }
+        Some(
+            c.accounts
+                .figures()
+                .into_iter()
+                .map(|f| crate::metrics::ParentFigures {
+                    parent: f.parent.to_string(),
+                    promised: f.promised,
+                    used: f.used,
+                })
+                .collect(),
+        )
+    });
 }
 
 /// Shows the directory volumes' usage as `c` last sampled it, at each

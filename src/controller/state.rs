@@ -8,8 +8,8 @@ use super::acl::AclQueue;
 use super::cluster::Cluster;
 use super::in_doubt::InDoubt;
 use super::kind::directory::{
-    Autogrowth, ClassParents, Copies, Fills, GroupJobs, Observed, ParentCache, Pools, QuotaLists,
-    Room, Shares, SnapshotBatches, Temporaries,
+    Accounts, Autogrowth, ClassParents, Copies, Fills, GroupJobs, Observed, ParentCache, Pools,
+    QuotaLists, Room, Shares, SnapshotBatches, Temporaries,
 };
 use super::lock_keys::Lock;
 use super::spaces::Spaces;
@@ -110,8 +110,10 @@ pub struct Controller {
     pub(super) call_wait: Duration,
     /// A job's pauses and the bounds of the calls waiting for it.
     pub(super) timers: Timers,
-    /// Quota lists of shared parents, shared by the calls that need one at once.
+    /// Quota lists of shared parents, shared by the calls that need one at once...
     pub(super) quota_lists: QuotaLists,
+    /// ...and what they and the controller's own writes say of each parent.
+    pub(super) accounts: Accounts,
     /// Shared parents as last read (`SPACE_CACHE_TTL`).
     pub(super) parent_cache: ParentCache,
     /// The pools of shared filesystems the driver runs.
@@ -123,6 +125,17 @@ pub struct Controller {
     metadata: Option<MetadataClient>,
     node_name: Option<String>,
     own_linode: std::sync::Mutex<Option<u64>>,
+}
+
+/// How long a parent's account is used before it is listed again: the
+/// upkeep's interval (each round samples every parent it tends anyway), or
+/// a minute without an upkeep.
+fn account_max_age(maintenance: Duration) -> Duration {
+    if maintenance.is_zero() {
+        Duration::from_secs(60)
+    } else {
+        maintenance
+    }
 }
 
 impl Controller {
@@ -152,6 +165,7 @@ impl Controller {
             group_jobs: GroupJobs::default(),
             temporaries: Temporaries::default(),
             quota_lists: QuotaLists::default(),
+            accounts: Accounts::new(account_max_age(deps.maintenance_interval)),
             parent_cache: ParentCache::new(deps.space_cache_ttl),
             copies: Copies::new(deps.copy_threads),
             fills: Fills::default(),

@@ -14,6 +14,10 @@
 //! exists now and per family, sampled at scrape time so a deleted volume's
 //! series vanish (two series a volume: 2,000 for 1,000 volumes); only the
 //! active controller has any. No other family may take a volume label.
+//! Likewise the accounts of shared parents (`csi_parent_promised_bytes`,
+//! `csi_parent_used_bytes`) are labelled by parent id: one series per
+//! parent the active controller keeps an account of (the parents in use),
+//! gone with the parent.
 //! docs/metrics.md documents every family: keep the two in step.
 
 pub mod endpoint;
@@ -85,8 +89,11 @@ families! {
     static DIRECTORY_USED: Sampled = new("csi_directory_volume_used_bytes", "Bytes a directory volume's quota counts as used, as the backend last sampled them (the active controller's latest round), by volume id and claim (namespace/name, empty when unknown).", &["volume", "claim"]);
     static DIRECTORY_CAPACITY: Sampled = new("csi_directory_volume_capacity_bytes", "A directory volume's size: its quota's maximum, as the active controller's latest round read it, by volume id and claim.", &["volume", "claim"]);
     static AUTOGROW: Counter = new("csi_directory_volume_autogrow_total", "Autogrow decisions, by outcome: grown (a claim was asked to grow), no_room (its shared filesystem cannot hold the growth), at_max (at autogrow-max), refused (the class does not allow expansion). Each outcome other than grown is counted once per volume until what it is about changes.", &["outcome"]);
+    static ACCOUNT_READS: Counter = new("csi_parent_account_reads_total", "Quota lists the active controller's account of a shared parent took, by reason: seed (none held yet), periodic (older than its bound), fresh (a fresh list was asked for: the upkeep sampling usage, ControllerGetVolume reporting a volume's condition, a prune confirming a pool filesystem is empty), refused (the backend refused a write to the parent), in_doubt (a write's outcome was unknown), lease (this process gained the Lease), shared (a write to a parent another cluster writes to).", &["reason"]);
+    static PARENT_PROMISED: Sampled = new("csi_parent_promised_bytes", "What the quotas of each shared parent promise (the root quota aside), as the active controller's account holds them, by parent (space/filesystem).", &["parent"]);
+    static PARENT_USED: Sampled = new("csi_parent_used_bytes", "What each shared parent's root quota said is used at the account's last list, by parent (space/filesystem).", &["parent"]);
     static POOL_FILESYSTEMS: Gauge = new("csi_pool_filesystems", "Filesystems of each pool of shared filesystems the driver runs, by pool and state (in_use, empty, creating), as the controller last tended them.", &["pool", "state"]);
-    static POOL_CREATED: Counter = new("csi_pool_filesystems_created_total", "Pool filesystems the driver created, by pool and reason: room (no filesystem of the pool had room for a new volume), spare (kept ready by pool-spares).", &["pool", "reason"]);
+    static POOL_CREATED: Counter = new("csi_pool_filesystems_created_total", "Pool filesystems the driver created, by pool and reason: room (no filesystem of the pool had room for a new volume), ahead (placements were using up the room of the pool's filesystems), spare (kept ready by pool-spares).", &["pool", "reason"]);
     static POOL_PRUNED: Counter = new("csi_pool_filesystems_pruned_total", "Empty pool filesystems the driver deleted after POOL_EMPTY_GRACE, by pool.", &["pool"]);
     static POOL_PLACEMENTS: Counter = new("csi_pool_placements_total", "New directory volumes placed on a pool, by pool and outcome: placed, waited (placed after waiting for a new pool filesystem), exhausted (the pool was at pool-max-filesystems and none had room).", &["pool", "outcome"]);
     static START_TIME: Computed = gauge("process_start_time_seconds", "Start time of the process since the Unix epoch, in seconds.", &[], process::start_time);
@@ -132,6 +139,9 @@ pub fn init(role: Role) {
         RESTORE_COPIED_BYTES.touch(&[]);
         for outcome in AUTOGROW_OUTCOMES {
             AUTOGROW.touch(&[outcome]);
+        }
+        for reason in ACCOUNT_REASONS {
+            ACCOUNT_READS.touch(&[reason]);
         }
     }
     if role != Role::Controller {
@@ -447,6 +457,52 @@ pub fn watch_directory_volumes(
     }));
 }
 
+/// Why an account of a shared parent was listed again, as the metric
+/// names it; every one starts at 0.
+pub const ACCOUNT_REASONS: [&str; 7] = [
+    "seed", "periodic", "fresh", "refused", "in_doubt", "lease", "shared",
+];
+
+/// A quota list an account of a shared parent took, for `reason` (one of
+/// `ACCOUNT_REASONS`).
+pub fn account_read(reason: &str) {
+    ACCOUNT_READS.inc(&[reason]);
+}
+
+/// One shared parent's account, as a scrape shows it.
+pub struct ParentFigures {
+    pub parent: String,
+    pub promised: i64,
+    pub used: Option<i64>,
+}
+
+/// The accounts of shared parents, asked at each scrape until `read`
+/// answers `None` (the controller is gone).
+pub fn watch_parents(read: impl Fn() -> Option<Vec<ParentFigures>> + Send + Sync + 'static) {
+    let read = std::sync::Arc::new(read);
+    let r = read.clone();
+    PARENT_PROMISED.register(Box::new(move |emit| {
+        let Some(all) = r() else {
+            return false;
+        };
+        for p in all {
+            emit(&[&p.parent], p.promised as f64);
+        }
+        true
+    }));
+    PARENT_USED.register(Box::new(move |emit| {
+        let Some(all) = read() else {
+            return false;
+        };
+        for p in all {
+            if let Some(used) = p.used {
+                emit(&[&p.parent], used as f64);
+            }
+        }
+        true
+    }));
+}
+
 /// What an autogrow decision came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AutogrowOutcome {
@@ -466,12 +522,14 @@ pub fn autogrow(outcome: AutogrowOutcome) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolGrowth {
     Room,
+    Ahead,
     Spare,
 }
 
 pub fn pool_filesystem_created(pool: &str, why: PoolGrowth) {
     let reason = match why {
         PoolGrowth::Room => "room",
+        PoolGrowth::Ahead => "ahead",
         PoolGrowth::Spare => "spare",
     };
     POOL_CREATED.inc(&[pool, reason]);

@@ -33,6 +33,11 @@ impl<C: Child> Target for C {
         <C as Child>::watches(state)
     }
 
+    /// More than one is read by listing them all.
+    fn lists(keys: &[Key]) -> bool {
+        keys.len() > 1
+    }
+
     /// The watched ones that exist: a plain GET of a lone one, else one
     /// list of them all. A filesystem that is gone has none.
     fn fetch(cloud: &dyn Cloud, group: Key, keys: &[Key]) -> crate::Result<BTreeMap<Key, Self>> {

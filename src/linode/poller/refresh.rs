@@ -8,6 +8,7 @@
 use super::policy::WaitPolicy;
 use super::waits::{answer, end, fire_all, Fired, Key, Polling, Shared, State, Watch};
 use crate::flow;
+use crate::linode::pacer::RequestClass;
 use crate::linode::types::{HasStatus, Readiness};
 use crate::linode::Cloud;
 use crate::mutex::lock;
@@ -35,7 +36,17 @@ pub(super) trait Target: HasStatus + Clone + Send + 'static {
     fn watches(state: &mut State) -> &mut Vec<Watch<Self>>;
     /// The objects of `keys` (all in `group`) that exist.
     fn fetch(cloud: &dyn Cloud, group: Key, keys: &[Key]) -> crate::Result<BTreeMap<Key, Self>>;
+    /// Whether refreshing `keys` of one group costs a list.
+    fn lists(_keys: &[Key]) -> bool {
+        false
+    }
 }
+
+/// While the API reports a list budget, a group whose refresh costs a list
+/// goes at most this often: 60 a minute per group at most, under the 200 a
+/// minute Linode gives a token, however many waits there are (they share
+/// it), and none of the bursts a fresh window would allow.
+pub(super) const LIST_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A read of one object (or of a list under it): `None` when it is gone.
 pub(super) fn absent_is_none<T>(read: crate::Result<T>) -> crate::Result<Option<T>> {
@@ -74,14 +85,18 @@ pub(super) fn fail<V: Target>(
     });
 }
 
-/// Each group with a due watch that is not being refreshed already, with
-/// all of the group's keys.
+/// Each group with a due watch that is neither being refreshed already nor
+/// held back after a list, with all of the group's keys.
 fn due<V: Target>(
     watches: &[Watch<V>],
     now: Instant,
     polling: &BTreeSet<Polling>,
+    held: &BTreeMap<Polling, Instant>,
 ) -> BTreeMap<Key, Vec<Key>> {
-    let idle = |w: &&Watch<V>| !polling.contains(&(V::KIND, V::group(w.key)));
+    let idle = |w: &&Watch<V>| {
+        let group = (V::KIND, V::group(w.key));
+        !polling.contains(&group) && held.get(&group).is_none_or(|until| *until <= now)
+    };
     let groups: BTreeSet<Key> = watches
         .iter()
         .filter(idle)
@@ -106,16 +121,19 @@ pub(super) fn next_wake<V: Target>(
     watches: &[Watch<V>],
     timeout: Duration,
     polling: &BTreeSet<Polling>,
+    held: &BTreeMap<Polling, Instant>,
 ) -> Option<Instant> {
     let full = polling.len() >= MAX_POLLS_IN_FLIGHT;
     watches
         .iter()
         .map(|w| {
             let expiry = w.since + timeout;
-            if full || polling.contains(&(V::KIND, V::group(w.key))) {
+            let group = (V::KIND, V::group(w.key));
+            if full || polling.contains(&group) {
                 expiry
             } else {
-                w.due.min(expiry)
+                let due = held.get(&group).map_or(w.due, |until| w.due.max(*until));
+                due.min(expiry)
             }
         })
         .min()
@@ -130,11 +148,18 @@ pub(super) fn take_due<V: Target>(
     jobs: &mut Vec<Job>,
 ) {
     let polling = std::mem::take(&mut state.polling);
-    let groups = due(V::watches(state), now, &polling);
+    state.held.retain(|_, until| *until > now);
+    let held = std::mem::take(&mut state.held);
+    let groups = due(V::watches(state), now, &polling, &held);
     state.polling = polling;
+    state.held = held;
+    let paced = shared.cloud.rate_limit(RequestClass::List).limit.is_some();
     for (group, keys) in groups {
         if state.polling.len() >= MAX_POLLS_IN_FLIGHT {
             return;
+        }
+        if paced && V::lists(&keys) {
+            state.held.insert((V::KIND, group), now + LIST_INTERVAL);
         }
         state.polling.insert((V::KIND, group));
         let shared = shared.clone();

@@ -7,7 +7,8 @@
 
 use super::policy::WaitPolicy;
 use super::refresh::{
-    absent_is_none, attempt, fail, settle, transient, Job, Target, MAX_POLLS_IN_FLIGHT,
+    absent_is_none, attempt, fail, settle, transient, Job, Target, LIST_INTERVAL,
+    MAX_POLLS_IN_FLIGHT,
 };
 use super::waits::{answer, end, fire_all, Fired, Key, Lookup, Shared, State, Watch};
 use crate::flow;
@@ -19,11 +20,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// While the API reports a list budget, a Space's refresh that costs a
-/// list goes at most this often: 60 a minute per Space at most, under the
-/// 200 a minute Linode gives a token, however many creates and waits there
-/// are (they share it), and none of the bursts a fresh window would allow.
-const LIST_INTERVAL: Duration = Duration::from_secs(1);
 /// A lookup whose refreshes failed transiently this many times is answered
 /// with the failure (the caller retries): the attempts the client's default
 /// `RetryPolicy` gives a read.

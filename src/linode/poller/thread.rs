@@ -43,9 +43,9 @@ fn next_jobs(shared: &Arc<Shared>) -> Option<Vec<Job>> {
         let next = [
             held,
             next_expiry(&state, timeout),
-            next_wake(&state.snapshots, timeout, &state.polling),
-            next_wake(&state.quotas, timeout, &state.polling),
-            next_wake(&state.policies, timeout, &state.polling),
+            next_wake(&state.snapshots, timeout, &state.polling, &state.held),
+            next_wake(&state.quotas, timeout, &state.polling, &state.held),
+            next_wake(&state.policies, timeout, &state.polling, &state.held),
         ]
         .into_iter()
         .flatten()

@@ -36,6 +36,8 @@ pub(super) struct State {
     pub(super) lookups: Vec<Lookup>,
     /// When each Space's last list refresh was sent.
     pub(super) listed: BTreeMap<u64, Instant>,
+    /// Groups of other kinds held back after a list, until when.
+    pub(super) held: BTreeMap<Polling, Instant>,
     /// Numbers the lookups, so a refresh answers only those it was sent for.
     pub(super) next_lookup: u64,
 }

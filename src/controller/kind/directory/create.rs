@@ -7,10 +7,11 @@
 //! `shares`, its files changed through `files`, its quotas found through
 //! `quotas`, its room claimed through `room`; waits park on the poller.
 
+use super::account::{Purpose, Reason};
 use super::files::{self, Marker, Ownership};
 use super::parent::{parent_of, quota_list};
 use super::room::{Claim, Listed};
-use super::{kept, pool, quotas, restore};
+use super::{kept, pool, quota_changes, quotas, restore};
 use crate::config::VolumeExpansion;
 use crate::controller::lock_keys::{Doubt, Lock};
 use crate::controller::params::keys::AUTOGROW_THRESHOLD;
@@ -32,8 +33,8 @@ use std::time::Instant;
 /// with the reason when the backend has no quota API.
 type QuotasSeen = pool::Seen;
 
-fn quotas_of(c: &Controller, id: &SubdirId) -> Result<QuotasSeen, Error> {
-    let (read_at, listed) = quota_list(c, id.parent());
+fn quotas_of(c: &Controller, parent: &Filesystem) -> Result<QuotasSeen, Error> {
+    let (read_at, listed) = quota_list(c, parent, Purpose::Write);
     match listed {
         Ok(quotas) => Ok((read_at, Ok(quotas))),
         Err(Error::Unimplemented(why)) => Ok((read_at, Err(why))),
@@ -90,18 +91,17 @@ impl Making {
     fn wait(self, quota: Quota) -> Step<csi::CreateVolumeResponse> {
         let (c, quota_id) = (self.c.clone(), quota.id);
         c.poller
-            .quota(self.id.space, quota, |_| done(()))
+            .quota(self.id.space, quota, done)
             .then_result(move |waited| match waited {
-                Ok(()) => done(self.answer(true)),
+                Ok(active) => {
+                    self.c
+                        .accounts
+                        .written(self.id.parent(), &self.id.name, &active);
+                    done(self.answer(true))
+                }
                 Err(Error::FailedPrecondition(why)) => {
-                    match self
-                        .c
-                        .cloud
-                        .delete_quota(self.id.space, self.id.filesystem, quota_id)
-                    {
-                        Ok(()) | Err(Error::NotFound(_)) => {}
-                        Err(e) => return Err(e.context("remove the failed quota")),
-                    }
+                    quota_changes::remove(&self.c, &self.id, quota_id)
+                        .map_err(|e| e.context("remove the failed quota"))?;
                     files::roll_back(&self.root, &self.id.name, &self.id.to_string())?;
                     Err(Error::FailedPrecondition(format!(
                         "the quota of volume {} failed and was removed with its directory: {why}",
@@ -207,7 +207,7 @@ fn make(
         // What the placement claimed against is as fresh as a list of our own.
         QuotaMode::Required | QuotaMode::BestEffort => match placed_seen {
             Some(seen) => seen,
-            None => quotas_of(c, &id)?,
+            None => quotas_of(c, &parent)?,
         },
     };
     if let (QuotaMode::Required, Err(why)) = (sub.quota, &quotas) {
@@ -320,22 +320,31 @@ fn post_quota(m: Making) -> Step<csi::CreateVolumeResponse> {
         m.capacity,
         m.max_files,
     );
+    let parent = m.id.parent();
     match posted {
-        Ok(quota) => m.wait(quota),
+        Ok(quota) => {
+            m.c.accounts.written(parent, &m.id.name, &quota);
+            m.wait(quota)
+        }
         Err(WriteError {
             error:
                 e @ (Error::InvalidArgument(_) | Error::PermissionDenied(_) | Error::Unimplemented(_)),
             ..
-        }) => m.without_quota(e.to_string()),
+        }) => {
+            m.c.accounts.due(parent, Reason::Refused);
+            m.without_quota(e.to_string())
+        }
         Err(WriteError {
             error: e @ (Error::Unavailable(_) | Error::Internal(_) | Error::DeadlineExceeded(_)),
             maybe_applied,
         }) => {
-            let found =
-                m.c.cloud
-                    .list_quotas(m.id.space, m.id.filesystem)
-                    .ok()
-                    .and_then(|all| quotas::of_volume(&all, &m.parent, &m.id.name).cloned());
+            // The list sent now is the first the account takes after the
+            // POST, so it shows the quota if the POST made one.
+            m.c.accounts.due(parent, Reason::InDoubt);
+            let found = quota_list(&m.c, &m.parent, Purpose::Read)
+                .1
+                .ok()
+                .and_then(|all| quotas::of_volume(&all, &m.parent, &m.id.name).cloned());
             match found {
                 Some(quota) => {
                     log::warn!(
@@ -353,6 +362,9 @@ fn post_quota(m: Making) -> Step<csi::CreateVolumeResponse> {
                 }
             }
         }
-        Err(WriteError { error, .. }) => Err(error),
+        Err(WriteError { error, .. }) => {
+            m.c.accounts.due(parent, Reason::Refused);
+            Err(error)
+        }
     }
 }

@@ -5,11 +5,13 @@
 //! still being filled has its copy stopped first, and a clone the
 //! snapshot it was copied through.
 
+use super::account::Purpose;
 use super::files::{self, Removed};
 use super::parent::quota_list;
-use super::quotas;
 use super::restore::{self, sweep_temporaries};
+use super::{quota_changes, quotas};
 use crate::controller::lock_keys::{Doubt, Lock};
+use crate::controller::params::OnDelete;
 use crate::controller::tags::is_any_volume;
 use crate::controller::Controller;
 use crate::handles::SubdirId;
@@ -58,6 +60,12 @@ pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
         return Ok(());
     }
     let filling = marker.as_ref().is_some_and(|m| m.filling);
+    // A directory that stays records what its quota last counted as used,
+    // so that count must be fresh; a deleted one needs only its quota.
+    let purpose = match marker.as_ref().map(|m| m.on_delete) {
+        Some(OnDelete::Delete) | None => Purpose::Read,
+        Some(_) => Purpose::Fresh,
+    };
     let source = marker
         .and_then(|m| m.source)
         .and_then(|s| restore::source_of(&s).ok());
@@ -69,7 +77,7 @@ pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
     if filling {
         sweep_temporaries(c, id.space)?;
     }
-    let quotas = match quota_list(c, id.parent()).1 {
+    let quotas = match quota_list(c, &parent, purpose).1 {
         Ok(all) => all,
         Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
         Err(e) => return Err(e),
@@ -103,10 +111,7 @@ pub fn delete(c: &Arc<Controller>, id: SubdirId) -> Result<(), Error> {
         Removed::Deleted => {}
     }
     for q in own {
-        match c.cloud.delete_quota(id.space, id.filesystem, q.id) {
-            Ok(()) | Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
+        quota_changes::remove(c, &id, q.id)?;
     }
     c.in_doubt.clear(&Doubt::Quota(id.clone()));
     files::forget(&root, &id.name)

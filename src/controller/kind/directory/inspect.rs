@@ -6,8 +6,9 @@
 //! quota if it has one (a quota without a marker is an admin's, never a
 //! volume). Reads only.
 
+use super::account::Purpose;
 use super::classes::Resolved;
-use super::parent::{find, quota_list, Found};
+use super::parent::{find, find_for, quota_list, Found};
 use super::{files, quotas};
 use crate::controller::params::{KindParams, Mutable, Params, ParentRef, SpaceRef};
 use crate::controller::tags::{self, is_any_volume};
@@ -36,15 +37,16 @@ fn described(
     }
 }
 
-/// Directory volume `id` as it is now; its published nodes are its
-/// parent's (the ACL belongs to the parent).
+/// Directory volume `id` as it is now (its quota freshly listed, for its
+/// condition); its published nodes are its parent's (the ACL belongs to
+/// the parent).
 pub fn describe(c: &Controller, id: &SubdirId) -> Result<Described, Error> {
     let Found {
         parent,
         mtls,
         quota,
         ..
-    } = find(c, id)?;
+    } = find_for(c, id, Purpose::Fresh)?;
     Ok(described(&parent, mtls.as_ref(), id, quota.as_ref()))
 }
 
@@ -166,7 +168,7 @@ fn directories_of(c: &Controller, vol: VolumeId) -> Result<Vec<Described>, Error
     if marked.is_empty() {
         return Ok(Vec::new());
     }
-    let quotas = match quota_list(c, vol).1 {
+    let quotas = match quota_list(c, &parent, Purpose::Read).1 {
         Ok(quotas) => quotas,
         Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
         Err(e) => return Err(e),

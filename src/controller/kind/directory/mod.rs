@@ -11,6 +11,7 @@
 //! (`snapshots`). Its usage is read through `samples`, shown by the metrics
 //! (`observed`) and grown into by `autogrow`.
 
+mod account;
 mod autogrow;
 mod classes;
 mod create;
@@ -33,6 +34,7 @@ mod shares;
 pub mod snapshots;
 mod upkeep;
 
+pub use account::{Accounts, Reason};
 pub use autogrow::{round as autogrow_round, Autogrowth};
 pub use classes::ClassParents;
 pub use create::create;

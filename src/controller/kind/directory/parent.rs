@@ -6,6 +6,7 @@
 //! Reads only; the parent is mounted through `shares` and remembered for
 //! a short time in `parent_cache`.
 
+use super::account::Purpose;
 use super::quota_lists::QuotaList;
 use super::quotas;
 use super::{files, kept};
@@ -14,7 +15,7 @@ use crate::controller::params::ParentRef;
 use crate::controller::tags::{is_any_volume, is_restore_source};
 use crate::controller::volume::{id_of, require_mount_target};
 use crate::controller::Controller;
-use crate::handles::{SubdirId, VolumeId};
+use crate::handles::{DirName, SubdirId, VolumeId};
 use crate::linode::{Filesystem, MtlsMode, Quota, Status};
 use crate::Error;
 use std::path::PathBuf;
@@ -160,6 +161,11 @@ pub struct Found {
 /// driver's marker says it exists (a quota at its path alone is not a
 /// volume: an admin may have made it), and is not still being filled.
 pub fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
+    find_for(c, id, Purpose::Read)
+}
+
+/// `find`, with the quotas as fresh as `purpose` needs.
+pub fn find_for(c: &Controller, id: &SubdirId, purpose: Purpose) -> Result<Found, Error> {
     let parent = existing_parent(c, id.parent())?;
     let mtls = c.spaces.mtls_mode(id.space)?;
     let root = c.shares.root(&parent, mtls.as_ref())?;
@@ -171,7 +177,7 @@ pub fn find(c: &Controller, id: &SubdirId) -> Result<Found, Error> {
                 && !m.filling => {}
         _ => return Err(Error::NotFound(format!("volume {id} not found"))),
     }
-    let (read_at, listed) = quota_list(c, id.parent());
+    let (read_at, listed) = quota_list(c, &parent, purpose);
     let quotas = match listed {
         Ok(all) => all,
         Err(Error::Unimplemented(_)) => Vec::new(),
@@ -198,7 +204,7 @@ pub fn room_left(
     unknown: i64,
 ) -> Result<i64, Error> {
     let kept = kept::total(&c.shares.root(fs, mtls)?)?;
-    let (promised, used) = match quota_list(c, id_of(fs)).1 {
+    let (promised, used) = match quota_list(c, fs, Purpose::Read).1 {
         Ok(all) => (quotas::promised(&all), quotas::root_used(&all)),
         Err(Error::Unimplemented(_)) => (0, 0),
         Err(e) => return Err(e),
@@ -207,15 +213,56 @@ pub fn room_left(
     Ok((fs.capacity_bytes().unwrap_or(unknown) - taken).max(0))
 }
 
-/// The quotas of parent `vol` and when they were listed, from a list shared
-/// with the calls waiting with this one (`quota_lists`); a 404 forgets the
-/// remembered parent.
-pub fn quota_list(c: &Controller, vol: VolumeId) -> QuotaList {
+/// The quotas of parent `fs` as its account holds them (`account`), and
+/// the moment they were current: listed first (one list shared with the
+/// calls waiting with this one, `quota_lists`) when the account is due
+/// for `purpose`. A 404 forgets the remembered parent and its account.
+pub fn quota_list(c: &Controller, fs: &Filesystem, purpose: Purpose) -> QuotaList {
+    let vol = id_of(fs);
+    let reason = match c.accounts.held(vol, purpose) {
+        Ok(held) => return (held.0, Ok(held.1)),
+        Err(reason) => reason,
+    };
     let (read_at, listed) = c
         .quota_lists
         .list(vol, || c.cloud.list_quotas(vol.space, vol.filesystem));
-    if matches!(&listed, Err(e) if e.is_not_found()) {
-        c.parent_cache.forget(vol);
+    match listed {
+        Ok(all) => {
+            crate::metrics::account_read(reason.name());
+            let merged = c
+                .accounts
+                .merge(vol, read_at, all, |q| quotas::volume_name(q, fs));
+            check_markers(c, fs, merged.unchecked);
+            (merged.at, Ok(merged.quotas))
+        }
+        Err(e) => {
+            if e.is_not_found() {
+                c.parent_cache.forget(vol);
+                c.accounts.forget(vol);
+            }
+            (read_at, Err(e))
+        }
     }
-    (read_at, listed)
+}
+
+/// Tells the account of `fs` which of the volume directories `names`
+/// are another cluster's, by their markers; one that cannot be read is
+/// taken to be, so writes beside it read the account again first.
+fn check_markers(c: &Controller, fs: &Filesystem, names: Vec<DirName>) {
+    if names.is_empty() {
+        return;
+    }
+    let vol = id_of(fs);
+    let root = c
+        .spaces
+        .mtls_mode(fs.space_id)
+        .and_then(|mtls| c.shares.root(fs, mtls.as_ref()));
+    for name in names {
+        let foreign = match root.as_ref().map(|root| files::read_marker(root, &name)) {
+            Ok(Ok(Some(m))) => !m.is_of(c.marks.cluster()),
+            Ok(Ok(None)) => false,
+            Ok(Err(_)) | Err(_) => true,
+        };
+        c.accounts.checked(vol, name, foreign);
+    }
 }

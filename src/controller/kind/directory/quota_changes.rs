@@ -3,10 +3,13 @@
 //! within the room its parent has, answered only once the quota is
 //! `active` at the size asked, so the resizer is never told of a size not
 //! in force) and ControllerModifyVolume (`max-files`, its file-count
-//! limit). A volume without a quota has neither to change.
+//! limit). A volume without a quota has neither to change. Every write
+//! here, and the removal of a volume's quota, tells the parent's account
+//! what the backend answered.
 
+use super::account::{Purpose, Reason};
 use super::kept;
-use super::parent::find;
+use super::parent::{find, find_for};
 use super::room::Listed;
 use crate::controller::lock_keys::Lock;
 use crate::controller::params::Mutable;
@@ -23,7 +26,7 @@ use std::sync::Arc;
 /// growth the parent cannot hold is OutOfRange.
 pub fn expand(c: &Arc<Controller>, id: SubdirId, want: i64) -> Step<i64> {
     let guard = c.lock(Lock::Directory(id.clone()))?;
-    let found = find(c, &id)?;
+    let found = find_for(c, &id, Purpose::Write)?;
     let Some(quota) = found.quota.clone() else {
         return Err(Error::FailedPrecondition(format!(
             "volume {id} has no quota (its class is quota: best-effort or off), so it has no size to grow"
@@ -49,11 +52,10 @@ pub fn expand(c: &Arc<Controller>, id: SubdirId, want: i64) -> Step<i64> {
         max_capacity_bytes: Some(want),
         max_file_count: None,
     };
-    let updated = c
-        .cloud
-        .update_quota(id.space, id.filesystem, quota.id, &update)
-        .map_err(|e| e.error)?;
+    let updated = put(c, &id, quota.id, &update)?;
+    let c2 = c.clone();
     c.poller.quota(id.space, updated, move |q| {
+        c2.accounts.written(id.parent(), &id.name, &q);
         drop((guard, claim));
         done(q.max_capacity_bytes.unwrap_or(want))
     })
@@ -98,12 +100,47 @@ pub fn modify(c: &Arc<Controller>, id: SubdirId, mutable: Mutable) -> Step<()> {
         max_capacity_bytes: None,
         max_file_count: mutable.max_files,
     };
-    let updated = c
-        .cloud
-        .update_quota(id.space, id.filesystem, quota.id, &update)
-        .map_err(|e| e.error)?;
+    let updated = put(c, &id, quota.id, &update)?;
     c.poller.quota(id.space, updated, move |_| {
         drop(guard);
         done(())
     })
+}
+
+/// PUTs `update` to quota `quota_id` of volume `id`, telling the parent's
+/// account what the backend answered, or that it must be read again.
+fn put(c: &Controller, id: &SubdirId, quota_id: u64, update: &QuotaUpdate) -> Result<Quota, Error> {
+    match c
+        .cloud
+        .update_quota(id.space, id.filesystem, quota_id, update)
+    {
+        Ok(updated) => {
+            c.accounts.written(id.parent(), &id.name, &updated);
+            Ok(updated)
+        }
+        Err(e) => {
+            let reason = if e.maybe_applied {
+                Reason::InDoubt
+            } else {
+                Reason::Refused
+            };
+            c.accounts.due(id.parent(), reason);
+            Err(e.error)
+        }
+    }
+}
+
+/// DELETEs quota `quota_id` of volume `id` (one already gone is removed),
+/// telling the parent's account.
+pub fn remove(c: &Controller, id: &SubdirId, quota_id: u64) -> Result<(), Error> {
+    match c.cloud.delete_quota(id.space, id.filesystem, quota_id) {
+        Ok(()) | Err(Error::NotFound(_)) => {
+            c.accounts.deleted(id.parent(), quota_id);
+            Ok(())
+        }
+        Err(e) => {
+            c.accounts.due(id.parent(), Reason::Refused);
+            Err(e)
+        }
+    }
 }

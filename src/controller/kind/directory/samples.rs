@@ -6,9 +6,9 @@
 //! periodically (issue 36) is meant to replace this source; its readers
 //! only see `Sample`s. Nothing here decides what a sample means.
 
+use super::account::Purpose;
 use super::parent::quota_list;
 use super::quotas;
-use crate::controller::volume::id_of;
 use crate::controller::Controller;
 use crate::handles::DirName;
 use crate::linode::{naive_to_unix, Filesystem, Quota};
@@ -52,7 +52,7 @@ pub struct ParentSamples {
 
 /// The samples of the directory volumes of `fs`, from one list.
 pub fn of_parent(c: &Controller, fs: &Filesystem) -> Result<ParentSamples, Error> {
-    let quotas = quota_list(c, id_of(fs)).1?;
+    let quotas = quota_list(c, fs, Purpose::Fresh).1?;
     let samples = quotas
         .iter()
         .filter_map(|q| {

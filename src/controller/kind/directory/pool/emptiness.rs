@@ -4,7 +4,7 @@
 //! it has no quota but its root one. Anything unexpected counts as in use:
 //! what is pruned is deleted with everything on it.
 
-use super::members::vol_of;
+use crate::controller::kind::directory::account::Purpose;
 use crate::controller::kind::directory::parent::quota_list;
 use crate::controller::Controller;
 use crate::linode::Filesystem;
@@ -16,7 +16,9 @@ const DEPTH: u32 = 3;
 /// More entries than the driver's own empty directories.
 const ENTRIES: u32 = 16;
 
-pub(super) fn is_empty(c: &Controller, fs: &Filesystem) -> Result<bool, Error> {
+/// Whether `fs` is empty; `purpose` says how fresh its quotas must be
+/// (`Fresh` before it is deleted).
+pub(super) fn is_empty(c: &Controller, fs: &Filesystem, purpose: Purpose) -> Result<bool, Error> {
     if c.room.claimed(fs.space_id, fs.id) {
         return Ok(false);
     }
@@ -26,7 +28,7 @@ pub(super) fn is_empty(c: &Controller, fs: &Filesystem) -> Result<bool, Error> {
     if !only_empty_directories(&root, DEPTH, &mut budget)? {
         return Ok(false);
     }
-    match quota_list(c, vol_of(fs)).1 {
+    match quota_list(c, fs, purpose).1 {
         Ok(all) => Ok(all.iter().all(|q| q.is_root)),
         Err(Error::Unimplemented(_)) => Ok(true),
         Err(e) => Err(e),

@@ -56,6 +56,7 @@ pub(super) fn grow(
         pool.filesystem_bytes,
         match why {
             PoolGrowth::Room => "a volume no filesystem of the pool had room for",
+            PoolGrowth::Ahead => "the placements using up the room of the others",
             PoolGrowth::Spare => "a spare",
         }
     );

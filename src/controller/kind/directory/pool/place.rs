@@ -8,6 +8,7 @@
 //! ResourceExhausted, naming the pool, its filesystems and their room.
 
 use super::{grow, members, PoolKey};
+use crate::controller::kind::directory::account::Purpose;
 use crate::controller::kind::directory::files;
 use crate::controller::kind::directory::kept;
 use crate::controller::kind::directory::parent::{quota_list, room_left};
@@ -149,7 +150,7 @@ fn claim(
     let vol = members::vol_of(fs);
     let root = c.shares.root(fs, mtls)?;
     let kept = kept::total(&root)?;
-    let (read_at, listed) = quota_list(c, vol);
+    let (read_at, listed) = quota_list(c, fs, Purpose::Write);
     let seen = match listed {
         Ok(all) => Ok(all),
         Err(Error::Unimplemented(why)) => Err(why),
@@ -169,6 +170,9 @@ fn claim(
         return Ok(Err(NoRoom::none(fs)));
     }
     let claimed = c.room.claim(&listed, fs, &want.dir, want.capacity);
+    if claimed.is_ok() {
+        lock(&c.pools.promised).insert(vol, quotas::promised(all) + kept + want.capacity);
+    }
     Ok(claimed.map(|claim| (claim, (read_at, seen.clone()))))
 }
 
@@ -186,6 +190,9 @@ fn placed(
         Placement::Placed
     };
     metrics::pool_placement(&want.pool.name, outcome);
+    if claim.is_some() {
+        grow_ahead(c, want);
+    }
     let parent = fs.clone();
     grow::ready(c, fs).then(move |()| {
         done(Placed {
@@ -194,6 +201,74 @@ fn placed(
             guard,
         })
     })
+}
+
+/// Makes the pool's next filesystem now when placements are using up the
+/// room of those it has, so a burst never parks on an activation: the
+/// room of its active filesystems (as the last placements counted it) is
+/// kept at `pool-spares` filesystems' worth or more, and at least a quarter
+/// of one. Nothing is made while one is being made, at the pool's bound, or
+/// while another decision for the pool is under way (the next placement
+/// looks again). The new one is made ready once active, by no call.
+fn grow_ahead(c: &Arc<Controller>, want: &Want) {
+    let gate = c.pools.gate(&want.key);
+    let Ok(_decided) = gate.try_lock() else {
+        return;
+    };
+    let members = match members::list(c, &want.key, &want.region, false) {
+        Ok(members) => members,
+        Err(e) => {
+            log::warn!("pool \"{}\": {e}; it does not grow ahead", want.pool.name);
+            return;
+        }
+    };
+    if members.len() >= want.pool.max_filesystems as usize
+        || members.iter().any(|fs| fs.status == Status::Creating)
+    {
+        return;
+    }
+    let size = want.pool.filesystem_bytes;
+    let promised = lock(&c.pools.promised).clone();
+    let room: i64 = members
+        .iter()
+        .filter(|fs| fs.status == Status::Active)
+        .map(|fs| {
+            let taken = promised.get(&members::vol_of(fs)).copied().unwrap_or(0);
+            (fs.capacity_bytes().unwrap_or(size) - taken).max(0)
+        })
+        .sum();
+    let keep = (i64::from(want.pool.spares).saturating_mul(size)).max(size / 4);
+    if room >= keep {
+        return;
+    }
+    let made = match grow::grow(
+        c,
+        &want.key,
+        &want.pool,
+        &want.region,
+        &members,
+        PoolGrowth::Ahead,
+    ) {
+        Ok(fs) => fs,
+        Err(e) => {
+            log::warn!(
+                "pool \"{}\": growing ahead of demand failed: {e}",
+                want.pool.name
+            );
+            return;
+        }
+    };
+    let (c2, key, made_at) = (c.clone(), want.key.clone(), Instant::now());
+    let pause = lock(&c.pools.activation).unwrap_or_default();
+    let ready = c.timers.after(pause, move || {
+        let c3 = c2.clone();
+        c2.poller.filesystem(made, move |fs| {
+            *lock(&c3.pools.activation) = Some(made_at.elapsed());
+            members::remember(&c3, &key, &fs);
+            grow::ready(&c3, &fs)
+        })
+    });
+    c.rpc.detach("pool growth ahead of demand", ready);
 }
 
 /// No filesystem of those listed had room (`left`: each one's room): try
@@ -230,17 +305,21 @@ fn no_room(
         drop(decided);
         return attempt(c, want, guard, true);
     }
+    let mut made_at = None;
     let making =
         match known.or_else(|| now.iter().find(|fs| fs.status == Status::Creating).cloned()) {
             Some(fs) => fs,
-            None if now.len() < want.pool.max_filesystems as usize => grow::grow(
-                c,
-                &want.key,
-                &want.pool,
-                &want.region,
-                &now,
-                PoolGrowth::Room,
-            )?,
+            None if now.len() < want.pool.max_filesystems as usize => {
+                made_at = Some(Instant::now());
+                grow::grow(
+                    c,
+                    &want.key,
+                    &want.pool,
+                    &want.region,
+                    &now,
+                    PoolGrowth::Room,
+                )?
+            }
             None => {
                 metrics::pool_placement(&want.pool.name, Placement::Exhausted);
                 return Err(exhausted(&want, &now, &left));
@@ -259,6 +338,9 @@ fn no_room(
         .filesystem(making, done)
         .then_result(move |waited| match waited {
             Ok(fs) => {
+                if let Some(at) = made_at {
+                    *lock(&c2.pools.activation) = Some(at.elapsed());
+                }
                 members::remember(&c2, &want.key, &fs);
                 attempt(&c2, want, guard, true)
             }

@@ -9,6 +9,7 @@
 //! placements claim room under, then checked again.
 
 use super::{emptiness, grow, members, PoolKey};
+use crate::controller::kind::directory::account::Purpose;
 use crate::controller::params::PoolParams;
 use crate::controller::{tags, Controller};
 use crate::linode::{Filesystem, Status};
@@ -79,7 +80,7 @@ fn tend_pool(
             discard_failed(c, &key, fs)?;
         } else if fs.status != Status::Active {
             in_use += 1;
-        } else if emptiness::is_empty(c, fs)? {
+        } else if emptiness::is_empty(c, fs, Purpose::Read)? {
             empty.push(fs);
         } else {
             in_use += 1;
@@ -165,7 +166,7 @@ fn prune(c: &Arc<Controller>, key: &PoolKey, fs: &Filesystem, since: u64) -> Res
     {
         let gate = c.pools.gate(key);
         let _decided = lock(&gate);
-        if !emptiness::is_empty(c, fs)? {
+        if !emptiness::is_empty(c, fs, Purpose::Fresh)? {
             return Ok(());
         }
         lock(&c.pools.pruned).insert(vol);
@@ -182,6 +183,7 @@ fn prune(c: &Arc<Controller>, key: &PoolKey, fs: &Filesystem, since: u64) -> Res
         return Err(e.context(format!("delete empty pool filesystem {vol}")));
     }
     c.parent_cache.forget(vol);
+    c.accounts.forget(vol);
     lock(&c.pools.ready).remove(&vol);
     metrics::pool_filesystem_pruned(&key.1);
     log::info!(

@@ -24,6 +24,7 @@ pub use holders::Temporaries;
 pub use jobs::Fills;
 pub use temporary::sweep as sweep_temporaries;
 
+use super::account::Purpose;
 use super::files;
 use super::parent::{existing_parent, quota_list};
 use super::quotas;
@@ -287,7 +288,7 @@ fn discard(
         _ => return Ok(()),
     }
     let parent = existing_parent(c, id.parent())?;
-    let quotas = match quota_list(c, id.parent()).1 {
+    let quotas = match quota_list(c, &parent, Purpose::Read).1 {
         Ok(all) => all,
         Err(Error::Unimplemented(_) | Error::NotFound(_)) => Vec::new(),
         Err(e) => return Err(e),
@@ -296,10 +297,7 @@ fn discard(
         .iter()
         .filter(|q| quotas::is_for(q, &parent, &id.name))
     {
-        match c.cloud.delete_quota(id.space, id.filesystem, q.id) {
-            Ok(()) | Err(Error::NotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
+        super::quota_changes::remove(c, id, q.id)?;
     }
     c.in_doubt.clear(&Doubt::Quota(id.clone()));
     files::roll_back(root, &id.name, &id.to_string())?;
