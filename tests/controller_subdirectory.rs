@@ -818,3 +818,51 @@ fn an_admins_quota_made_during_a_burst_is_counted_from_the_next_read() {
     // What fits beside the admin's quota is made, and no more.
     assert_eq!(own(), blind.max(PARENT_CAPACITY - ADMIN));
 }
+
+/// A controller whose lease lapsed may have missed another process's
+/// writes while it stood by: once it holds the lease again it lists each
+/// parent before trusting its account, so a quota made meanwhile is
+/// counted by the very first create.
+#[test]
+fn a_regained_lease_lists_the_parent_again_before_the_first_create() {
+    let w = world_with(|s| {
+        s.env("LINODE_REQUEST_TIMEOUT", "1s")
+            .env("LEASE_DURATION", "3s")
+            .env("LEASE_RENEW_DEADLINE", "1500ms")
+            .env("LEASE_RETRY_PERIOD", "300ms")
+    });
+    w.create_ok("pvc-a", 10 * GIB, &[]);
+    w.env.kube.cut_off_leases(true);
+    common::wait_for(
+        "the holder to stop writing",
+        std::time::Duration::from_secs(10),
+        || {
+            w.create("pvc-cut", GIB, &[])
+                .is_err_and(|e| code_of(&e) == Code::UNAVAILABLE)
+        },
+    );
+    // Another writer's 85 GiB while this one stands by.
+    let added = common::linode::request(
+        &w.env.linode,
+        "POST",
+        &format!("v4beta/nfs/spaces/7/filesystems/{}/quotas", w.parent),
+        &[],
+        Some(serde_json::json!({"path": "/team-data", "max_capacity_bytes": 85 * GIB})),
+    );
+    assert_eq!(added.status, 200, "{}", added.text);
+    w.env.kube.cut_off_leases(false);
+    let mut answer = None;
+    common::wait_for(
+        "the holder to write again",
+        std::time::Duration::from_secs(10),
+        || {
+            let got = w.create("pvc-big", 5 * GIB, &[]);
+            let writing = !got.as_ref().is_err_and(|e| code_of(e) == Code::UNAVAILABLE);
+            answer = Some(got);
+            writing
+        },
+    );
+    // 10 GiB + pvc-cut's 1 GiB (made before the holder stopped, or not) and
+    // the other writer's 85 GiB leave less than 5 GiB.
+    assert_eq!(err_code(answer.unwrap()), Code::RESOURCE_EXHAUSTED);
+}

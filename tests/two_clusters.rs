@@ -13,7 +13,7 @@ use common::controller::*;
 use common::requests::*;
 use common::rpc::*;
 use common::subdir::{mounting, P_SHARED_LABEL, P_TYPE};
-use common::{share, wait_for, TempDir, CLUSTER_ID, CLUSTER_TAG};
+use common::{share, wait_for, Driver, TempDir, CLUSTER_ID, CLUSTER_TAG};
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::dev::emulate_exports;
 use linode_nfs_csi::dev::exports::Exports;
@@ -69,8 +69,17 @@ fn parent_of(volume_id: &str) -> u64 {
     volume_id.split('/').nth(1).unwrap().parse().unwrap()
 }
 
-#[test]
-fn two_clusters_share_a_space_a_parent_and_a_pool_name_without_touching_each_other() {
+/// Our controller and staging's on one fake backend with the shared
+/// parent seeded, each mounting under a directory of its own, their
+/// upkeep every `interval`.
+struct Two {
+    env: Env,
+    staging: Driver,
+    helper_dir: TempDir,
+    _shares: [TempDir; 2],
+}
+
+fn two_clusters(interval: &str) -> Two {
     let helper_dir = TempDir::new("two-clusters-helper");
     let (shares, their_shares) = (
         TempDir::new("two-clusters-shares"),
@@ -87,7 +96,7 @@ fn two_clusters_share_a_space_a_parent_and_a_pool_name_without_touching_each_oth
         &helper,
         shares.path(),
     )
-    .env("MAINTENANCE_INTERVAL", "200ms");
+    .env("MAINTENANCE_INTERVAL", interval);
     let env = setup.start();
     emulate_exports(
         &env.linode,
@@ -104,6 +113,48 @@ fn two_clusters_share_a_space_a_parent_and_a_pool_name_without_touching_each_oth
             ),
         ],
     );
+    Two {
+        env,
+        staging,
+        helper_dir,
+        _shares: [shares, their_shares],
+    }
+}
+
+/// A parent another cluster writes to is listed again before every create
+/// on it, however fresh this controller's account of it is (there is no
+/// upkeep here, and the account's age bound is a minute): what the other
+/// cluster promised since this one's last list is always counted.
+#[test]
+fn a_parent_another_cluster_writes_to_is_listed_before_every_create_on_it() {
+    let two = two_clusters("0s");
+    let (ours, theirs) = (two.env.client.clone(), two.staging.controller());
+    create(&theirs, &on_parent("pvc-b", 2 * GIB, "delete"));
+    // Our account is seeded now, and finds staging's volume on the parent.
+    create(&ours, &on_parent("pvc-a", 2 * GIB, "delete"));
+    create(&theirs, &on_parent("pvc-c", 4 * GIB, "delete"));
+    // 8 GiB of 10 are promised: 3 GiB more is refused, 2 GiB fits.
+    assert_code(
+        ours.create_volume(&on_parent("pvc-big", 3 * GIB, "delete")),
+        Code::RESOURCE_EXHAUSTED,
+        "staging's newest quota is counted",
+    );
+    create(&ours, &on_parent("pvc-d", 2 * GIB, "delete"));
+    let promised: i64 = two
+        .env
+        .linode
+        .quotas()
+        .iter()
+        .filter(|q| !q.is_root)
+        .map(|q| q.max_capacity_bytes.unwrap_or(0))
+        .sum();
+    assert_eq!(promised, PARENT_BYTES);
+}
+
+#[test]
+fn two_clusters_share_a_space_a_parent_and_a_pool_name_without_touching_each_other() {
+    let two = two_clusters("200ms");
+    let (env, staging, helper_dir) = (&two.env, &two.staging, &two.helper_dir);
     let (ours, theirs) = (env.client.clone(), staging.controller());
     let export = share::export_dir(
         helper_dir.path(),

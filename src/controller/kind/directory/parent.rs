@@ -216,9 +216,15 @@ pub fn room_left(
 /// The quotas of parent `fs` as its account holds them (`account`), and
 /// the moment they were current: listed first (one list shared with the
 /// calls waiting with this one, `quota_lists`) when the account is due
-/// for `purpose`. A 404 forgets the remembered parent and its account.
+/// for `purpose`, and always on a standby, whose account its own writes do
+/// not keep. A 404 forgets the remembered parent and its account.
 pub fn quota_list(c: &Controller, fs: &Filesystem, purpose: Purpose) -> QuotaList {
     let vol = id_of(fs);
+    let purpose = if c.lease.is_held() {
+        purpose
+    } else {
+        Purpose::Fresh
+    };
     let reason = match c.accounts.held(vol, purpose) {
         Ok(held) => return (held.0, Ok(held.1)),
         Err(reason) => reason,
