@@ -61,7 +61,7 @@ pub(super) const SERVING: &[Setting] = &[
     Setting {
         var: "MAINTENANCE_INTERVAL",
         default: "60s",
-        help: "controller: how often it tends the pools of shared filesystems (spares, pruning), deletes restores' temporary filesystems that no restore holds, and samples directory volumes' usage and grows those past their autogrow-threshold (0s: never)",
+        help: "controller: how often it tends the pools of shared filesystems (spares, pruning), deletes restores' temporary filesystems that no restore holds, and samples directory volumes' usage and grows those past their autogrow-threshold (0s: never); also how long it trusts its account of a shared parent's quotas before listing them again (a minute when 0s)",
     },
     Setting {
         var: "FILL_TIMEOUT",
