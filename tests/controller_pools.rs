@@ -254,6 +254,75 @@ fn a_pool_grows_one_filesystem_at_a_time_packs_volumes_and_stops_at_its_bound() 
     w.admin_is_untouched();
 }
 
+/// With `pool-spares: 1` the pool makes its next filesystem while
+/// placements use up the ones it has: a single create now and then never
+/// makes more than the spare, and a burst on the warm pool never waits for
+/// a new filesystem (the driver logs each create that does).
+#[test]
+fn a_burst_on_a_warm_pool_never_waits_for_a_new_filesystem() {
+    let w = pool_world(|s| s);
+    let spare = class(
+        "spare",
+        &[
+            (P_POOL_SIZE, "3Gi"),
+            (P_POOL_MAX, "6"),
+            (P_POOL_SPARES, "1"),
+        ],
+    );
+    let parked = || {
+        w.env
+            .driver
+            .logs()
+            .matches("waits for new pool filesystem")
+            .count()
+    };
+    // GetCapacity counts a filesystem's room once the driver has it ready
+    // for placements (a filesystem being made counts as one it may make).
+    let ready_with = |bytes: i64| {
+        wait_for("the filesystem made ahead to be ready", PATIENCE, || {
+            w.capacity(&spare) == bytes
+        })
+    };
+    // Cold: the first create waits for the first filesystem; the second is
+    // made ahead at once, as the spare.
+    w.create("pvc-0", GIB, &spare).unwrap();
+    ready_with(2 * GIB + 3 * GIB + 4 * 3 * GIB);
+    let cold = parked();
+    // One by one, the first filesystem fills; the spare stays the spare.
+    for i in 1..3 {
+        w.create(&format!("pvc-{i}"), GIB, &spare).unwrap();
+    }
+    assert_eq!(
+        w.pool("spare").len(),
+        2,
+        "a trickle makes no more than the spare"
+    );
+    // Two bursts of a filesystem's worth: each fills the spare while the
+    // next is made, and none waits.
+    for burst in 0..2 {
+        let creates: Vec<_> = (0..3)
+            .map(|i| {
+                let (client, req) = (
+                    w.env.client.clone(),
+                    request(&format!("pvc-burst-{burst}-{i}"), GIB, &spare),
+                );
+                std::thread::spawn(move || client.create_volume(&req))
+            })
+            .collect();
+        for c in creates {
+            c.join().unwrap().unwrap();
+        }
+        ready_with(3 * GIB + (6 - 3 - burst) * 3 * GIB);
+    }
+    assert_eq!(
+        parked(),
+        cold,
+        "a create of a burst waited: {}",
+        w.env.driver.logs()
+    );
+    assert_eq!(w.pool_posts(), 4);
+}
+
 #[test]
 fn empty_pool_filesystems_are_pruned_after_their_grace_and_spares_kept_across_a_crash() {
     let mut w = pool_world(|s| {

@@ -112,6 +112,8 @@ pub struct Controller {
     pub(super) timers: Timers,
     /// Quota lists of shared parents, shared by the calls that need one at once...
     pub(super) quota_lists: QuotaLists,
+    /// The backend for steps that finish what a call began (`Cloud::finishing`).
+    pub(super) finishing: Arc<dyn Cloud>,
     /// ...and what they and the controller's own writes say of each parent.
     pub(super) accounts: Accounts,
     /// Shared parents as last read (`SPACE_CACHE_TTL`).
@@ -144,6 +146,7 @@ impl Controller {
         Controller {
             poller: Poller::new(deps.cloud.clone(), deps.wait),
             spaces: Spaces::new(deps.cloud.clone(), deps.space_cache_ttl),
+            finishing: deps.cloud.finishing(),
             cloud: deps.cloud,
             lease: deps.lease,
             marks: Marks::new(&deps.cluster_id),

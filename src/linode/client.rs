@@ -216,6 +216,13 @@ impl Cloud for LinodeCloud {
         })
     }
 
+    fn finishing(&self) -> Arc<dyn Cloud> {
+        Arc::new(LinodeCloud {
+            transport: self.transport.finishing(),
+            learnt: self.learnt.clone(),
+        })
+    }
+
     fn rate_limit(&self, class: RequestClass) -> RateLimitState {
         self.transport.rate_limit(class)
     }

@@ -40,6 +40,12 @@ pub trait Cloud: Send + Sync {
     /// under way.
     fn single_attempt(&self) -> std::sync::Arc<dyn Cloud>;
 
+    /// The same backend, its requests served before new work when the
+    /// budget runs low (retried as usual): for the steps that finish what
+    /// a call already began, such as a new filesystem's squash policy, so
+    /// that they do not queue behind a burst of new creates.
+    fn finishing(&self) -> std::sync::Arc<dyn Cloud>;
+
     /// The token's budget of `class` as the API last reported it (nothing
     /// known for a backend that sends no rate-limit headers).
     fn rate_limit(&self, class: RequestClass) -> RateLimitState {

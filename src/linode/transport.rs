@@ -396,6 +396,15 @@ impl Transport {
         }
     }
 
+    /// The same transport, its requests finishing work already under way:
+    /// retried as usual, and waiting work at the pacer.
+    pub fn finishing(&self) -> Transport {
+        Transport {
+            work: Work::Waiting,
+            ..self.clone()
+        }
+    }
+
     /// The token's budget of `class` as the API last reported it.
     pub fn rate_limit(&self, class: RequestClass) -> RateLimitState {
         self.pacer.state(class)

@@ -75,10 +75,22 @@ struct Pool {
 
 #[derive(Default)]
 struct PoolState {
+    /// New calls, in arrival order...
     queue: VecDeque<Job>,
+    /// ...and the rest of work already under way (a parked flow resumed,
+    /// an abandoned call's answer), which goes first: a burst of new calls
+    /// never holds back the calls (and detached flows) it waits behind.
+    resumed: VecDeque<Job>,
     /// Requests accepted and not yet answered: queued, running, parked or
     /// answered inline.
     in_flight: usize,
+}
+
+impl PoolState {
+    /// The job a free worker runs next: work under way first.
+    fn next(&mut self) -> Option<Job> {
+        self.resumed.pop_front().or_else(|| self.queue.pop_front())
+    }
 }
 
 impl Rpc {
@@ -237,7 +249,7 @@ impl Rpc {
                 let resumed = to.clone();
                 let pending = parked.park(Box::new(move |rest| {
                     let again = rpc.clone();
-                    rpc.pool.push(Box::new(move || {
+                    rpc.pool.push_resumed(Box::new(move || {
                         let step = run_guarded(method, rest);
                         again.drive(resumed, method, step);
                     }));
@@ -311,7 +323,7 @@ impl Waiting for Call {
         let reply = lock(&self.reply).take();
         if let Some(reply) = reply {
             let pool = self.pool.clone();
-            self.pool.push(Box::new(move || {
+            self.pool.push_resumed(Box::new(move || {
                 futures_executor::block_on(reply.send(Err(err)));
                 pool.finish();
             }));
@@ -398,11 +410,17 @@ impl Pool {
         true
     }
 
-    /// Queues `job`; it never refuses. Admission is [`Pool::admit`]'s, once
-    /// per call, so the rest of an accepted call (a resumed flow, an
-    /// abandoned call's answer) always runs.
+    /// Queues a new call's `job`; it never refuses. Admission is
+    /// [`Pool::admit`]'s, once per call.
     fn push(&self, job: Job) {
         lock(&self.state).queue.push_back(job);
+        self.work_ready.notify_one();
+    }
+
+    /// Queues the rest of an accepted call (a resumed flow, an abandoned
+    /// call's answer), ahead of new calls; it always runs.
+    fn push_resumed(&self, job: Job) {
+        lock(&self.state).resumed.push_back(job);
         self.work_ready.notify_one();
     }
 
@@ -423,7 +441,7 @@ impl Pool {
             let job = {
                 let mut state = lock(&self.state);
                 loop {
-                    if let Some(job) = state.queue.pop_front() {
+                    if let Some(job) = state.next() {
                         break job;
                     }
                     state = wait(&self.work_ready, state);
@@ -457,6 +475,30 @@ fn run_guarded<T>(method: &str, work: impl FnOnce() -> crate::Result<T>) -> crat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resumed_work_runs_before_new_calls() {
+        let pool = Pool {
+            state: Mutex::default(),
+            work_ready: Condvar::new(),
+            idle: Condvar::new(),
+            capacity: 10,
+        };
+        let order = Arc::new(Mutex::new(Vec::new()));
+        for (n, resumed) in [(1, false), (2, true), (3, false), (4, true)] {
+            let order = order.clone();
+            let job: Job = Box::new(move || lock(&order).push(n));
+            if resumed {
+                pool.push_resumed(job);
+            } else {
+                pool.push(job);
+            }
+        }
+        while let Some(job) = lock(&pool.state).next() {
+            job();
+        }
+        assert_eq!(*lock(&order), [2, 4, 1, 3]);
+    }
 
     #[test]
     fn drain_waits_for_in_flight_work() {

@@ -39,7 +39,7 @@ use crate::handles::VolumeId;
 use crate::linode::{FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, SquashPolicy};
 use crate::Error;
 use cache::{Acl, Written};
-use policy::{no_filesystem_policy, read_policy};
+use policy::{no_filesystem_policy, read_policy_through};
 use queue::{Answer, Change};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -150,7 +150,14 @@ fn apply_batch(
     if let Err(e) = c.in_doubt.check(&Doubt::Policy(vol), &what) {
         return done(batch.iter().map(|_| Err(e.clone())).collect());
     }
-    let current = match read_policy(c, vol, c.acl_cache.ticket(vol)) {
+    // A squash policy finishes a create whose filesystem is made (or makes
+    // a pool filesystem ready): it goes before new work at the pacer.
+    let cloud = if batch.iter().any(|ch| matches!(ch, Change::Squash { .. })) {
+        c.finishing.clone()
+    } else {
+        c.cloud.clone()
+    };
+    let current = match read_policy_through(c, cloud.as_ref(), vol, c.acl_cache.ticket(vol)) {
         Ok(Some(p)) => p,
         Ok(None) => {
             let e = no_filesystem_policy(format!("filesystem {vol}"));
@@ -238,9 +245,7 @@ fn apply_batch(
         },
     };
     let writing = c.acl_cache.write(vol);
-    let written = c
-        .cloud
-        .put_filesystem_access_policy(vol.space, vol.filesystem, &update);
+    let written = cloud.put_filesystem_access_policy(vol.space, vol.filesystem, &update);
     let written: Step<()> = match written {
         Ok(policy) => {
             writing.finish(Written::Applied(Acl::of(&policy)));

@@ -8,7 +8,7 @@ use super::cache::{Acl, Plan, Ticket};
 use crate::controller::lock_keys::Doubt;
 use crate::controller::Controller;
 use crate::handles::VolumeId;
-use crate::linode::FilesystemAccessPolicy;
+use crate::linode::{Cloud, FilesystemAccessPolicy};
 use crate::Error;
 
 /// FailedPrecondition for a change to `what` that needs a filesystem's own
@@ -66,9 +66,17 @@ pub fn read_policy(
     vol: VolumeId,
     ticket: Ticket,
 ) -> Result<Option<FilesystemAccessPolicy>, Error> {
-    let read = c
-        .cloud
-        .get_filesystem_access_policy(vol.space, vol.filesystem);
+    read_policy_through(c, c.cloud.as_ref(), vol, ticket)
+}
+
+/// `read_policy`, sent through `cloud`.
+pub fn read_policy_through(
+    c: &Controller,
+    cloud: &dyn Cloud,
+    vol: VolumeId,
+    ticket: Ticket,
+) -> Result<Option<FilesystemAccessPolicy>, Error> {
+    let read = cloud.get_filesystem_access_policy(vol.space, vol.filesystem);
     let found = match &read {
         Ok(Some(policy)) => Some(Some(Acl::of(policy))),
         Ok(None) => Some(Some(Acl::NoPolicy)),

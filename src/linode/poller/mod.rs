@@ -287,6 +287,9 @@ mod tests {
         fn single_attempt(&self) -> Arc<dyn Cloud> {
             Arc::new(Panics)
         }
+        fn finishing(&self) -> Arc<dyn Cloud> {
+            Arc::new(Panics)
+        }
         panicking! {
             list_spaces() -> crate::Result<Vec<Space>>;
             get_space(a: u64) -> crate::Result<Space>;

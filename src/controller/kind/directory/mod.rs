@@ -3,7 +3,8 @@
 //! never deletes, or one of a pool the driver runs, `pool`), carrying the
 //! driver's ownership marker and capped by a quota. The parent is mounted on the controller (`shares`), its files
 //! made and removed through descriptors (`files`), its quotas found by
-//! path (`quotas`), its room counted with what calls under way claim
+//! path (`quotas`) and held in the active controller's account of the
+//! parent (`account`), its room counted with what calls under way claim
 //! (`room`) and what deleted volumes keep (`kept`); the parents a cluster
 //! uses are the ones its StorageClasses name (`classes`). A directory
 //! volume is its marker: without it nothing is listed, published, grown

@@ -4,7 +4,8 @@
 //! volume, and an existing volume itself, which is its ownership marker
 //! (a quota at its path alone is not a volume: an admin may have made it).
 //! Reads only; the parent is mounted through `shares` and remembered for
-//! a short time in `parent_cache`.
+//! a short time in `parent_cache`, and its quotas are read through its
+//! account (`quota_list`), which lists them when it is due.
 
 use super::account::Purpose;
 use super::quota_lists::QuotaList;

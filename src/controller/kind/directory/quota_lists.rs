@@ -1,5 +1,5 @@
 //! Quota lists of shared parents, shared by the calls that need one at the
-//! same time (creates, snapshots, expansions, reads of directory volumes).
+//! same time (the seeds and re-reads of the parents' accounts, `account`).
 //! A quota list is one of Linode's scarce paginated requests, and a burst
 //! of creates on one parent would otherwise send one each. A call waits
 //! for the next list of its parent that starts after it arrived, never

@@ -1,6 +1,6 @@
 //! The room on shared parents that creates and expansions still under way
-//! have claimed. A quota's POST or update is seen in the parent's quota list
-//! only once it is sent, so calls that read the list at the same time would
+//! have claimed. A quota's POST or update is seen in the parent's account
+//! only once it is answered, so calls that read it at the same time would
 //! each find room for themselves and together promise more than the parent
 //! holds. A claim is checked against the list and every other claim at
 //! once, and lasts until its call ends, when the backend shows the quota
@@ -8,7 +8,7 @@
 //! before it was given up (that list may not show its quota), so a call
 //! finishing between another's list and claim is counted by one of them.
 //! It knows nothing of the backend itself: the caller hands it the quotas
-//! it read, and when it began reading them.
+//! it read, and the moment they were current.
 
 use super::quotas::{self, NoRoom};
 use crate::handles::DirName;
@@ -106,9 +106,14 @@ impl Room {
 impl Room {
     /// Whether a call under way holds a claim on parent `(space, fs)`.
     pub fn claimed(&self, space: u64, fs: u64) -> bool {
-        lock(&self.0)
-            .get(&(space, fs))
-            .is_some_and(|claims| claims.values().any(|h| h.released.is_none()))
+        self.under_way(space, fs) > 0
+    }
+
+    /// How many calls under way hold a claim on parent `(space, fs)`.
+    pub fn under_way(&self, space: u64, fs: u64) -> usize {
+        lock(&self.0).get(&(space, fs)).map_or(0, |claims| {
+            claims.values().filter(|h| h.released.is_none()).count()
+        })
     }
 }
 

@@ -1,10 +1,10 @@
 //! The seam every reader of directory volumes' usage goes through (autogrow,
-//! the usage metrics): per parent, one quota list a round (shared with the
-//! calls that list at the same time, `quota_lists`), read as one sample of
-//! each volume it caps: the bytes used as the backend last counted them,
-//! when it counted, and the quota's size. A per-parent account re-read
-//! periodically (issue 36) is meant to replace this source; its readers
-//! only see `Sample`s. Nothing here decides what a sample means.
+//! the usage metrics): per parent, one fresh list of its account a round
+//! (`account`; shared with the calls that list at the same time), read as
+//! one sample of each volume it caps: the bytes used as the backend last
+//! counted them, when it counted, and the quota's size. That list is also
+//! the account's periodic one. Its readers only see `Sample`s. Nothing here
+//! decides what a sample means.
 
 use super::account::Purpose;
 use super::parent::quota_list;

@@ -24,7 +24,7 @@ use crate::linode::Filesystem;
 use crate::mutex::lock;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A pool, by its Space and name.
 type PoolKey = (u64, String);
@@ -48,10 +48,6 @@ pub struct Pools {
     /// The Spaces of the pools used since the start, tended beside those
     /// the StorageClasses name.
     spaces: Mutex<BTreeSet<u64>>,
-    /// How long the last pool filesystem this process made took to become
-    /// active: a growth ahead of demand, which no call waits for, is not
-    /// polled before that much time has passed.
-    activation: Mutex<Option<Duration>>,
 }
 
 impl Pools {

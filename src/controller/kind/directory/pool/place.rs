@@ -203,13 +203,19 @@ fn placed(
     })
 }
 
+/// Creates under way on a pool from which placements are a burst.
+const BURST: usize = 8;
+
 /// Makes the pool's next filesystem now when placements are using up the
-/// room of those it has, so a burst never parks on an activation: the
-/// room of its active filesystems (as the last placements counted it) is
-/// kept at `pool-spares` filesystems' worth or more, and at least a quarter
-/// of one. Nothing is made while one is being made, at the pool's bound, or
-/// while another decision for the pool is under way (the next placement
-/// looks again). The new one is made ready once active, by no call.
+/// room of those it has, so a burst never parks on an activation: the room
+/// of its filesystems (as the last placements counted it; one being made
+/// counts whole) is kept at `pool-spares` filesystems' worth (half of one
+/// with none), and during a burst (`BURST` creates under way on the pool)
+/// one filesystem's worth more, so that a new one has a whole filesystem's
+/// placements to become active and ready. Nothing is made at the pool's
+/// bound, or while another decision for the pool is under way (the next
+/// placement looks again). The new one is made ready once active, by no
+/// call, and placed on only then.
 fn grow_ahead(c: &Arc<Controller>, want: &Want) {
     let gate = c.pools.gate(&want.key);
     let Ok(_decided) = gate.try_lock() else {
@@ -222,22 +228,35 @@ fn grow_ahead(c: &Arc<Controller>, want: &Want) {
             return;
         }
     };
-    if members.len() >= want.pool.max_filesystems as usize
-        || members.iter().any(|fs| fs.status == Status::Creating)
-    {
+    if members.len() >= want.pool.max_filesystems as usize {
         return;
     }
     let size = want.pool.filesystem_bytes;
     let promised = lock(&c.pools.promised).clone();
     let room: i64 = members
         .iter()
-        .filter(|fs| fs.status == Status::Active)
-        .map(|fs| {
-            let taken = promised.get(&members::vol_of(fs)).copied().unwrap_or(0);
-            (fs.capacity_bytes().unwrap_or(size) - taken).max(0)
+        .map(|fs| match fs.status {
+            Status::Active => {
+                let taken = promised.get(&members::vol_of(fs)).copied().unwrap_or(0);
+                (fs.capacity_bytes().unwrap_or(size) - taken).max(0)
+            }
+            Status::Creating => size,
+            _ => 0,
         })
         .sum();
-    let keep = (i64::from(want.pool.spares).saturating_mul(size)).max(size / 4);
+    let under_way: usize = members
+        .iter()
+        .map(|fs| c.room.under_way(fs.space_id, fs.id))
+        .sum();
+    let spares = match want.pool.spares {
+        0 => size / 2,
+        n => i64::from(n).saturating_mul(size),
+    };
+    let keep = if under_way >= BURST {
+        spares.saturating_add(size)
+    } else {
+        spares
+    };
     if room >= keep {
         return;
     }
@@ -258,14 +277,14 @@ fn grow_ahead(c: &Arc<Controller>, want: &Want) {
             return;
         }
     };
-    let (c2, key, made_at) = (c.clone(), want.key.clone(), Instant::now());
-    let pause = lock(&c.pools.activation).unwrap_or_default();
-    let ready = c.timers.after(pause, move || {
+    // Placements see it once it is ready, so none parks on its readiness
+    // while the others still have room.
+    let (c2, key) = (c.clone(), want.key.clone());
+    let ready = c.poller.filesystem(made, move |fs| {
         let c3 = c2.clone();
-        c2.poller.filesystem(made, move |fs| {
-            *lock(&c3.pools.activation) = Some(made_at.elapsed());
+        grow::ready(&c2, &fs).then(move |()| {
             members::remember(&c3, &key, &fs);
-            grow::ready(&c3, &fs)
+            done(())
         })
     });
     c.rpc.detach("pool growth ahead of demand", ready);
@@ -305,21 +324,17 @@ fn no_room(
         drop(decided);
         return attempt(c, want, guard, true);
     }
-    let mut made_at = None;
     let making =
         match known.or_else(|| now.iter().find(|fs| fs.status == Status::Creating).cloned()) {
             Some(fs) => fs,
-            None if now.len() < want.pool.max_filesystems as usize => {
-                made_at = Some(Instant::now());
-                grow::grow(
-                    c,
-                    &want.key,
-                    &want.pool,
-                    &want.region,
-                    &now,
-                    PoolGrowth::Room,
-                )?
-            }
+            None if now.len() < want.pool.max_filesystems as usize => grow::grow(
+                c,
+                &want.key,
+                &want.pool,
+                &want.region,
+                &now,
+                PoolGrowth::Room,
+            )?,
             None => {
                 metrics::pool_placement(&want.pool.name, Placement::Exhausted);
                 return Err(exhausted(&want, &now, &left));
@@ -338,9 +353,6 @@ fn no_room(
         .filesystem(making, done)
         .then_result(move |waited| match waited {
             Ok(fs) => {
-                if let Some(at) = made_at {
-                    *lock(&c2.pools.activation) = Some(at.elapsed());
-                }
                 members::remember(&c2, &want.key, &fs);
                 attempt(&c2, want, guard, true)
             }
