@@ -2,8 +2,8 @@
 //! the usage metrics): per parent, one fresh list of its account a round
 //! (`account`; shared with the calls that list at the same time), read as
 //! one sample of each volume it caps: the bytes used as the backend last
-//! counted them, when it counted, and the quota's size. That list is also
-//! the account's periodic one. Its readers only see `Sample`s. Nothing here
+//! counted them, when it counted, and the quota's size. That list also
+//! refreshes the account, each round. Its readers only see `Sample`s. Nothing here
 //! decides what a sample means.
 
 use super::account::Purpose;
