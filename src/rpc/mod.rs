@@ -79,17 +79,26 @@ struct PoolState {
     queue: VecDeque<Job>,
     /// ...and the rest of work already under way (a parked flow resumed,
     /// an abandoned call's answer), which goes first: a burst of new calls
-    /// never holds back the calls (and detached flows) it waits behind.
+    /// never holds back the calls (and detached flows) it waits behind...
     resumed: VecDeque<Job>,
+    /// ...and of those, detached flows (a batch applied for several calls,
+    /// a pool filesystem made ready) go first of all: calls wait on them,
+    /// and a burst of resumed calls must not hold back what they all need
+    /// next.
+    detached: VecDeque<Job>,
     /// Requests accepted and not yet answered: queued, running, parked or
     /// answered inline.
     in_flight: usize,
 }
 
 impl PoolState {
-    /// The job a free worker runs next: work under way first.
+    /// The job a free worker runs next: work under way first, detached
+    /// flows before calls.
     fn next(&mut self) -> Option<Job> {
-        self.resumed.pop_front().or_else(|| self.queue.pop_front())
+        self.detached
+            .pop_front()
+            .or_else(|| self.resumed.pop_front())
+            .or_else(|| self.queue.pop_front())
     }
 }
 
@@ -247,12 +256,18 @@ impl Rpc {
             Ok(Flow::Parked(parked)) => {
                 let rpc = self.clone();
                 let resumed = to.clone();
+                let detached = to.detached();
                 let pending = parked.park(Box::new(move |rest| {
                     let again = rpc.clone();
-                    rpc.pool.push_resumed(Box::new(move || {
+                    let job: Job = Box::new(move || {
                         let step = run_guarded(method, rest);
                         again.drive(resumed, method, step);
-                    }));
+                    });
+                    if detached {
+                        rpc.pool.push_detached(job);
+                    } else {
+                        rpc.pool.push_resumed(job);
+                    }
                 }));
                 if let Some(waiting) = to.waiting() {
                     self.parked.add(waiting, pending);
@@ -291,6 +306,10 @@ trait Answer<T>: Send + Sync {
     fn answer(&self, result: crate::Result<T>);
     /// How the parked-call registry sees it; `None` for flows with no caller.
     fn waiting(self: Arc<Self>) -> Option<Arc<dyn Waiting>>;
+    /// Whether it is a detached flow's (no caller).
+    fn detached(&self) -> bool {
+        false
+    }
 }
 
 /// One accepted call until it is answered.
@@ -343,6 +362,10 @@ impl Answer<()> for NoCaller {
 
     fn waiting(self: Arc<Self>) -> Option<Arc<dyn Waiting>> {
         None
+    }
+
+    fn detached(&self) -> bool {
+        true
     }
 }
 
@@ -424,6 +447,12 @@ impl Pool {
         self.work_ready.notify_one();
     }
 
+    /// Queues the rest of a detached flow, ahead of every call.
+    fn push_detached(&self, job: Job) {
+        lock(&self.state).detached.push_back(job);
+        self.work_ready.notify_one();
+    }
+
     fn begin(&self) {
         lock(&self.state).in_flight += 1;
     }
@@ -477,7 +506,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn resumed_work_runs_before_new_calls() {
+    fn resumed_work_runs_before_new_calls_and_detached_flows_first() {
         let pool = Pool {
             state: Mutex::default(),
             work_ready: Condvar::new(),
@@ -485,19 +514,27 @@ mod tests {
             capacity: 10,
         };
         let order = Arc::new(Mutex::new(Vec::new()));
-        for (n, resumed) in [(1, false), (2, true), (3, false), (4, true)] {
+        let pushed = [
+            (1, "new"),
+            (2, "resumed"),
+            (3, "detached"),
+            (4, "new"),
+            (5, "resumed"),
+            (6, "detached"),
+        ];
+        for (n, queue) in pushed {
             let order = order.clone();
             let job: Job = Box::new(move || lock(&order).push(n));
-            if resumed {
-                pool.push_resumed(job);
-            } else {
-                pool.push(job);
+            match queue {
+                "resumed" => pool.push_resumed(job),
+                "detached" => pool.push_detached(job),
+                _ => pool.push(job),
             }
         }
         while let Some(job) = lock(&pool.state).next() {
             job();
         }
-        assert_eq!(*lock(&order), [2, 4, 1, 3]);
+        assert_eq!(*lock(&order), [3, 6, 2, 5, 1, 4]);
     }
 
     #[test]
