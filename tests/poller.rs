@@ -11,12 +11,12 @@ use common::linode::{
 };
 use common::{block_on, wait_for};
 use linode_nfs_csi::fake::{
-    FakeLinode, FaultRule, Lifecycle, QuotaBehaviour, RequestRecord, Seed, SpaceSeed,
+    FakeLinode, FaultRule, Lifecycle, QuotaBehaviour, RateLimit, RequestRecord, Seed, SpaceSeed,
 };
 use linode_nfs_csi::flow::{done, Flow, Pending, Step, Thunk};
 use linode_nfs_csi::linode::{
     Cloud, Filesystem, FilesystemAccessPolicyUpdate, LinodeCloud, LinodeSettings, NewQuota, Poller,
-    SquashPolicy, Status,
+    SquashPolicy, Status, WaitPolicy,
 };
 use linode_nfs_csi::Error;
 use std::sync::{mpsc, Arc};
@@ -613,5 +613,41 @@ fn a_group_whose_polls_hang_holds_back_no_other_group() {
     assert_eq!(
         outcomes[0].as_ref().unwrap().as_ref().unwrap().status,
         Status::Active
+    );
+}
+
+/// Under a rate limit, a wait skips the early polls the waits of its kind
+/// before it spent finding their object still pending: a second filesystem
+/// that takes as long as the first costs fewer polls. Without a limit, the
+/// plain schedule.
+#[test]
+fn under_a_rate_limit_a_wait_skips_the_polls_earlier_waits_of_its_kind_found_pending() {
+    let (fake, cloud) = setup(Duration::from_millis(2600));
+    let poller = Poller::new(cloud.clone(), WaitPolicy::new(PATIENCE));
+    let polls_of = |labels: [&str; 2]| -> Vec<usize> {
+        labels
+            .iter()
+            .map(|label| {
+                let fs = create(&cloud, label);
+                let before = fake.requests().len();
+                let active = block_on(poller.filesystem(fs.clone(), done)).unwrap();
+                assert_eq!((active.id, active.status), (fs.id, Status::Active));
+                polls_since(&fake, before).len()
+            })
+            .collect()
+    };
+    let plain = polls_of(["plain-1", "plain-2"]);
+    fake.set_rate_limit(Some(RateLimit {
+        list: 1000,
+        other: 1000,
+        window: Duration::from_secs(60),
+    }));
+    // The budget is known from the next answer on.
+    cloud.get_space(7).unwrap();
+    let learned = polls_of(["learned-1", "learned-2"]);
+    let fewest_plain = *plain.iter().min().unwrap();
+    assert!(
+        learned.iter().all(|n| *n < fewest_plain),
+        "polls of each wait: {plain:?} without a limit, {learned:?} under one"
     );
 }

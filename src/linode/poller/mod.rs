@@ -12,8 +12,10 @@
 //! lookups and polls together take a bounded share of the scarce list
 //! class whatever their number, and a create already POSTed shares every
 //! refresh with the new lookups instead of queueing behind them. Each
-//! watch backs off on its own (fast first polls, growing to a cap); a
-//! refresh answers every watch of its group. Each due group is refreshed on a short-lived thread of its own
+//! watch backs off on its own (fast first polls, growing to a cap), and
+//! under a rate limit skips the first polls that recent waits of its kind
+//! found pending;
+//! a refresh answers every watch of its group. Each due group is refreshed on a short-lived thread of its own
 //! (a few at once), so a group whose requests hang or fail holds back no
 //! other; a poll is one attempt, never the client's retry loop (the next
 //! poll is its retry). Transient failures (429, 5xx, timeouts, transport
@@ -29,9 +31,11 @@
 //! pending. Each part below imports only from parts after it, so none
 //! reaches back: `thread` (the loop), the kinds (`spaces` with its label
 //! lookups, `children`, `policies`), `refresh` (what any kind's refresh
-//! does), `waits` (the state under the lock), `policy`.
+//! does), `waits` (the state under the lock), `learned` (how long recent
+//! waits stayed pending, which decides a new wait's first poll), `policy`.
 
 mod children;
+mod learned;
 mod policies;
 mod policy;
 mod refresh;
@@ -41,6 +45,7 @@ mod waits;
 
 pub use policy::WaitPolicy;
 
+use super::pacer::RequestClass;
 use super::types::{Filesystem, FilesystemAccessPolicy, Quota, Readiness, Snapshot};
 use super::Cloud;
 use crate::flow::{self, Step};
@@ -241,15 +246,28 @@ impl Poller {
                 flow::park(
                     move |slot| {
                         let now = Instant::now();
-                        let delay = shared.policy.initial_delay;
-                        V::watches(&mut lock(&shared.state)).push(Watch {
+                        let mut state = lock(&shared.state);
+                        let paced = [RequestClass::List, RequestClass::Other]
+                            .iter()
+                            .any(|class| shared.cloud.rate_limit(*class).limit.is_some());
+                        let (delay, after, before) =
+                            state.learned.first_poll(V::KIND, &shared.policy, paced);
+                        let watches = V::watches(&mut state);
+                        // A wait that joins another on the same object
+                        // began after the object did: it would teach
+                        // that objects settle sooner than they do.
+                        let learns = !watches.iter().any(|w| w.key == key);
+                        watches.push(Watch {
                             key,
                             what,
                             since: now,
                             delay,
-                            due: now + delay,
+                            due: now + after,
+                            pending_for: before,
+                            learns,
                             slot,
                         });
+                        drop(state);
                         shared.changed.notify_one();
                     },
                     move |seen: crate::Result<V>| then(seen?),

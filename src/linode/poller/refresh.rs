@@ -167,19 +167,24 @@ pub(super) fn take_due<V: Target>(
     }
 }
 
-/// Hands each refreshed watch its object, or backs it off. Objects made
-/// together become active together: once one of a group has, the rest of
-/// the group go back to fast polls rather than overshoot by a long backoff.
+/// Hands each refreshed watch its object (read by a refresh `sent` at
+/// that instant), or backs it off; returns, for each watch that ended
+/// active and may teach `learned`, how long it was seen pending. Objects
+/// made together become active together: once one of a group has, the
+/// rest of the group go back to fast polls rather than overshoot by a long
+/// backoff.
 pub(super) fn settle<V: Target>(
     watches: &mut Vec<Watch<V>>,
     keys: &[Key],
     result: &crate::Result<BTreeMap<Key, V>>,
+    sent: Instant,
     policy: &WaitPolicy,
     fired: &mut Fired,
-) {
+) -> Vec<Duration> {
     let now = Instant::now();
     let backoff = policy.backoff();
     let mut progress = false;
+    let mut learned = Vec::new();
     watches.retain_mut(|w| {
         if !keys.contains(&w.key) {
             return true;
@@ -190,7 +195,10 @@ pub(super) fn settle<V: Target>(
                 Some(v) => match v.status().readiness() {
                     Readiness::Ready => Some(Ok(v.clone())),
                     Readiness::Failed(status) => Some(Err(terminal(&w.what, &status))),
-                    Readiness::Pending => None,
+                    Readiness::Pending => {
+                        w.pending_for = sent.saturating_duration_since(w.since);
+                        None
+                    }
                 },
             },
             Err(e) if transient(e) => None,
@@ -201,6 +209,9 @@ pub(super) fn settle<V: Target>(
                 if outcome.is_ok() {
                     progress = true;
                     crate::metrics::wait_ended_active(V::KIND, now.duration_since(w.since));
+                    if w.learns {
+                        learned.push(w.pending_for);
+                    }
                 }
                 answer(fired, &w.slot, outcome);
                 false
@@ -216,8 +227,10 @@ pub(super) fn settle<V: Target>(
         for w in watches.iter_mut().filter(|w| keys.contains(&w.key)) {
             w.delay = policy.initial_delay;
             w.due = now + w.delay;
+            w.learns = false;
         }
     }
+    learned
 }
 
 /// One refresh (no lock held), counted as a poll of `kind` and, when it
@@ -243,6 +256,7 @@ pub(super) fn attempt<R>(
 /// Refreshes one group (no lock held) and answers what it says; a panic
 /// in the refresh ends that group's waits with Internal.
 fn poll<V: Target>(shared: &Shared, group: Key, keys: Vec<Key>) {
+    let sent = Instant::now();
     let fetched = attempt(shared, V::KIND, || {
         V::fetch(shared.cloud.as_ref(), group, &keys)
     });
@@ -251,13 +265,19 @@ fn poll<V: Target>(shared: &Shared, group: Key, keys: Vec<Key>) {
         let mut state = lock(&shared.state);
         state.polling.remove(&(V::KIND, group));
         match &fetched {
-            Ok(result) => settle(
-                V::watches(&mut state),
-                &keys,
-                result,
-                &shared.policy,
-                &mut fired,
-            ),
+            Ok(result) => {
+                let learned = settle(
+                    V::watches(&mut state),
+                    &keys,
+                    result,
+                    sent,
+                    &shared.policy,
+                    &mut fired,
+                );
+                for pending_for in learned {
+                    state.learned.settled(V::KIND, pending_for);
+                }
+            }
             Err(panic) => {
                 let e = flow::panicked("a Linode poll", &**panic);
                 fail(V::watches(&mut state), group, &e, &mut fired);

@@ -177,6 +177,7 @@ fn poll_space(shared: &Shared, group: Key, keys: Vec<Key>, asked: Asked) {
     } else {
         LOOKUP_KIND
     };
+    let sent = Instant::now();
     let fetched = attempt(shared, kind, || {
         refresh_space(shared.cloud.as_ref(), group.0, &keys, &wanted)
     });
@@ -190,13 +191,17 @@ fn poll_space(shared: &Shared, group: Key, keys: Vec<Key>, asked: Asked) {
                     Ok((found, listed)) => (Ok(found), Ok(listed)),
                     Err(e) => (Err(e.clone()), Err(e)),
                 };
-                settle(
+                let learned = settle(
                     &mut state.filesystems,
                     &keys,
                     &found,
+                    sent,
                     &shared.policy,
                     &mut fired,
                 );
+                for pending_for in learned {
+                    state.learned.settled(Filesystem::KIND, pending_for);
+                }
                 settle_lookups(
                     &mut state.lookups,
                     &asked,

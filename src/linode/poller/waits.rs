@@ -4,6 +4,7 @@
 //! lock is released, so no waiter's work ever runs under it. Nothing here
 //! sends a request or decides when to poll.
 
+use super::learned::Learned;
 use super::policy::WaitPolicy;
 use crate::flow::{self, Slot};
 use crate::linode::types::{Filesystem, FilesystemAccessPolicy, Quota, Snapshot};
@@ -40,6 +41,8 @@ pub(super) struct State {
     pub(super) held: BTreeMap<Polling, Instant>,
     /// Numbers the lookups, so a refresh answers only those it was sent for.
     pub(super) next_lookup: u64,
+    /// How long recent waits of each kind stayed pending.
+    pub(super) learned: Learned,
 }
 
 /// `(space, filesystem, snapshot)`; unused parts are 0.
@@ -54,6 +57,12 @@ pub(super) struct Watch<T> {
     pub(super) since: Instant,
     pub(super) delay: Duration,
     pub(super) due: Instant,
+    /// How long after `since` a poll last found it pending.
+    pub(super) pending_for: Duration,
+    /// Whether its end teaches `learned`: not if it joined a wait of the
+    /// same object, nor once a sibling's readiness sent it back to fast
+    /// polls.
+    pub(super) learns: bool,
     pub(super) slot: Arc<Slot<crate::Result<T>>>,
 }
 
