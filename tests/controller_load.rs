@@ -19,23 +19,25 @@ fn deadline() -> CallOption {
     CallOption::default().timeout(PATIENCE)
 }
 
-/// The Space by its label: the creates' first request, made on a worker
-/// (the warm-up resolved it by id only). The label lookup that follows
-/// parks on the poller and holds no worker, so it cannot hold one here.
+/// The Space by its label: a request made on a worker (the warm-up
+/// resolved it by id only), shared by the creates that need it at once.
+/// The label lookup that follows parks on the poller and holds no worker.
 fn by_label() -> Vec<(&'static str, String)> {
     vec![(P_SPACE_LABEL, SPACE_LABEL.to_string())]
 }
 
-/// Starts `n` creates at once on clones of `client` (one channel).
+/// Starts `n` creates at once on clones of `client` (one channel), the
+/// Space named by `space`.
 fn start_creates(
     client: &csi_grpc::ControllerClient,
     prefix: &str,
     n: usize,
+    space: &[(&'static str, String)],
 ) -> Vec<JoinHandle<grpcio::Result<csi::CreateVolumeResponse>>> {
     (0..n)
         .map(|i| {
             let client = client.clone();
-            let req = volume_req(&format!("{prefix}-{i}"), &by_label());
+            let req = volume_req(&format!("{prefix}-{i}"), space);
             std::thread::spawn(move || client.create_volume_opt(&req, deadline()))
         })
         .collect()
@@ -48,13 +50,13 @@ fn slow_creates_run_side_by_side_and_cheap_rpcs_answer_while_every_worker_is_hel
     let controller = csi_grpc::ControllerClient::new(channel.clone());
     let identity = csi_grpc::IdentityClient::new(channel);
     env.create_ok("warm-caches");
-    // With the region cached, resolving the Space by label is the first
-    // request of a create.
-    let gate = env.linode.hang("GET", "nfs/spaces");
+    // With the region and the Space cached, the POST of its filesystem is
+    // the first request a create makes on a worker.
+    let gate = env.linode.hang("POST", "nfs/spaces/*/filesystems");
 
-    let creates = start_creates(&controller, "burst", 8);
-    // Eight held resolutions at once means eight workers are busy at once:
-    // the calls did not queue behind each other.
+    let creates = start_creates(&controller, "burst", 8, &by_id());
+    // Eight held POSTs at once means eight workers are busy at once: the
+    // calls did not queue behind each other.
     assert!(
         gate.wait_for_hits(8, PATIENCE),
         "only {} of 8 creates reached the backend together",

@@ -1296,6 +1296,33 @@ fn the_space_is_cached_refreshed_after_its_ttl_and_forgotten_on_a_404() {
     assert_eq!(space_reads().0, before + 1);
 }
 
+/// Creates that find the Space uncached at once share one read of it: the
+/// others wait for the first caller's answer instead of each asking.
+#[test]
+fn concurrent_creates_on_a_cold_cache_read_the_space_once() {
+    let env = Setup::new().start();
+    let gate = env.linode.hang("GET", "nfs/spaces/7");
+    let calls: Vec<_> = (0..6)
+        .map(|i| {
+            let client = env.client.clone();
+            std::thread::spawn(move || {
+                client.create_volume(&volume_req(&format!("cold-{i}"), &by_id()))
+            })
+        })
+        .collect();
+    assert!(gate.wait_for_hits(1, Duration::from_secs(10)));
+    assert!(
+        !gate.wait_for_hits(2, Duration::from_secs(1)),
+        "a second create asked for the Space while the first's read was under way"
+    );
+    gate.release();
+    for call in calls {
+        call.join().unwrap().expect("every create succeeds");
+    }
+    assert_eq!(env.linode.calls("GET", "nfs/spaces/7"), 1);
+    assert_eq!(env.linode.calls("GET", "nfs/spaces/7/access-policy"), 1);
+}
+
 /// A create the backend applies after the client gave up on it (the POST
 /// outlived LINODE_REQUEST_TIMEOUT): retries do not POST a second time while
 /// it may still land, and adopt it once it has.

@@ -4,21 +4,28 @@
 //! paginated requests, so a burst of creates should pay for them once. An
 //! entry is refreshed once it expires and dropped as soon as anything
 //! under its Space answers 404. Failures are never cached. The cache is
-//! never locked across a request: concurrent misses each ask the API.
+//! never locked across a request, but concurrent misses of one entry share
+//! one request: the first caller asks, the others wait for its answer (a
+//! burst of creates, or one whose entry just expired, would otherwise send
+//! a request per caller). Should that ask fail, each caller that waited
+//! asks for itself, so a failure is never handed to a caller that did not
+//! see it happen.
 
 use super::checks::exactly_one;
 use super::params::SpaceRef;
 use crate::linode::{Cloud, MtlsMode, Space};
-use crate::mutex::lock;
+use crate::mutex::{lock, wait};
 use crate::Error;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 pub struct Spaces {
     cloud: Arc<dyn Cloud>,
     ttl: Duration,
     cache: Mutex<Cache>,
+    /// Signalled whenever an ask ends.
+    answered: Condvar,
 }
 
 #[derive(Default)]
@@ -26,6 +33,28 @@ struct Cache {
     by_id: HashMap<u64, (Space, Instant)>,
     by_label: HashMap<String, (u64, Instant)>,
     mtls: HashMap<u64, (Option<MtlsMode>, Instant)>,
+    /// The entries a caller is asking the API for right now.
+    asking: HashSet<Asking>,
+}
+
+/// An entry being asked for.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Asking {
+    Space(SpaceRef),
+    Mtls(u64),
+}
+
+/// Ends an ask (however it ends), waking those who wait for it.
+struct Asked<'a> {
+    spaces: &'a Spaces,
+    asking: Asking,
+}
+
+impl Drop for Asked<'_> {
+    fn drop(&mut self) {
+        lock(&self.spaces.cache).asking.remove(&self.asking);
+        self.spaces.answered.notify_all();
+    }
 }
 
 impl Spaces {
@@ -35,7 +64,42 @@ impl Spaces {
             cloud,
             ttl,
             cache: Mutex::default(),
+            answered: Condvar::new(),
         }
+    }
+
+    /// What `cached` finds, else `ask`'s answer (which `ask` caches). A
+    /// caller that finds the same entry being asked for waits for that
+    /// ask, and asks for itself only if it left nothing cached.
+    fn cached_or_ask<T>(
+        &self,
+        asking: Asking,
+        cached: impl Fn(&Cache) -> Option<T>,
+        ask: impl FnOnce() -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let mut cache = lock(&self.cache);
+        let mut waited = false;
+        loop {
+            if let Some(found) = cached(&cache) {
+                return Ok(found);
+            }
+            if self.ttl.is_zero() || !cache.asking.contains(&asking) {
+                break;
+            }
+            waited = true;
+            cache = wait(&self.answered, cache);
+        }
+        if waited {
+            drop(cache);
+            return ask();
+        }
+        cache.asking.insert(asking.clone());
+        drop(cache);
+        let _asked = Asked {
+            spaces: self,
+            asking,
+        };
+        ask()
     }
 
     fn fresh(&self, at: Instant) -> bool {
@@ -45,8 +109,7 @@ impl Spaces {
     /// The Space a StorageClass names: by id, or by a label exactly one
     /// Space carries (none is NotFound, several FailedPrecondition).
     pub fn resolve(&self, space: &SpaceRef) -> Result<Space, Error> {
-        let cached = {
-            let cache = lock(&self.cache);
+        let cached = |cache: &Cache| {
             let id = match space {
                 SpaceRef::Id(id) => Some(*id),
                 SpaceRef::Label(label) => cache
@@ -59,9 +122,12 @@ impl Spaces {
                 .filter(|(_, at)| self.fresh(*at))
                 .map(|(s, _)| s.clone())
         };
-        if let Some(space) = cached {
-            return Ok(space);
-        }
+        self.cached_or_ask(Asking::Space(space.clone()), cached, || {
+            self.ask_space(space)
+        })
+    }
+
+    fn ask_space(&self, space: &SpaceRef) -> Result<Space, Error> {
         let found = match space {
             SpaceRef::Id(id) => self.cloud.get_space(*id)?,
             SpaceRef::Label(label) => exactly_one(
@@ -86,14 +152,19 @@ impl Spaces {
     /// The Space's mTLS mode, read only to tell the node how to mount; a
     /// backend that shows no policy for the Space leaves it unknown.
     pub fn mtls_mode(&self, space_id: u64) -> Result<Option<MtlsMode>, Error> {
-        let cached = lock(&self.cache)
-            .mtls
-            .get(&space_id)
-            .filter(|(_, at)| self.fresh(*at))
-            .map(|(m, _)| m.clone());
-        if let Some(mode) = cached {
-            return Ok(mode);
-        }
+        let cached = |cache: &Cache| {
+            cache
+                .mtls
+                .get(&space_id)
+                .filter(|(_, at)| self.fresh(*at))
+                .map(|(m, _)| m.clone())
+        };
+        self.cached_or_ask(Asking::Mtls(space_id), cached, || {
+            self.ask_mtls_mode(space_id)
+        })
+    }
+
+    fn ask_mtls_mode(&self, space_id: u64) -> Result<Option<MtlsMode>, Error> {
         let mode = match self.cloud.get_space_access_policy(space_id) {
             Ok(policy) => policy.and_then(|p| p.mtls_mode),
             Err(e) => {
