@@ -118,6 +118,28 @@ impl PoolWorld {
         self.env.linode.calls("POST", "nfs/spaces/*/filesystems")
     }
 
+    /// The methods of the requests sent for pool filesystem `fs`'s access
+    /// policy, in order.
+    fn policy_calls(&self, fs: u64) -> Vec<String> {
+        let path = format!("nfs/spaces/{SPACE}/filesystems/{fs}/access-policy");
+        self.env
+            .linode
+            .requests()
+            .into_iter()
+            .filter(|r| r.path == path)
+            .map(|r| r.method)
+            .collect()
+    }
+
+    /// A pool filesystem this controller made is made ready by one PUT,
+    /// with no read of its policy before it (it is the one it was made with).
+    #[track_caller]
+    fn readied_by_one_put(&self, fs: u64) {
+        let calls = self.policy_calls(fs);
+        assert_eq!(calls.first().map(String::as_str), Some("PUT"), "{calls:?}");
+        assert_eq!(calls.iter().filter(|m| *m == "PUT").count(), 1, "{calls:?}");
+    }
+
     fn admin_is_untouched(&self) {
         let admin = self.env.filesystem(ADMIN);
         assert_eq!(admin.status, Status::Active);
@@ -173,6 +195,7 @@ fn a_pool_grows_one_filesystem_at_a_time_packs_volumes_and_stops_at_its_bound() 
         );
         assert_eq!(fs.max_capacity_bytes, Some(3 * GIB));
         assert_eq!(w.env.squash(fs.id), "none");
+        w.readied_by_one_put(fs.id);
     }
     assert_eq!(
         per_filesystem(&ids),
@@ -504,6 +527,8 @@ fn node_mode_admits_the_controller_to_the_pool_filesystems_it_makes() {
     let policy = w.env.linode.filesystem_policy(fs).unwrap();
     assert_eq!(policy.linode_ids(), [OWN]);
     assert_eq!(policy.squash_policy.unwrap().as_str(), "none");
+    // The squash policy and the controller's own Linode went in one PUT.
+    w.readied_by_one_put(fs);
     // Publishing a volume admits its node beside the controller.
     w.env.publish(&v.volume_id, "1001").unwrap();
     let mut ids = w.env.linode.filesystem_policy(fs).unwrap().linode_ids();

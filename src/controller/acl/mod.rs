@@ -99,6 +99,42 @@ pub fn admit_all(c: &Arc<Controller>, vol: VolumeId, ids: Vec<u64>) -> Step<()> 
     all
 }
 
+/// Makes `vol` ready for the controller's own use in one batch: squash
+/// `squash` (if any) and every node of `admit` allowed; nothing to do
+/// costs nothing. `made`: the policy a filesystem this process has just
+/// made has (see `policy::of_new`), so the batch need not read it.
+pub fn prepare(
+    c: &Arc<Controller>,
+    vol: VolumeId,
+    squash: Option<SquashPolicy>,
+    admit: Vec<u64>,
+    made: Option<FilesystemAccessPolicy>,
+) -> Step<()> {
+    let mut changes: Vec<Change> = squash
+        .map(|policy| Change::Squash {
+            policy,
+            adopting: false,
+        })
+        .into_iter()
+        .chain(admit.into_iter().map(Change::Allow))
+        .collect();
+    if changes.is_empty() {
+        return done(());
+    }
+    changes.extend(made.map(Change::Made));
+    // All queued before the first batch can start, so they share it.
+    let queued: Vec<(Answer, bool)> = changes
+        .into_iter()
+        .map(|change| c.acl.enqueue(vol, change))
+        .collect();
+    let mut all = done(());
+    for (answer, first) in queued {
+        let c = c.clone();
+        all = all.then(move |()| start(&c, vol, (answer, first)));
+    }
+    all
+}
+
 /// Parks until the change queued is applied. The first change for an
 /// idle filesystem starts the batches, on this worker.
 fn start(c: &Arc<Controller>, vol: VolumeId, (result, first): (Answer, bool)) -> Step<()> {
@@ -138,8 +174,9 @@ fn run_batches(c: Arc<Controller>, vol: VolumeId) -> Step<()> {
     })
 }
 
-/// One GET, the merged policy, a PUT only when something changes, one
-/// wait; a result per change, in order. Failures of the batch as a whole
+/// One GET (none for a filesystem just made, see `Change::Made`), the
+/// merged policy, a PUT only when something changes, one wait; a result
+/// per change, in order. Failures of the batch as a whole
 /// become every affected change's result, never the flow's.
 fn apply_batch(
     c: &Arc<Controller>,
@@ -157,7 +194,13 @@ fn apply_batch(
     } else {
         c.cloud.clone()
     };
-    let current = match read_policy_through(c, cloud.as_ref(), vol, c.acl_cache.ticket(vol)) {
+    let made = batch.iter().find_map(|ch| match ch {
+        Change::Made(policy) => Some(Ok(Some(policy.clone()))),
+        _ => None,
+    });
+    let read = made
+        .unwrap_or_else(|| read_policy_through(c, cloud.as_ref(), vol, c.acl_cache.ticket(vol)));
+    let current = match read {
         Ok(Some(p)) => p,
         Ok(None) => {
             let e = no_filesystem_policy(format!("filesystem {vol}"));
@@ -169,7 +212,7 @@ fn apply_batch(
                 batch
                     .iter()
                     .map(|ch| match ch {
-                        Change::Revoke(_) => Ok(()),
+                        Change::Revoke(_) | Change::Made(_) => Ok(()),
                         _ => Err(Error::NotFound(m.clone())),
                     })
                     .collect(),
@@ -192,6 +235,7 @@ fn apply_batch(
                 ids.remove(id);
                 Ok(())
             }
+            Change::Made(_) => Ok(()),
             Change::Squash { policy, adopting } => {
                 let chosen_before = current.updated.is_some();
                 if *adopting && chosen_before && current.squash_policy.as_ref() != Some(policy) {
@@ -213,7 +257,10 @@ fn apply_batch(
         // queued. Revoking a node that is not there asks for nothing, and
         // must not wait on (or fail with) a policy stuck in `updating` or
         // `error`, or the detach would never finish.
-        if batch.iter().all(|ch| matches!(ch, Change::Revoke(_))) {
+        if batch
+            .iter()
+            .all(|ch| matches!(ch, Change::Revoke(_) | Change::Made(_)))
+        {
             return done(results);
         }
         let asking: Vec<bool> = batch

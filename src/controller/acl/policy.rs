@@ -1,14 +1,16 @@
 //! Reads of filesystems' access policies: one policy from the backend
 //! (landing in the ACL cache unless a write of it may still land), the
 //! nodes volumes are published to (from the cache, reading what it does
-//! not know), and the refusal a backend without per-filesystem policies
-//! gets. Nothing here writes a policy: that is the queue's (`acl`).
+//! not know), the policy a filesystem has when it is made (so a batch for
+//! one just made need not read it), and the refusal a backend without
+//! per-filesystem policies gets. Nothing here writes a policy: that is the
+//! queue's (`acl`).
 
 use super::cache::{Acl, Plan, Ticket};
 use crate::controller::lock_keys::Doubt;
 use crate::controller::Controller;
 use crate::handles::VolumeId;
-use crate::linode::{Cloud, FilesystemAccessPolicy};
+use crate::linode::{Cloud, Filesystem, FilesystemAccessPolicy, Status};
 use crate::Error;
 
 /// FailedPrecondition for a change to `what` that needs a filesystem's own
@@ -88,4 +90,21 @@ pub fn read_policy_through(
         c.acl_cache.read(vol, ticket, found);
     }
     read
+}
+
+/// The access policy a filesystem has when it is made (linode-api.md
+/// §3.5: disabled, an empty ACL; the squash policy is the backend's,
+/// unknown here, so any squash asked for is written).
+pub fn of_new(fs: &Filesystem) -> FilesystemAccessPolicy {
+    FilesystemAccessPolicy {
+        filesystem_id: fs.id,
+        label: Some(fs.label.clone()),
+        enabled: false,
+        linode_acl: Vec::new(),
+        squash_policy: None,
+        protocols: Vec::new(),
+        status: Status::Active,
+        created: None,
+        updated: None,
+    }
 }

@@ -5,14 +5,14 @@
 
 use crate::flow::Handoff;
 use crate::handles::VolumeId;
-use crate::linode::SquashPolicy;
+use crate::linode::{FilesystemAccessPolicy, SquashPolicy};
 use crate::mutex::lock;
 use crate::Error;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     Allow(u64),
     Revoke(u64),
@@ -22,6 +22,10 @@ pub enum Change {
         policy: SquashPolicy,
         adopting: bool,
     },
+    /// Changes nothing: the filesystem was just made by this process and
+    /// nobody else has written its policy, which is therefore this one (the
+    /// backend's default), so the batch need not read it.
+    Made(FilesystemAccessPolicy),
 }
 
 /// Where a queued change's result goes.

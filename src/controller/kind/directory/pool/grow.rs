@@ -61,6 +61,7 @@ pub(super) fn grow(
         }
     );
     metrics::pool_filesystem_created(&pool.name, why);
+    lock(&c.pools.made).insert(members::vol_of(&fs));
     members::remember(c, key, &fs);
     Ok(fs)
 }
@@ -117,29 +118,28 @@ fn squatted(
 
 /// Makes active pool filesystem `fs` ready for directory volumes, once per
 /// process (a policy already right costs one read; a filesystem a killed
-/// process made is finished by the next).
+/// process made is finished by the next): squash and, in node mode, the
+/// controller's own Linode admitted, in one batch. For a filesystem this
+/// process made, the batch need not read the policy first.
 pub(super) fn ready(c: &Arc<Controller>, fs: &Filesystem) -> Step<()> {
     let vol = members::vol_of(fs);
     if lock(&c.pools.ready).contains(&vol) {
         return done(());
     }
-    let squashed = if c.cloud.lacks_filesystem_policies() {
-        done(())
-    } else {
-        acl::set_squash(c, vol, SquashPolicy::None, false)
+    // A backend without filesystem policies has no squash to set; node
+    // mode still asks for the ACL, and is refused with the reason.
+    let squash = (!c.cloud.lacks_filesystem_policies()).then_some(SquashPolicy::None);
+    let admit = match c.mode {
+        AccessPolicyMode::Node => vec![c.own_linode()?],
+        AccessPolicyMode::Space => Vec::new(),
     };
-    let c2 = c.clone();
-    squashed
-        .then(move |()| match c2.mode {
-            AccessPolicyMode::Node => {
-                let own = c2.own_linode()?;
-                let c3 = c2.clone();
-                acl::admit_all(&c2, vol, vec![own]).then(move |()| done(c3))
-            }
-            AccessPolicyMode::Space => done(c2),
-        })
-        .then(move |c| {
-            lock(&c.pools.ready).insert(vol);
-            done(())
-        })
+    let made = lock(&c.pools.made)
+        .remove(&vol)
+        .then(|| acl::policy::of_new(fs));
+    let prepared = acl::prepare(c, vol, squash, admit, made);
+    let c = c.clone();
+    prepared.then(move |()| {
+        lock(&c.pools.ready).insert(vol);
+        done(())
+    })
 }

@@ -45,6 +45,9 @@ pub struct Pools {
     /// Pool filesystems this process has made ready (squash policy, and
     /// in node mode the controller's own access).
     ready: Mutex<BTreeSet<VolumeId>>,
+    /// Pool filesystems this process made and has not yet made ready:
+    /// their access policy is still the one they were made with.
+    made: Mutex<BTreeSet<VolumeId>>,
     /// The Spaces of the pools used since the start, tended beside those
     /// the StorageClasses name.
     spaces: Mutex<BTreeSet<u64>>,

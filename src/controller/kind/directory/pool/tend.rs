@@ -185,6 +185,7 @@ fn prune(c: &Arc<Controller>, key: &PoolKey, fs: &Filesystem, since: u64) -> Res
     c.parent_cache.forget(vol);
     c.accounts.forget(vol);
     lock(&c.pools.ready).remove(&vol);
+    lock(&c.pools.made).remove(&vol);
     metrics::pool_filesystem_pruned(&key.1);
     log::info!(
         "pool \"{}\": deleted filesystem {vol} (\"{}\"), empty since {} (Unix time)",
