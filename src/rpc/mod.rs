@@ -256,7 +256,9 @@ impl Rpc {
             Ok(Flow::Parked(parked)) => {
                 let rpc = self.clone();
                 let resumed = to.clone();
-                let detached = to.detached();
+                // A flow with no caller to wait is a detached one.
+                let waiting = to.waiting();
+                let detached = waiting.is_none();
                 let pending = parked.park(Box::new(move |rest| {
                     let again = rpc.clone();
                     let job: Job = Box::new(move || {
@@ -269,7 +271,7 @@ impl Rpc {
                         rpc.pool.push_resumed(job);
                     }
                 }));
-                if let Some(waiting) = to.waiting() {
+                if let Some(waiting) = waiting {
                     self.parked.add(waiting, pending);
                 }
             }
@@ -306,10 +308,6 @@ trait Answer<T>: Send + Sync {
     fn answer(&self, result: crate::Result<T>);
     /// How the parked-call registry sees it; `None` for flows with no caller.
     fn waiting(self: Arc<Self>) -> Option<Arc<dyn Waiting>>;
-    /// Whether it is a detached flow's (no caller).
-    fn detached(&self) -> bool {
-        false
-    }
 }
 
 /// One accepted call until it is answered.
@@ -362,10 +360,6 @@ impl Answer<()> for NoCaller {
 
     fn waiting(self: Arc<Self>) -> Option<Arc<dyn Waiting>> {
         None
-    }
-
-    fn detached(&self) -> bool {
-        true
     }
 }
 

@@ -14,8 +14,8 @@
 //! refresh with the new lookups instead of queueing behind them. Each
 //! watch backs off on its own (fast first polls, growing to a cap), and
 //! under a rate limit skips the first polls that recent waits of its kind
-//! found pending;
-//! a refresh answers every watch of its group. Each due group is refreshed on a short-lived thread of its own
+//! found pending; a refresh answers every watch of its group. Each due
+//! group is refreshed on a short-lived thread of its own
 //! (a few at once), so a group whose requests hang or fail holds back no
 //! other; a poll is one attempt, never the client's retry loop (the next
 //! poll is its retry). Transient failures (429, 5xx, timeouts, transport
