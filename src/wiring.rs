@@ -99,6 +99,8 @@ pub fn controller_service_with(
             maintenance_interval: config.maintenance_interval,
             pool_empty_grace: config.pool_empty_grace,
             fill_timeout: config.fill_timeout,
+            fill_progress_interval: config.fill_progress_interval,
+            fill_claim_grace: config.fill_claim_grace,
             request_timeout: linode.request_timeout,
             acl_cache_max_age: config.acl_cache_max_age,
             expansion: config.volume_expansion,

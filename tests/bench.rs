@@ -1335,3 +1335,116 @@ fn bench_directory_snapshots_and_a_restore_of_20000_files() {
         snapshot_took.as_secs_f64()
     );
 }
+
+/// What dev mode's emulated NFS servers have served so far, by operation,
+/// from its metrics.
+fn nfs_operations(addr: std::net::SocketAddr) -> BTreeMap<String, u64> {
+    metrics_text(addr)
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("dev_nfs_operations_total{op=\"")?;
+            let (op, n) = rest.split_once("\"} ")?;
+            Some((op.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The operations served between `before` and `after`, and their sum.
+fn served(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> (u64, String) {
+    let each: Vec<(String, u64)> = after
+        .iter()
+        .map(|(op, n)| (op.clone(), n - before.get(op).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let text: Vec<String> = each.iter().map(|(op, n)| format!("{op} {n}")).collect();
+    (each.iter().map(|(_, n)| n).sum(), text.join(", "))
+}
+
+#[test]
+#[ignore = "benchmark: bash .ci/bench"]
+fn bench_a_restore_across_an_emulated_network_against_cp_a() {
+    use common::requests::from_snapshot;
+    const GIB: i64 = 1 << 30;
+    // The driver's default unless BENCH_COPY_THREADS names another.
+    let threads = std::env::var("BENCH_COPY_THREADS").unwrap_or_else(|_| "32".into());
+    let envs = [
+        ("DEV_NFS_LATENCY", "1ms"),
+        ("COPY_THREADS", threads.as_str()),
+        ("METRICS_ADDRESS", "127.0.0.1:0"),
+        ("RUST_LOG", "info"),
+    ];
+    let (state, dev) = e2e_support::start_dev("bench-network", &envs);
+    let addr = announced_metrics(&dev.driver);
+    let src = dev.create(&subdir_create_req("pvc-src", 2 * GIB));
+    let name = |v: &csi::Volume| v.volume_id.rsplit('/').next().unwrap().to_string();
+    // The tree is written on the export directly, not across the network.
+    assert_eq!(
+        copy_bench_tree(&state.shared_base().join(name(&src))),
+        1 << 30
+    );
+
+    // cp -a across the emulated network: from the source volume staged on
+    // the node (one mount, one server) into a new volume's directory
+    // through the controller's mount of the parent (another), inside dev
+    // mode's mount namespace.
+    let into = dev.create(&subdir_create_req("pvc-cp", 2 * GIB));
+    let staging = state.staging("src");
+    e2e_support::mount(&dev, &src, &staging, &[]);
+    let parent = state.shared_parent().0;
+    let target = state
+        .path()
+        .join("shares")
+        .join(format!("1-{parent}/csi-volumes"))
+        .join(name(&into));
+    let before = nfs_operations(addr);
+    cold_caches();
+    let started = Instant::now();
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(dev.inside(&staging).join("."))
+        .arg(dev.inside(&target))
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let cp_took = started.elapsed();
+    let (cp_ops, cp_each) = served(&before, &nfs_operations(addr));
+    e2e_support::unmount(&dev, &src.volume_id, &staging, &[]);
+
+    let snap = e2e_support::snapshot_until_ready(&dev, "snap-src", &src.volume_id);
+    cold_caches();
+    let before = nfs_operations(addr);
+    println!(
+        "BENCH   cp -a across the emulated network: {:.2} s, {cp_ops} NFS operations: {cp_each}",
+        cp_took.as_secs_f64()
+    );
+    let req = from_snapshot(
+        subdir_create_req("pvc-restored", 2 * GIB),
+        &snap.snapshot_id,
+    );
+    // The restore outlasts a call: each retry joins the job.
+    let restored = loop {
+        let answer = dev.controller.create_volume_opt(
+            &req,
+            grpcio::CallOption::default().timeout(Duration::from_secs(600)),
+        );
+        match answer {
+            Ok(resp) => break resp.volume.unwrap(),
+            Err(e) if common::rpc::code_of(&e) == Code::DEADLINE_EXCEEDED => {}
+            Err(e) => panic!("CreateVolume pvc-restored: {e:?}"),
+        }
+    };
+    let copy_took = copy_seconds(&dev.driver.logs(), &restored.volume_id);
+    let (copy_ops, copy_each) = served(&before, &nfs_operations(addr));
+    let files = std::fs::read_dir(state.shared_base().join(name(&restored)).join("t9/d9"))
+        .unwrap()
+        .count();
+    assert_eq!(files, 200);
+    println!(
+        "BENCH restore copy of 20000 files, 1 GiB across an emulated network (1 ms a round trip, 32 requests at once per mount, 1 GiB/s): copy step {copy_took:.2} s with COPY_THREADS={threads} vs cp -a {:.2} s = {:.3}x",
+        cp_took.as_secs_f64(),
+        copy_took / cp_took.as_secs_f64()
+    );
+    println!(
+        "BENCH   the restore (clone mount, marker, copy) served {copy_ops} NFS operations: {copy_each}"
+    );
+}

@@ -13,98 +13,11 @@ mod e2e_support;
 use common::requests::*;
 use common::rpc::*;
 use common::wait_for;
+use e2e_support::restores::*;
 use e2e_support::*;
 use grpcio::RpcStatusCode as Code;
 use linode_nfs_csi::proto::csi;
 use std::collections::BTreeMap;
-use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-
-fn subdir_req(name: &str, size: i64) -> csi::CreateVolumeRequest {
-    let mut req = create_req(name, size);
-    req.parameters = subdirectory_params();
-    req
-}
-
-fn dir_of(state: &StateDir, volume: &csi::Volume) -> PathBuf {
-    let name = volume.volume_id.rsplit('/').next().unwrap();
-    state.shared_base().join(name)
-}
-
-/// Everything about a tree a restore must keep, by path below its top.
-fn tree(top: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut inodes: BTreeMap<u64, String> = BTreeMap::new();
-    let mut todo = vec![top.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        let mut entries: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            let rel = path.strip_prefix(top).unwrap().display().to_string();
-            let m = std::fs::symlink_metadata(&path).unwrap();
-            let kind = if m.file_type().is_symlink() {
-                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
-            } else if m.is_dir() {
-                todo.push(path.clone());
-                "dir".to_string()
-            } else {
-                let first = inodes.entry(m.ino()).or_insert_with(|| rel.clone()).clone();
-                let data = std::fs::read(&path).unwrap();
-                format!(
-                    "file {} bytes {:x} first-name {first}",
-                    data.len(),
-                    fnv(&data)
-                )
-            };
-            let mtime = if m.file_type().is_symlink() {
-                0
-            } else {
-                m.mtime()
-            };
-            out.insert(
-                rel,
-                format!(
-                    "{kind} mode {:o} owner {}:{} mtime {mtime}",
-                    m.mode() & 0o7777,
-                    m.uid(),
-                    m.gid()
-                ),
-            );
-        }
-    }
-    out
-}
-
-fn fnv(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
-    })
-}
-
-/// A tree with a bit of everything a tenant makes.
-fn fill_source(dir: &Path) {
-    std::fs::create_dir_all(dir.join("a/b/c")).unwrap();
-    std::fs::write(dir.join("hello.txt"), "hello").unwrap();
-    std::fs::write(dir.join("a/b/c/deep.bin"), vec![7u8; 100_000]).unwrap();
-    std::fs::write(dir.join("empty"), "").unwrap();
-    std::fs::write(dir.join("a/secret"), "600").unwrap();
-    std::fs::set_permissions(dir.join("a/secret"), std::fs::Permissions::from_mode(0o600)).unwrap();
-    std::fs::set_permissions(dir.join("a/b"), std::fs::Permissions::from_mode(0o1777)).unwrap();
-    std::os::unix::fs::chown(dir.join("hello.txt"), Some(1234), Some(5678)).unwrap();
-    std::fs::hard_link(dir.join("hello.txt"), dir.join("a/hello-again")).unwrap();
-    symlink("../hello.txt", dir.join("a/rel-link")).unwrap();
-    symlink("/etc/passwd", dir.join("abs-link")).unwrap();
-    symlink("nowhere", dir.join("dangling")).unwrap();
-    let old = std::fs::File::options()
-        .write(true)
-        .open(dir.join("a/b/c/deep.bin"))
-        .unwrap();
-    old.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000))
-        .unwrap();
-}
 
 #[test]
 fn a_restore_holds_the_directory_at_snapshot_time_and_nothing_else() {
@@ -307,39 +220,6 @@ fn a_group_member_restores_its_own_directory_only() {
     assert!(live.is_empty(), "{live:?}");
 }
 
-/// `(id, label, phase)` of the temporary clones restores copy from that
-/// are not being deleted.
-fn temporaries(state: &StateDir) -> Vec<(u64, String, String)> {
-    state
-        .filesystems()
-        .into_iter()
-        .filter(|f| f.1.starts_with("csi-restore-") && f.2 != "Deleting")
-        .collect()
-}
-
-/// The Linode snapshot behind a CSI snapshot id (`space/fs/snapshot/…`):
-/// its id and label.
-fn linode_snapshot(state: &StateDir, snapshot_id: &str) -> (u64, String) {
-    let id: u64 = snapshot_id.split('/').nth(2).unwrap().parse().unwrap();
-    let label = state
-        .snapshots()
-        .into_iter()
-        .find(|s| s.0 == id)
-        .unwrap_or_else(|| panic!("no snapshot {id} in the fake"))
-        .2;
-    (id, label)
-}
-
-/// The Linode snapshots not being deleted, by id.
-fn live_snapshots(state: &StateDir) -> Vec<u64> {
-    state
-        .snapshots()
-        .into_iter()
-        .filter(|s| s.3 != "Deleting")
-        .map(|s| s.0)
-        .collect()
-}
-
 /// How many entries the last completed copy of `logs` found in place from
 /// an earlier attempt.
 fn reused_in(logs: &str) -> u64 {
@@ -403,18 +283,6 @@ fn a_parent_showing_its_snapshots_restores_from_them_without_a_clone() {
     );
 }
 
-/// 8,000 more small files, so that a copy of one file at a time takes a
-/// moment.
-fn fill_many(dir: &Path) {
-    for d in 0..40 {
-        let dir = dir.join(format!("many/{d}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        for f in 0..200 {
-            std::fs::write(dir.join(f.to_string()), format!("{d}/{f}")).unwrap();
-        }
-    }
-}
-
 /// A restore in dev mode (`slow-clones`, one copy thread, and `extra`
 /// settings for its first process), parked until the first process logs
 /// `until`.
@@ -438,22 +306,6 @@ fn slow_with_upkeep(interval: &'static str) -> Vec<(&'static str, &'static str)>
         .copied()
         .chain([("MAINTENANCE_INTERVAL", interval)])
         .collect()
-}
-
-/// Asserts that nothing of volume `name` is left on the shared parent: no
-/// directory, no marker, no quota.
-fn nothing_left_of(state: &StateDir, name: &str) {
-    let base = state.shared_base();
-    assert!(!base.join(name).exists(), "its data is left");
-    assert!(
-        !base.join(".owners").join(name).exists(),
-        "its marker is left"
-    );
-    let quotas: Vec<String> = state.quotas().into_iter().map(|q| q.1).collect();
-    assert!(
-        quotas.iter().all(|path| !path.contains(name)),
-        "its quota is left: {quotas:?}"
-    );
 }
 
 fn restore_under_way(tag: &str, extra: &[(&str, &str)], many: bool, until: &str) -> UnderWay {
@@ -610,84 +462,15 @@ fn a_restore_killed_before_its_temporary_filesystem_is_deleted_deletes_it_later(
     );
 }
 
-/// When the first line of `logs` holding `what` was logged, in
-/// milliseconds of its day (the driver logs `[2026-12-05T16:19:42.123Z …`).
-fn logged_at(logs: &str, what: &str) -> u64 {
-    let line = logs
-        .lines()
-        .find(|l| l.contains(what))
-        .unwrap_or_else(|| panic!("nothing logged {what:?}:\n{logs}"));
-    let time = line.split('T').nth(1).and_then(|t| t.get(..12)).unwrap();
-    let (hms, ms) = time.split_once('.').unwrap();
-    let hms: Vec<u64> = hms.split(':').map(|p| p.parse().unwrap()).collect();
-    ((hms[0] * 60 + hms[1]) * 60 + hms[2]) * 1000 + ms.parse::<u64>().unwrap()
-}
-
-/// A source with 4 MiB beside the usual tree, snapshotted: under
-/// `slow-clones` its temporary clone takes about 2 s + 4 s.
-fn bulky_snapshot(
-    tag: &str,
-    env: &[(&str, &str)],
-) -> (StateDir, Dev, BTreeMap<String, String>, csi::Snapshot) {
-    let (state, dev) = start_dev(tag, env);
-    let src = dev.create(&subdir_req("pvc-src", GIB));
-    let src_dir = dir_of(&state, &src);
-    fill_source(&src_dir);
-    std::fs::write(src_dir.join("bulk"), vec![7u8; 4 << 20]).unwrap();
-    let at_snapshot = tree(&src_dir);
-    let snap = snapshot_until_ready(&dev, "snap-src", &src.volume_id);
-    (state, dev, at_snapshot, snap)
-}
-
-/// A restore of `snap` into `pvc-restored` whose caller gave up after 1 s,
-/// once its temporary clone is POSTed (and, under `slow-clones`, still
-/// being made): the request, for a retry.
-fn given_up_mid_clone(dev: &Dev, snap: &csi::Snapshot) -> csi::CreateVolumeRequest {
-    let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
-    assert_code(
-        dev.controller.create_volume_opt(&req, within(1)),
-        Code::DEADLINE_EXCEEDED,
-        "a restore slower than its caller",
-    );
-    wait_for(
-        "the temporary clone's POST",
-        std::time::Duration::from_secs(30),
-        || dev.driver.logs().contains("into temporary filesystem"),
-    );
-    req
-}
-
-/// A call bounded by `secs`, as a sidecar's `--timeout`.
-fn within(secs: u64) -> grpcio::CallOption {
-    grpcio::CallOption::default().timeout(std::time::Duration::from_secs(secs))
-}
-
 #[test]
 fn a_restore_three_times_slower_than_its_caller_finishes_for_a_retry_with_one_clone() {
     let (state, dev, at_snapshot, snap) =
         bulky_snapshot("restore-slow-caller", &[("DEV_QUIRKS", "slow-clones")]);
     let req = from_snapshot(subdir_req("pvc-restored", GIB), &snap.snapshot_id);
-    // Each try gives up after 2 s; the next comes 1 s later, as a
-    // provisioner with a fixed retry interval would send it.
+    // Each try gives up after 2 s; the next comes 1 s later.
     let started = std::time::Instant::now();
-    let mut tries = 0;
-    let restored = loop {
-        tries += 1;
-        match dev.controller.create_volume_opt(&req, within(2)) {
-            Ok(resp) => break resp.volume.unwrap(),
-            Err(e) => {
-                assert!(
-                    matches!(
-                        code_of(&e),
-                        Code::DEADLINE_EXCEEDED | Code::UNAVAILABLE | Code::ABORTED
-                    ),
-                    "{e:?}"
-                );
-                assert!(started.elapsed().as_secs() < 60, "never finished: {e:?}");
-                std::thread::sleep(std::time::Duration::from_secs(1));
-            }
-        }
-    };
+    let (restored, failed) = created_retrying(&dev.controller, &req, within(2));
+    let tries = failed.len() + 1;
     let took = started.elapsed().as_millis() as u64;
     assert!(
         tries >= 3,
@@ -707,11 +490,7 @@ fn a_restore_three_times_slower_than_its_caller_finishes_for_a_retry_with_one_cl
         took <= job + 2000,
         "the calls took {took} ms, the clone and the copy {job} ms"
     );
-    wait_for(
-        "no temporary clone to be left",
-        std::time::Duration::from_secs(30),
-        || temporaries(&state).is_empty(),
-    );
+    no_temporary_left(&state);
 }
 
 #[test]

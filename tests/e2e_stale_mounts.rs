@@ -122,3 +122,88 @@ fn twenty_publishes_to_a_stale_staging_mount_remount_it_once() {
     }
     assert_eq!(remounts(&dev), 1, "one remount for twenty publishes");
 }
+
+/// Runs `f` and how long it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let out = f();
+    (out, started.elapsed())
+}
+
+#[test]
+fn a_hung_server_leaves_stats_abnormal_new_stages_failed_in_time_and_the_node_responsive() {
+    use grpcio::RpcStatusCode as Code;
+    use std::time::Duration;
+    let state = StateDir::new("stale-hung");
+    // The emulated network without latency; a mount that gets no answer
+    // fails after 3 s.
+    let dev = Dev::start(
+        &state,
+        &[("DEV_NFS_LATENCY", "0s"), ("NFS_MOUNT_TIMEOUT", "3s")],
+    );
+    let v = create_volume(&dev, "pvc-hung", GIB);
+    let w = create_volume(&dev, "pvc-later", GIB);
+    let staging = state.staging("v");
+    let pod = state.target("a", "v");
+    mount(&dev, &v, &staging, &[&pod]);
+    dev.write(&pod.join("before.txt"), "served").unwrap();
+    assert!(!condition(&dev, &v.volume_id, &pod).abnormal);
+
+    std::fs::write(state.path().join("nfs-hung"), "").unwrap();
+    wait_for_log(&dev, "the emulated NFS servers stop answering");
+    // Stats: answered within their bound (10 s), abnormal, naming why;
+    // the next at once, while the first statvfs still waits.
+    let (first, took) = timed(|| condition(&dev, &v.volume_id, &pod));
+    assert!(first.abnormal, "{first:?}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    let (again, took) = timed(|| condition(&dev, &v.volume_id, &pod));
+    assert!(
+        again.abnormal && took < Duration::from_secs(2),
+        "{again:?} {took:?}"
+    );
+    // A new stage: failed within the mount timeout, nothing left mounted.
+    let later = state.staging("w");
+    let stage = stage_req(&w, &std::collections::HashMap::new(), &later);
+    let (staged, took) = timed(|| dev.node.node_stage_volume_opt(&stage, call()));
+    let e = staged.expect_err("a stage against a hung server");
+    assert_eq!(code_of(&e), Code::DEADLINE_EXCEEDED, "{e:?}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    assert_eq!(dev.mount_count(&later), 0);
+    // Every other node RPC answers at once, several at a time.
+    std::thread::scope(|s| {
+        for _ in 0..10 {
+            let node = dev.another_node();
+            s.spawn(move || {
+                let (info, took) =
+                    timed(|| node.node_get_info_opt(&csi::NodeGetInfoRequest::new(), call()));
+                info.unwrap();
+                assert!(took < Duration::from_secs(2), "{took:?}");
+            });
+        }
+    });
+    let (caps, took) = timed(|| {
+        dev.node
+            .node_get_capabilities_opt(&csi::NodeGetCapabilitiesRequest::new(), call())
+    });
+    caps.unwrap();
+    assert!(took < Duration::from_secs(2), "{took:?}");
+
+    // The server answers again: so do the mount and the stage.
+    std::fs::remove_file(state.path().join("nfs-hung")).unwrap();
+    wait_for_log(&dev, "the emulated NFS servers answer again");
+    common::wait_for(
+        "the stats to be normal again",
+        Duration::from_secs(30),
+        || !condition(&dev, &v.volume_id, &pod).abnormal,
+    );
+    assert_eq!(dev.read(&pod.join("before.txt")).unwrap(), "served");
+    retry(&SIDECAR, || dev.node.node_stage_volume_opt(&stage, call())).unwrap();
+    unmount(&dev, &w.volume_id, &later, &[]);
+    unmount(&dev, &v.volume_id, &staging, &[&pod]);
+}
+
+fn wait_for_log(dev: &Dev, what: &str) {
+    common::wait_for(what, std::time::Duration::from_secs(10), || {
+        dev.driver.logs().contains(what)
+    });
+}

@@ -35,12 +35,22 @@ pub(super) const SETTINGS: &[Setting] = &[
     Setting {
         var: "DEV_QUIRKS",
         default: "",
-        help: "dev role: backend variants to emulate, comma-separated: no-source-snapshot-id, snapshots-held-by-clones, no-id-filter, tag-filter-refused, tag-filter-ignored, no-filesystem-policy, capacity-in-stats, null-fields, html-errors, foreign-filesystems, no-quotas, quota-refused, quota-needs-directory, quota-path-with-export, quota-stuck-updating, quota-error, quota-limit=N, slow-clones, snapshot-directory (docs/configuration.md)",
+        help: "dev role: backend variants to emulate, comma-separated: no-source-snapshot-id, snapshots-held-by-clones, no-id-filter, tag-filter-refused, tag-filter-ignored, no-filesystem-policy, capacity-in-stats, null-fields, html-errors, foreign-filesystems, no-quotas, quota-refused, quota-needs-directory, quota-path-with-export, quota-stuck-updating, quota-error, quota-limit=N, slow-clones, failing-clones=N, snapshot-directory (docs/configuration.md)",
     },
     Setting {
         var: "DEV_QUOTA_SAMPLE",
         default: "0s",
         help: "dev role: how long a quota's usage lags behind the files: each volume is counted at most this often, as a real backend's periodic count (0s: counted on every read)",
+    },
+    Setting {
+        var: "DEV_NFS_LATENCY",
+        default: "",
+        help: "dev role: serve the emulated NFS exports through a passthrough that behaves like a server across a network: each file operation costs one round trip of this latency, at most 32 at once per mount, 1 GiB/s (empty: plain bind mounts); touch <DEV_STATE_DIR>/nfs-hung to make it stop answering, remove it to resume",
+    },
+    Setting {
+        var: "DEV_CLAIM_LIST_DELAY",
+        default: "0s",
+        help: "dev role: how late the fake Kubernetes API answers a list of claims, as of when it was asked (a slow API server)",
     },
     Setting {
         var: "DEV_RATE_LIMITS",
@@ -63,6 +73,11 @@ pub struct DevConfig {
     pub quota_sample: Duration,
     /// `LINODE_REQUEST_TIMEOUT` for the client of the fake.
     pub request_timeout: Duration,
+    /// `DEV_NFS_LATENCY`: the emulated network's round trip; `None`: the
+    /// exports are plain bind mounts.
+    pub nfs_latency: Option<Duration>,
+    /// `DEV_CLAIM_LIST_DELAY`.
+    pub claim_list_delay: Duration,
 }
 
 /// Budgets of the dev fake's rate limiter, per fixed window, by the API's
@@ -105,6 +120,12 @@ impl DevConfig {
                 .map_err(|e| ConfigError::new(format!("DEV_RATE_LIMITS: {e}")))?,
             quota_sample: lookup.duration("DEV_QUOTA_SAMPLE")?,
             request_timeout,
+            nfs_latency: lookup
+                .get("DEV_NFS_LATENCY")
+                .filter(|s| !s.trim().is_empty())
+                .map(|_| lookup.duration("DEV_NFS_LATENCY"))
+                .transpose()?,
+            claim_list_delay: lookup.duration("DEV_CLAIM_LIST_DELAY")?,
         })
     }
 }

@@ -44,6 +44,9 @@ pub enum DevQuirk {
     QuotaLimit(usize),
     /// A clone stays `creating` while it copies its snapshot's data.
     SlowClones,
+    /// The next this many clones of a snapshot turn `error` instead of
+    /// `active`.
+    FailingClones(usize),
     /// Each filesystem shows its snapshots at `<export>/.snapshot/<label>/`.
     SnapshotDirectory,
 }
@@ -65,6 +68,7 @@ impl DevQuirk {
     fn name(self) -> String {
         match self {
             DevQuirk::QuotaLimit(n) => format!("{QUOTA_LIMIT}={n}"),
+            DevQuirk::FailingClones(n) => format!("{FAILING_CLONES}={n}"),
             quirk => QUIRK_NAMES
                 .iter()
                 .find(|(_, q)| *q == quirk)
@@ -73,8 +77,18 @@ impl DevQuirk {
     }
 }
 
-/// The quirk that takes a value: `quota-limit=N`.
+/// The quirks that take a value: `quota-limit=N`, `failing-clones=N`.
 const QUOTA_LIMIT: &str = "quota-limit";
+const FAILING_CLONES: &str = "failing-clones";
+
+/// A quirk that takes a positive number: its name, the quirk of a number,
+/// and what the number counts.
+type Valued = (&'static str, fn(usize) -> DevQuirk, &'static str);
+
+const VALUED: [Valued; 2] = [
+    (QUOTA_LIMIT, DevQuirk::QuotaLimit, "quotas per filesystem"),
+    (FAILING_CLONES, DevQuirk::FailingClones, "clones to fail"),
+];
 
 /// Every quirk without a value by its `DEV_QUIRKS` name.
 pub(super) const QUIRK_NAMES: [(&str, DevQuirk); 18] = [
@@ -99,16 +113,18 @@ pub(super) const QUIRK_NAMES: [(&str, DevQuirk); 18] = [
 ];
 
 fn parse_one(q: &str) -> Result<DevQuirk, String> {
-    if let Some(n) = q
-        .strip_prefix(QUOTA_LIMIT)
-        .filter(|n| n.is_empty() || n.starts_with('='))
-    {
-        return match n.strip_prefix('=').map(str::parse::<usize>) {
-            Some(Ok(n)) if n > 0 => Ok(DevQuirk::QuotaLimit(n)),
-            _ => Err(format!(
-                "\"{q}\": {QUOTA_LIMIT} takes a positive number of quotas per filesystem, e.g. {QUOTA_LIMIT}=3"
-            )),
-        };
+    for (name, quirk, counts) in VALUED {
+        if let Some(n) = q
+            .strip_prefix(name)
+            .filter(|n| n.is_empty() || n.starts_with('='))
+        {
+            return match n.strip_prefix('=').map(str::parse::<usize>) {
+                Some(Ok(n)) if n > 0 => Ok(quirk(n)),
+                _ => Err(format!(
+                    "\"{q}\": {name} takes a positive number of {counts}, e.g. {name}=3"
+                )),
+            };
+        }
     }
     QUIRK_NAMES
         .iter()
@@ -117,7 +133,7 @@ fn parse_one(q: &str) -> Result<DevQuirk, String> {
         .ok_or_else(|| {
             let names: Vec<&str> = QUIRK_NAMES.iter().map(|(n, _)| *n).collect();
             format!(
-                "unknown quirk \"{q}\" (want {}, {QUOTA_LIMIT}=N)",
+                "unknown quirk \"{q}\" (want {}, {QUOTA_LIMIT}=N, {FAILING_CLONES}=N)",
                 names.join(", ")
             )
         })

@@ -87,6 +87,10 @@ pub struct Config {
     pub pool_empty_grace: Duration,
     /// `FILL_TIMEOUT`: the bound of a fill job of a directory volume.
     pub fill_timeout: Duration,
+    /// `FILL_PROGRESS_INTERVAL`: how often a fill tells its claim.
+    pub fill_progress_interval: Duration,
+    /// `FILL_CLAIM_GRACE`: how long a fill's claim may be missing.
+    pub fill_claim_grace: Duration,
     /// `ACL_CACHE_MAX_AGE` (controller, node mode).
     pub acl_cache_max_age: Duration,
     pub access_policy_mode: AccessPolicyMode,
@@ -161,6 +165,8 @@ impl Config {
         let maintenance_interval = lookup.duration("MAINTENANCE_INTERVAL")?;
         let pool_empty_grace = lookup.duration("POOL_EMPTY_GRACE")?;
         let fill_timeout = lookup.timeout("FILL_TIMEOUT")?;
+        let fill_progress_interval = lookup.timeout("FILL_PROGRESS_INTERVAL")?;
+        let fill_claim_grace = lookup.duration("FILL_CLAIM_GRACE")?;
         let request_timeout = lookup.timeout("LINODE_REQUEST_TIMEOUT")?;
         let linode = match role {
             Role::Controller => {
@@ -262,6 +268,8 @@ impl Config {
             maintenance_interval,
             pool_empty_grace,
             fill_timeout,
+            fill_progress_interval,
+            fill_claim_grace,
             acl_cache_max_age: lookup.duration("ACL_CACHE_MAX_AGE")?,
             access_policy_mode,
             default_capacity_bytes,

@@ -69,6 +69,16 @@ pub(super) const SERVING: &[Setting] = &[
         help: "controller: how long the job filling a directory volume from a snapshot or a clone may take in all (its waits for the temporary clone and the copy), whoever waits for it; a call waits for it at most LINODE_WAIT_TIMEOUT and a retry joins it",
     },
     Setting {
+        var: "FILL_PROGRESS_INTERVAL",
+        default: "1m",
+        help: "controller: how often a fill of a directory volume tells its claim how far its copy is (an event), and how often the claims of the fills running are listed",
+    },
+    Setting {
+        var: "FILL_CLAIM_GRACE",
+        default: "2m",
+        help: "controller: how long the claim a directory volume is being filled for may be missing from the claims listed (deleted, or made again under its name) before the fill ends and what it made is removed",
+    },
+    Setting {
         var: "POOL_EMPTY_GRACE",
         default: "10m",
         help: "controller: how long a pool filesystem the driver made stays empty (no directory, marker or quota) before it is deleted, unless it is a spare",
@@ -95,8 +105,8 @@ pub(super) const SERVING: &[Setting] = &[
     },
     Setting {
         var: "COPY_THREADS",
-        default: "8",
-        help: "controller: files copied at once when a subdirectory volume is restored or cloned (1-64)",
+        default: "32",
+        help: "controller: files copied at once when a subdirectory volume is restored or cloned (1-64); each file costs NFS round trips, so the copy goes as fast as requests are in flight",
     },
     Setting {
         var: "SHARE_MOUNT_DIR",

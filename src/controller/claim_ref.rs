@@ -50,6 +50,29 @@ impl ClaimRef {
     }
 }
 
+/// Whether PersistentVolume name `pv` names the claim whose UID is `uid`,
+/// as csi-provisioner names the volume of a claim (`<prefix>-<uid>`, the
+/// UID perhaps cut to `--volume-name-uuid-length`): `None` when `pv` ends
+/// in nothing shaped like a UID, so it tells no claim apart.
+pub fn pv_names_uid(pv: &str, uid: &str) -> Option<bool> {
+    const SHAPE: &[u8] = b"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+    let shaped = |tail: &str| {
+        (8..=SHAPE.len()).contains(&tail.len())
+            && tail.bytes().zip(SHAPE).all(|(b, s)| match s {
+                b'-' => b == b'-',
+                _ => b.is_ascii_hexdigit(),
+            })
+    };
+    let tail = (1..pv.len())
+        .filter(|&i| pv.as_bytes()[i - 1] == b'-')
+        .map(|i| &pv[i..])
+        .find(|tail| shaped(tail))?;
+    Some(
+        uid.to_ascii_lowercase()
+            .starts_with(&tail.to_ascii_lowercase()),
+    )
+}
+
 /// A DNS subdomain name (what namespaces, claims and PVs are named by):
 /// never a path or a line of the marker.
 fn is_object_name(v: &str) -> bool {
@@ -62,6 +85,18 @@ fn is_object_name(v: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pv_name_tells_its_claim_by_uid_whole_or_cut() {
+        let uid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+        assert_eq!(pv_names_uid(&format!("pvc-{uid}"), uid), Some(true));
+        assert_eq!(pv_names_uid("pvc-1b4e28ba-2fa1-11", uid), Some(true));
+        assert_eq!(pv_names_uid("team-data-1b4e28ba-2f", uid), Some(true));
+        let other = "9c7e0d2a-0000-4000-8000-00000000002a";
+        assert_eq!(pv_names_uid(&format!("pvc-{other}"), uid), Some(false));
+        assert_eq!(pv_names_uid("my-volume", uid), None);
+        assert_eq!(pv_names_uid("pvc-grow", uid), None);
+    }
 
     #[test]
     fn all_three_names_or_none() {

@@ -79,6 +79,7 @@ pub fn services(deps: ControllerDeps, rpc: Rpc) -> Vec<grpcio::Service> {
     watch_usage(&c);
     watch_parents(&c);
     let kick = janitor::start(&c, every, policy);
+    kind::directory::start_watch(&c);
     let weak = Arc::downgrade(&c);
     c.lease.on_gain(move |how| {
         if let Some(c) = weak.upgrade() {

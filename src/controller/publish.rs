@@ -190,6 +190,8 @@ mod tests {
             maintenance_interval: Duration::ZERO,
             pool_empty_grace: Duration::from_secs(600),
             fill_timeout: Duration::from_secs(600),
+            fill_progress_interval: Duration::from_secs(60),
+            fill_claim_grace: Duration::from_secs(120),
             request_timeout: Duration::from_secs(10),
             acl_cache_max_age: Duration::from_secs(300),
             expansion: crate::config::VolumeExpansion::Off,

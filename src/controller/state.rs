@@ -8,8 +8,8 @@ use super::acl::AclQueue;
 use super::cluster::Cluster;
 use super::in_doubt::InDoubt;
 use super::kind::directory::{
-    Accounts, Autogrowth, ClassParents, Copies, Fills, GroupJobs, Observed, ParentCache, Pools,
-    QuotaLists, Room, Shares, SnapshotBatches, Temporaries,
+    Accounts, Autogrowth, ClassParents, Copies, FillWatch, Fills, GroupJobs, Observed, ParentCache,
+    Pools, QuotaLists, Room, Shares, SnapshotBatches, Temporaries,
 };
 use super::lock_keys::Lock;
 use super::spaces::Spaces;
@@ -50,6 +50,10 @@ pub struct ControllerDeps {
     pub pool_empty_grace: Duration,
     /// `FILL_TIMEOUT`: how long a fill job of a directory volume may go on.
     pub fill_timeout: Duration,
+    /// `FILL_PROGRESS_INTERVAL` and `FILL_CLAIM_GRACE`: the watch of the
+    /// claims fills are for.
+    pub fill_progress_interval: Duration,
+    pub fill_claim_grace: Duration,
     /// `LINODE_REQUEST_TIMEOUT`: how long a create may be in doubt.
     pub request_timeout: Duration,
     /// `ACL_CACHE_MAX_AGE`: when a known filesystem ACL is read again.
@@ -104,6 +108,8 @@ pub struct Controller {
     pub(super) copies: Copies,
     /// The jobs filling new directory volumes, owned by no call.
     pub(super) fills: Fills,
+    /// The claims the fills are for, and what the fills tell them.
+    pub(super) fill_watch: FillWatch,
     /// How long a job may go on (`FILL_TIMEOUT`)...
     pub(super) fill_timeout: Duration,
     /// ...and a call wait for one (`LINODE_WAIT_TIMEOUT`).
@@ -173,6 +179,7 @@ impl Controller {
             copies: Copies::new(deps.copy_threads),
             fills: Fills::default(),
             fill_timeout: deps.fill_timeout,
+            fill_watch: FillWatch::new(deps.fill_progress_interval, deps.fill_claim_grace),
             call_wait: deps.wait.timeout,
             timers: Timers::new(),
             pools: Pools::default(),

@@ -2,22 +2,17 @@
 //! active gets a directory under the state dir, a snapshot copies it, a
 //! clone copies the snapshot back, deleting the filesystem removes it and
 //! its snapshots (the backend keeps snapshots under their filesystem); and
-//! the node's "NFS mount" is a bind mount of that directory, or of a
-//! directory inside it (a subpath never leaves its export). With
+//! it tells `mounter` which directory an "NFS mount" serves: the export's,
+//! or a directory inside it (a subpath never leaves its export). With
 //! `snapshot-directory` an export also shows its snapshots (`shown.rs`),
-//! outside its usage and its snapshots' content. The fake API
-//! asks it whether a quota's path exists and what it holds. Only the NFS
-//! step is emulated: bind, remount, unmount and stats go to the real
-//! `LinuxMounter`, as in production.
+//! outside its usage and its snapshots' content. The fake API asks it
+//! whether a quota's path exists and what it holds. It never mounts.
 
 use super::sampled::Sampler;
 use super::shown::{self, SNAPSHOT_DIRECTORY};
 use super::snapshot_copy::copy_tree;
 use super::usage::tree_usage;
 use crate::fake::{DirUsage, ExportContent};
-use crate::mount::{
-    FsStats, LinuxMounter, MountTable, Mounter, NfsMount, NfsMountError, StatvfsError,
-};
 use crate::mutex::lock;
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -348,138 +343,11 @@ fn confined(root: &Path, below: &[&str]) -> std::result::Result<PathBuf, Refusal
     Ok(dir)
 }
 
-/// The node's mounter in `dev` mode: NFS mounts become bind mounts of the
-/// export directories; everything it mounted is unmounted when it is dropped.
-pub struct DevMounter {
-    real: LinuxMounter,
-    exports: std::sync::Arc<Exports>,
-    mounted: Mutex<Vec<PathBuf>>,
-    /// Set by `unmount_all`: nothing mounts any more (an upkeep round or a
-    /// fill job still running would otherwise remount a parent while the
-    /// state directory is being removed).
-    closed: std::sync::atomic::AtomicBool,
-}
-
-impl DevMounter {
-    pub fn new(real: LinuxMounter, exports: std::sync::Arc<Exports>) -> DevMounter {
-        DevMounter {
-            real,
-            exports,
-            mounted: Mutex::new(Vec::new()),
-            closed: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    fn refuse_when_closed(&self) -> Result<()> {
-        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(Error::Unavailable(
-                "dev mode is stopping: nothing is mounted any more".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    fn record(&self, target: &Path) {
-        let mut mounted = lock(&self.mounted);
-        if !mounted.iter().any(|m| m == target) {
-            mounted.push(target.to_path_buf());
-        }
-    }
-
-    /// Unmounts everything this mounter mounted, newest first, and mounts
-    /// nothing from then on.
-    pub fn unmount_all(&self) {
-        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-        let targets: Vec<PathBuf> = std::mem::take(&mut *lock(&self.mounted));
-        for target in targets.iter().rev() {
-            // Stacked mounts come off one layer per unmount; the bound keeps
-            // a confused mount table from spinning forever.
-            for _ in 0..8 {
-                if !self.real.is_mount_point(target).unwrap_or(false) {
-                    break;
-                }
-                if let Err(e) = self.real.unmount(target) {
-                    log::warn!("dev: unmount {}: {e}", target.display());
-                    break;
-                }
-            }
-        }
-    }
-}
-
-impl Mounter for DevMounter {
-    fn mount_nfs4(&self, mount: &NfsMount) -> Result<(), NfsMountError> {
-        let (source, target, options) = (mount.source, mount.target, mount.options);
-        self.refuse_when_closed()?;
-        let dir = self.exports.mount_dir(source)?;
-        log::debug!(
-            "dev: NFS {source} (options {options:?}) emulated by binding {}",
-            dir.display()
-        );
-        let flags: Vec<String> = options
-            .iter()
-            .filter(|o| o.as_str() == "ro")
-            .cloned()
-            .collect();
-        self.real.bind(&dir, target, &flags)?;
-        self.record(target);
-        Ok(())
-    }
-
-    fn bind(&self, source: &Path, target: &Path, flags: &[String]) -> Result<()> {
-        self.refuse_when_closed()?;
-        self.real.bind(source, target, flags)?;
-        self.record(target);
-        Ok(())
-    }
-
-    fn remount_readonly(&self, target: &Path) -> Result<()> {
-        self.real.remount_readonly(target)
-    }
-
-    fn unmount(&self, target: &Path) -> Result<()> {
-        self.real.unmount(target)
-    }
-
-    fn detach(&self, target: &Path) -> Result<()> {
-        self.real.detach(target)
-    }
-
-    fn mount_table(&self) -> Result<MountTable> {
-        self.real.mount_table()
-    }
-
-    /// A bind of an export directory that was removed (and perhaps made
-    /// again) still answers `statvfs`; the kernel shows its root as
-    /// `…//deleted`. That is what a restored or failed-over NFS export is
-    /// to a real mount, ESTALE, and what dev mode reports.
-    fn statvfs(&self, path: &Path) -> Result<FsStats, StatvfsError> {
-        let table = self
-            .real
-            .mount_table()
-            .map_err(|e| StatvfsError::Other(e.to_string()))?;
-        if let Some(entry) = table.find(path) {
-            if entry.root.to_string_lossy().ends_with("//deleted") {
-                return Err(StatvfsError::Stale(format!(
-                    "statvfs {}: the emulated export {} was removed (ESTALE)",
-                    path.display(),
-                    entry.root.display()
-                )));
-            }
-        }
-        self.real.statvfs(path)
-    }
-}
-
-impl Drop for DevMounter {
-    fn drop(&mut self) {
-        self.unmount_all();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dev::mounter::DevMounter;
+    use crate::mount::{LinuxMounter, Mounter, NfsMount};
     use crate::test_support::Scratch;
 
     #[test]
@@ -828,7 +696,7 @@ mod tests {
                 .unwrap_err();
             assert!(err.error.message().contains(want), "{source}: {err:?}");
             assert!(
-                !mounter.real.is_mount_point(&target).unwrap(),
+                !mounter.is_mount_point(&target).unwrap(),
                 "{source} mounted"
             );
         }
@@ -844,6 +712,6 @@ mod tests {
             })
             .unwrap_err();
         assert!(err.error.message().contains("stopping"), "{err:?}");
-        assert!(!mounter.real.is_mount_point(&target).unwrap());
+        assert!(!mounter.is_mount_point(&target).unwrap());
     }
 }

@@ -6,6 +6,8 @@
 //! what they are wired to.
 
 pub mod exports;
+mod mounter;
+pub mod network;
 mod sampled;
 mod shown;
 mod snapshot_copy;
@@ -26,7 +28,8 @@ use crate::node::{self, NodeDeps};
 use crate::rpc::Rpc;
 use crate::secret::Secret;
 use crate::wiring::{self, Started};
-use exports::{DevMounter, Exports};
+use exports::Exports;
+use mounter::DevMounter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,6 +116,15 @@ struct DevResources {
 impl Drop for DevResources {
     fn drop(&mut self) {
         log::info!("dev: {}", api_cost(&self.linode));
+        let served = network::totals();
+        if !served.is_empty() {
+            let each: Vec<String> = served.iter().map(|(op, n)| format!("{op} {n}")).collect();
+            log::info!(
+                "dev: the emulated NFS servers served {} operations: {}",
+                served.iter().map(|(_, n)| n).sum::<u64>(),
+                each.join(", ")
+            );
+        }
         self.mounter.unmount_all();
         if self.state_dir.join(MARKER).exists() {
             if let Err(e) = std::fs::remove_dir_all(&self.state_dir) {
@@ -324,6 +336,15 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
     linode.set_html_errors(on(DevQuirk::HtmlErrors));
     linode.set_quota_behaviour(quota_behaviour(&dev.quirks));
     linode.set_clone_rate(on(DevQuirk::SlowClones).then_some(SLOW_CLONES));
+    linode.set_failing_clones(
+        dev.quirks
+            .iter()
+            .find_map(|q| match q {
+                DevQuirk::FailingClones(n) => Some(*n),
+                _ => None,
+            })
+            .unwrap_or(0),
+    );
     if let Some(limits) = dev.rate_limits {
         linode.set_rate_limit(Some(RateLimit {
             list: limits.list,
@@ -338,6 +359,7 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         );
     }
     let kube = FakeKube::start(KUBE_TOKEN).map_err(|e| fail("fake Kubernetes API", e))?;
+    kube.set_claim_list_delay(dev.claim_list_delay);
     kube.add_node(
         FakeNode::new(DEV_NODE)
             .label("topology.kubernetes.io/region", DEV_REGION)
@@ -357,10 +379,26 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         ca_file: None,
         request_timeout: dev.request_timeout,
     };
-    let mounter = Arc::new(DevMounter::new(
+    let mut mounter = DevMounter::new(
         LinuxMounter::new(config.nfs_mount_helper.clone(), config.nfs_mount_timeout),
         exports,
-    ));
+    );
+    if let Some(latency) = dev.nfs_latency {
+        let network = network::Network {
+            latency,
+            ..network::Network::default()
+        };
+        log::info!(
+            "dev: NFS mounts are served across an emulated network: {latency:?} a round trip, {} requests at once per mount, {} MiB/s; touch {} to make it stop answering",
+            network.slots,
+            network.bandwidth >> 20,
+            state.join(HUNG).display()
+        );
+        mounter = mounter.across(network, config.nfs_mount_timeout);
+        crate::metrics::watch_dev_nfs(network::totals);
+        watch_hang(&state);
+    }
+    let mounter = Arc::new(mounter);
     let mut services = wiring::controller_service_with(
         config,
         &linode_config,
@@ -392,6 +430,44 @@ pub fn start(config: &Config, rpc: &Rpc) -> Result<Started, String> {
         }),
         banner: Some(banner),
     })
+}
+
+/// The file whose presence makes every emulated NFS server stop answering.
+const HUNG: &str = "nfs-hung";
+
+/// Hangs the emulated NFS servers while `<state>/nfs-hung` exists, looked
+/// at every 100 ms, until the state directory is gone.
+fn watch_hang(state: &Path) {
+    let (flag, dir) = (state.join(HUNG), state.to_path_buf());
+    let watch = move || {
+        let mut hung = false;
+        while dir.exists() {
+            let now = flag.exists();
+            if now != hung {
+                log::info!(
+                    "dev: the emulated NFS servers {}",
+                    if now {
+                        "stop answering"
+                    } else {
+                        "answer again"
+                    }
+                );
+                network::set_hung(now);
+                hung = now;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        network::set_hung(false);
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("nfs hang watch".into())
+        .spawn(watch)
+    {
+        log::warn!(
+            "dev: {} will not be watched: {e}",
+            state.join(HUNG).display()
+        );
+    }
 }
 
 fn write_kubeconfig(state: &Path, server: &str) -> Result<PathBuf, String> {

@@ -5,8 +5,10 @@
 //! patch of the requested storage, refused as the API server refuses it:
 //! 409 when `metadata.resourceVersion` is not the stored one, 422 below
 //! the capacity in force or above it when the class does not allow
-//! expansion; also of `metadata.annotations`, as `kubectl annotate` sends)
-//! and `POST /api/v1/namespaces/{ns}/events`. What the rest of Kubernetes
+//! expansion; also of `metadata.annotations`, as `kubectl annotate` sends),
+//! `DELETE` of a claim, and `POST` and `GET /api/v1/namespaces/{ns}/events`.
+//! A list can be made to answer late, as of when it was asked, as a slow
+//! API server's does (`set_list_delay`). What the rest of Kubernetes
 //! does is played over the same API (so a test can play it against dev
 //! mode): `POST …/persistentvolumeclaims` makes a claim (bound when its
 //! spec names a volume), `PATCH …/persistentvolumeclaims/{name}/status`
@@ -21,6 +23,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// A claim as the fake stores it.
 pub type FakeClaim = PersistentVolumeClaim;
@@ -42,6 +45,8 @@ pub(super) struct Claims {
     stored: Mutex<BTreeMap<(String, String), FakeClaim>>,
     events: Mutex<Vec<FakeClaimEvent>>,
     next_version: AtomicU64,
+    /// How late a list answers, as of when it was asked.
+    list_delay: Mutex<Duration>,
     pub(super) lists: AtomicUsize,
     pub(super) reads: AtomicUsize,
     pub(super) patches: AtomicUsize,
@@ -70,6 +75,7 @@ impl Claims {
         if rest == "events" {
             return Some(match req.method.as_str() {
                 "POST" => self.event(&namespace, &req.body),
+                "GET" => self.list_events(req, &namespace),
                 _ => not_allowed(),
             });
         }
@@ -93,8 +99,33 @@ impl Claims {
                 None => not_found(&name),
             },
             "PATCH" => self.patch(req, namespace, name, expandable),
+            "DELETE" => match lock(&self.stored).remove(&(namespace, name.clone())) {
+                Some(claim) => HttpResponse::json(200, &to_json(&claim)),
+                None => not_found(&name),
+            },
             _ => not_allowed(),
         })
+    }
+
+    /// Makes every list answer `delay` late, as of when it was asked.
+    pub(super) fn set_list_delay(&self, delay: Duration) {
+        *lock(&self.list_delay) = delay;
+    }
+
+    /// The events of `namespace`, oldest first, as an EventList.
+    fn list_events(&self, req: &HttpRequest, namespace: &str) -> HttpResponse {
+        let items: Vec<Value> = lock(&self.events)
+            .iter()
+            .filter(|e| e.namespace == namespace)
+            .map(|e| {
+                json!({
+                    "metadata": {"namespace": e.namespace},
+                    "involvedObject": {"kind": "PersistentVolumeClaim", "namespace": e.namespace, "name": e.claim},
+                    "type": e.kind, "reason": e.reason, "message": e.message
+                })
+            })
+            .collect();
+        super::kube::paged(req, "EventList", "v1", items)
     }
 
     fn read(&self, namespace: &str, name: &str) -> Option<FakeClaim> {
@@ -105,6 +136,10 @@ impl Claims {
     fn list(&self, req: &HttpRequest) -> HttpResponse {
         self.lists.fetch_add(1, Ordering::SeqCst);
         let items: Vec<Value> = lock(&self.stored).values().map(to_json).collect();
+        let delay = *lock(&self.list_delay);
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         super::kube::paged(req, "PersistentVolumeClaimList", "v1", items)
     }
 
@@ -194,7 +229,7 @@ impl Claims {
         let claim = FakeClaim {
             namespace: namespace.to_string(),
             name: name.clone(),
-            uid: format!("uid-{namespace}-{name}"),
+            uid: new_uid(),
             resource_version: self.version(),
             annotations,
             volume_name: text(&object["spec"]["volumeName"]),
@@ -290,6 +325,25 @@ impl Claims {
     pub(super) fn events(&self) -> Vec<FakeClaimEvent> {
         lock(&self.events).clone()
     }
+}
+
+/// A new UID, shaped as the API server's are (a version 4 UUID): unique
+/// within the process, so a claim made again under a name is another.
+fn new_uid() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    let clock = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        (clock >> 32) as u32,
+        (clock >> 16) as u16,
+        (clock >> 4) & 0xfff,
+        n & 0xfff,
+        n
+    )
 }
 
 fn not_found(name: &str) -> HttpResponse {

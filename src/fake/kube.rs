@@ -665,6 +665,12 @@ impl FakeKube {
         self.shared.claims.events()
     }
 
+    /// Makes every list of claims answer `delay` late, as of when it was
+    /// asked (a slow API server).
+    pub fn set_claim_list_delay(&self, delay: std::time::Duration) {
+        self.shared.claims.set_list_delay(delay);
+    }
+
     /// Lists of every claim answered so far.
     pub fn claim_lists(&self) -> usize {
         self.shared.claims.lists.load(Ordering::SeqCst)

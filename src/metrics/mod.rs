@@ -21,8 +21,14 @@
 //! docs/metrics.md documents every family: keep the two in step.
 
 pub mod endpoint;
+mod fills;
 mod process;
 pub mod registry;
+
+pub use fills::{
+    fill_abandoned, restore_clone_active, restore_copy_ended, watch_dev_nfs, watch_fills,
+    watch_restore_copies, CopyOutcome, FillAbandoned, RunningCopies,
+};
 
 use crate::config::Role;
 use registry::{Computed, Counter, Emit, Family, Gauge, Histogram, Sampled};
@@ -40,6 +46,10 @@ const HTTP_BUCKETS: &[f64] = &[
 /// Filesystems and snapshots take seconds to minutes to become active.
 const WAIT_BUCKETS: &[f64] = &[
     0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+/// A temporary clone of a snapshot takes minutes to hours.
+const CLONE_BUCKETS: &[f64] = &[
+    5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0,
 ];
 /// A mount helper run, bounded by NFS_MOUNT_TIMEOUT (2 min by default).
 const MOUNT_BUCKETS: &[f64] = &[
@@ -86,6 +96,11 @@ families! {
     static RESTORE_RUNNING: Sampled = new("csi_restore_copies_running", "Copies filling subdirectory volumes now.", &[]);
     static RESTORE_PROGRESS_FILES: Sampled = new("csi_restore_copying_files", "Files the copies running now have written so far.", &[]);
     static RESTORE_PROGRESS_BYTES: Sampled = new("csi_restore_copying_bytes", "Bytes the copies running now have written so far.", &[]);
+    static RESTORE_PROGRESS_ENTRIES: Sampled = new("csi_restore_copying_entries", "Entries (files, links and directories, made or found made by an earlier attempt) the copies running now have done so far.", &[]);
+    static FILLS: Sampled = new("csi_directory_fills", "Jobs filling directory volumes now (restores and clones), by phase: starting, cloning (waiting for the temporary clone of a snapshot to become active), copying.", &["phase"]);
+    static CLONE_ACTIVE: Histogram = new("csi_restore_clone_duration_seconds", "How long the temporary clones restores copy from took to become active, from when this process asked for each (or found it being made).", &[], CLONE_BUCKETS);
+    static DEV_NFS_OPERATIONS: Sampled = counter("dev_nfs_operations_total", "dev role with DEV_NFS_LATENCY: file operations the emulated NFS servers served, by FUSE operation (lookup, getattr, read, write, create, setattr, ...).", &["op"]);
+    static FILLS_ABANDONED: Counter = new("csi_directory_fills_abandoned_total", "Fills of directory volumes ended because the claim they were for is gone, by reason: claim_deleted, claim_replaced (deleted and made again under its name).", &["reason"]);
     static DIRECTORY_USED: Sampled = new("csi_directory_volume_used_bytes", "Bytes a directory volume's quota counts as used, as the backend last sampled them (the active controller's latest round), by volume id and claim (namespace/name, empty when unknown).", &["volume", "claim"]);
     static DIRECTORY_CAPACITY: Sampled = new("csi_directory_volume_capacity_bytes", "A directory volume's size: its quota's maximum, as the active controller's latest round read it, by volume id and claim.", &["volume", "claim"]);
     static AUTOGROW: Counter = new("csi_directory_volume_autogrow_total", "Autogrow decisions, by outcome: grown (a claim was asked to grow), no_room (its shared filesystem cannot hold the growth), at_max (at autogrow-max), refused (the class does not allow expansion). Each outcome other than grown is counted once per volume until what it is about changes.", &["outcome"]);
@@ -132,11 +147,7 @@ pub fn init(role: Role) {
             LINODE_TOKEN_RELOADS.touch(&[outcome]);
         }
         LINODE_UNAUTHORIZED.touch(&[]);
-        for outcome in COPY_OUTCOMES {
-            RESTORE_COPIES.touch(&[outcome]);
-        }
-        RESTORE_COPIED_FILES.touch(&[]);
-        RESTORE_COPIED_BYTES.touch(&[]);
+        fills::touch();
         for outcome in AUTOGROW_OUTCOMES {
             AUTOGROW.touch(&[outcome]);
         }
@@ -390,33 +401,6 @@ pub fn staging_remounted(why: Remount) {
 /// Stuck statvfs calls, asked at each scrape until `read` answers `None`.
 pub fn watch_stuck_statvfs(read: impl FnMut() -> Option<usize> + Send + 'static) {
     STATVFS_STUCK.register(single(read));
-}
-
-/// How a restore's copy ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CopyOutcome {
-    Ok,
-    Failed,
-    Stopped,
-}
-
-const COPY_OUTCOMES: [&str; 3] = ["ok", "failed", "stopped"];
-
-/// A restore's copy ended, having written `files` files and `bytes` bytes.
-pub fn restore_copy_ended(outcome: CopyOutcome, files: u64, bytes: u64) {
-    RESTORE_COPIES.inc(&[COPY_OUTCOMES[outcome as usize]]);
-    RESTORE_COPIED_FILES.add(&[], files);
-    RESTORE_COPIED_BYTES.add(&[], bytes);
-}
-
-/// The copies running now, and what they wrote so far: `read` answers
-/// `(copies, files, bytes)` at each scrape, `None` once the controller is gone.
-pub fn watch_restore_copies(read: impl Fn() -> Option<(usize, u64, u64)> + Send + Sync + 'static) {
-    let read = std::sync::Arc::new(read);
-    let (r1, r2, r3) = (read.clone(), read.clone(), read);
-    RESTORE_RUNNING.register(single(move || r1().map(|(n, _, _)| n)));
-    RESTORE_PROGRESS_FILES.register(single(move || r2().map(|(_, f, _)| f as usize)));
-    RESTORE_PROGRESS_BYTES.register(single(move || r3().map(|(_, _, b)| b as usize)));
 }
 
 /// One directory volume's usage as the metrics show it.

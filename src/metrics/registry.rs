@@ -228,6 +228,7 @@ pub type Source = Box<dyn FnMut(&mut Emit<'_>) -> bool + Send>;
 /// registered at startup; the series of several sources add up.
 pub struct Sampled {
     meta: Meta,
+    kind: &'static str,
     sources: Mutex<Vec<Source>>,
 }
 
@@ -237,8 +238,22 @@ impl Sampled {
         help: &'static str,
         labels: &'static [&'static str],
     ) -> Sampled {
+        Sampled::of_kind("gauge", Meta { name, help, labels })
+    }
+
+    /// A family whose sources count up, as counters do.
+    pub const fn counter(
+        name: &'static str,
+        help: &'static str,
+        labels: &'static [&'static str],
+    ) -> Sampled {
+        Sampled::of_kind("counter", Meta { name, help, labels })
+    }
+
+    const fn of_kind(kind: &'static str, meta: Meta) -> Sampled {
         Sampled {
-            meta: Meta { name, help, labels },
+            meta,
+            kind,
             sources: Mutex::new(Vec::new()),
         }
     }
@@ -259,7 +274,7 @@ impl Family for Sampled {
             })
         });
         self.meta
-            .render(out, "gauge", series.iter().map(|(k, v)| (k, *v)));
+            .render(out, self.kind, series.iter().map(|(k, v)| (k, *v)));
     }
 }
 

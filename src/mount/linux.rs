@@ -345,6 +345,34 @@ fn c_path(path: &Path) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
+/// Mounts a FUSE filesystem at `target` whose server holds the
+/// `/dev/fuse` descriptor named in `data` (dev mode's emulated NFS),
+/// read-only when `read_only`.
+pub fn mount_fuse(target: &Path, data: &str, read_only: bool) -> io::Result<()> {
+    let target = c_path(target)?;
+    let data = CString::new(data)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "options contain a NUL byte"))?;
+    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+    if read_only {
+        flags |= libc::MS_RDONLY;
+    }
+    // SAFETY: every string is NUL-terminated and outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            c"linode-nfs-dev".as_ptr(),
+            target.as_ptr(),
+            c"fuse".as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 fn sys_mount(source: Option<&Path>, target: &Path, flags: libc::c_ulong) -> io::Result<()> {
     let source = source.map(c_path).transpose()?;
     let target = c_path(target)?;

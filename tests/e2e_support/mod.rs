@@ -8,6 +8,8 @@
 //! checking.
 #![allow(dead_code)]
 
+pub mod restores;
+
 use crate::common::requests::{
     controller_publish_req, delete_req, from_snapshot, get_volume_req, node_publish_req,
     node_stage_req, node_unpublish_req, node_unstage_req, rwx, snapshot_req,

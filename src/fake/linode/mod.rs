@@ -283,6 +283,11 @@ impl FakeLinode {
         self.mutate(|s| s.clone_rate = rate);
     }
 
+    /// The next `n` clones of snapshots turn `error` instead of `active`.
+    pub fn set_failing_clones(&self, n: usize) {
+        self.mutate(|s| s.failing_clones = n);
+    }
+
     /// What the backend sampled of a quota's usage now (`collected_at` is
     /// this moment); `false` when there is no such quota. An installed
     /// [`ExportContent`] samples instead.

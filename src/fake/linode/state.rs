@@ -324,6 +324,9 @@ pub(super) struct State {
     /// Clones copy their snapshot's data at this rate; `None`: at once.
     #[serde(default)]
     pub(super) clone_rate: Option<CloneRate>,
+    /// The next this many clones of snapshots turn `error`, not `active`.
+    #[serde(default)]
+    pub(super) failing_clones: usize,
     /// Who answers for the files in the exports (dev mode); installed
     /// again by each process, so never saved.
     #[serde(skip)]
@@ -382,6 +385,7 @@ impl State {
             next_quota_id: first_quota_id(),
             quota_behaviour: QuotaBehaviour::default(),
             clone_rate: None,
+            failing_clones: 0,
             content: ContentHook::default(),
             next_filesystem_id: 101,
             next_snapshot_id: 9001,
@@ -441,7 +445,11 @@ impl State {
         let mut gone = Vec::new();
         for fs in self.filesystems.values_mut() {
             if fs.phase == Phase::Creating && now >= fs.transition_at {
-                let lifecycle = self.filesystem_lifecycles.get(&fs.label).copied();
+                let mut lifecycle = self.filesystem_lifecycles.get(&fs.label).copied();
+                if fs.source_snapshot_id.is_some() && self.failing_clones > 0 {
+                    self.failing_clones -= 1;
+                    lifecycle = Some(Lifecycle::StickInError);
+                }
                 match lifecycle.unwrap_or(Lifecycle::Normal) {
                     Lifecycle::NeverActive => {}
                     Lifecycle::StickInError => {

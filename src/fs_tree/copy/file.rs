@@ -1,6 +1,6 @@
 //! The copy of one file (its data, holes left holes, then owner, mode and
-//! times) or one symlink (its text, never followed), made under a
-//! temporary name and renamed over. Whether to copy is decided elsewhere.
+//! times) or one symlink (its text, never followed), made in place
+//! (`place`). Whether to copy is decided elsewhere.
 
 use super::attrs::Attrs;
 use super::node::{path, Job};
@@ -15,7 +15,13 @@ use std::os::unix::fs::PermissionsExt;
 const CHUNK: u64 = 64 << 20;
 
 impl Copy<'_> {
-    pub(super) fn copy_file(&self, job: &Job, st: &libc::stat, attrs: &Attrs) -> Result<(), Error> {
+    pub(super) fn copy_file(
+        &self,
+        job: &Job,
+        st: &libc::stat,
+        attrs: &Attrs,
+        stale: bool,
+    ) -> Result<(), Error> {
         let at = || path(&job.folder.node, &job.name);
         let src = job
             .folder
@@ -30,19 +36,21 @@ impl Copy<'_> {
             }
         }
         let dst = &job.folder.dst;
-        let (temp, out) = self
-            .temp(dst, |dir, name| dir.create_file(name, 0o600))
-            .map_err(|e| failed("create the copy of", &at(), e))?;
-        self.put(job, &temp, || {
-            self.fill(&src, &out, st)?;
-            // Before the mode: a change of owner clears the set-id bits.
-            std::os::unix::fs::fchown(&out, Some(attrs.uid), Some(attrs.gid))?;
-            out.set_permissions(Permissions::from_mode(attrs.permissions()))?;
-            dir::close(out)?;
-            // After the close: on NFS a write-back the close causes would
-            // set the modification time again.
-            dst.set_times_at(&temp, &attrs.times())
-        })
+        self.make_in_place(
+            job,
+            stale,
+            |dir, name| dir.create_file(name, 0o600),
+            |out| {
+                self.fill(&src, &out, st)?;
+                // Before the mode: a change of owner clears the set-id bits.
+                std::os::unix::fs::fchown(&out, Some(attrs.uid), Some(attrs.gid))?;
+                out.set_permissions(Permissions::from_mode(attrs.permissions()))?;
+                dir::close(out)?;
+                // After the close: on NFS a write-back the close causes would
+                // set the modification time again.
+                dst.set_times_at(&job.name, &attrs.times())
+            },
+        )
         .map_err(|e| failed("copy", &at(), e))
     }
 
@@ -84,7 +92,7 @@ impl Copy<'_> {
         Ok(())
     }
 
-    pub(super) fn copy_symlink(&self, job: &Job, attrs: &Attrs) -> Result<(), Error> {
+    pub(super) fn copy_symlink(&self, job: &Job, attrs: &Attrs, stale: bool) -> Result<(), Error> {
         let at = || path(&job.folder.node, &job.name);
         let target = job.folder.src.read_link(&job.name).map_err(|e| {
             source_error("read", &at(), e, |e| {
@@ -92,13 +100,15 @@ impl Copy<'_> {
             })
         })?;
         let dst = &job.folder.dst;
-        let (temp, ()) = self
-            .temp(dst, |dir, name| dir.symlink(&target, name))
-            .map_err(|e| failed("create the copy of", &at(), e))?;
-        self.put(job, &temp, || {
-            dst.set_owner_at(&temp, attrs.uid, attrs.gid)?;
-            dst.set_times_at(&temp, &attrs.times())
-        })
+        self.make_in_place(
+            job,
+            stale,
+            |dir, name| dir.symlink(&target, name),
+            |()| {
+                dst.set_owner_at(&job.name, attrs.uid, attrs.gid)?;
+                dst.set_times_at(&job.name, &attrs.times())
+            },
+        )
         .map_err(|e| failed("copy", &at(), e))
     }
 }

@@ -10,9 +10,12 @@
 //! knows of volumes, snapshots or mounts.
 //!
 //! One walker (the calling thread) reads the directories and hands each
-//! other entry to a fixed set of `threads` workers through a queue of
-//! `threads` jobs (a full queue makes the walker wait), so per-file latency,
-//! which dominates on NFS, is paid `threads` at a time. The walk descends
+//! other entry to a fixed set of `threads` workers through a queue of at
+//! most 64 entries a worker from at most `2 × threads` directories (a full
+//! queue makes the walker wait), so per-file latency, which dominates on
+//! NFS, is paid `threads` at a time, and the workers spread over the
+//! directories queued (`queue`): a client changes one directory at a time.
+//! The walk descends
 //! into a subdirectory as soon as it reads one and keeps open only the
 //! directory it is in; for each level above it remembers the two
 //! directories' identities and the place among the entries it stopped at
@@ -21,8 +24,9 @@
 //! through `..`, checking it arrived where it came from. So the stack is
 //! flat, the memory of the walk grows with the depth only (a name and a few
 //! numbers per level), and descriptors are bounded by the queue: at most
-//! `2 × threads + 1` directories are open on both sides (each job keeps
-//! its own open), plus, per worker, the two files it copies or the two
+//! `3 × threads + 1` directories are open on both sides (those with
+//! entries queued, those workers are in, the walker's), plus, per worker,
+//! the two files it copies or the two
 //! directories it goes through to find a hard link's first copy, whatever
 //! the depth or width; `threads` is capped at 64. Only the map of hard-linked inodes
 //! grows with the tree: one entry per inode met whose other names are not
@@ -31,24 +35,24 @@
 //! times are set by whoever finishes with it last, the walker or a worker,
 //! after everything in it was made.
 //!
-//! Resume: a file, symlink or hard link is made under a temporary name
-//! (`.lnc-copy-*`) in its directory, given its owner, mode and times (the
-//! modification time last), and only then renamed over its name, so an
-//! entry bearing its name was complete when it was renamed. A later call
-//! takes an entry already there as copied when it is equal to its source:
+//! Resume: a file, symlink or hard link is made under its own name and
+//! given its owner, mode and times, the modification time last (`place`),
+//! so an entry cut short differs from its source. A later call takes an
+//! entry already there as copied when it is equal to its source:
 //! the same kind, size, modification time, mode and owner (and for a
 //! symlink the same text; for a hard link the same inode as the first
 //! name's copy); anything else is made again (so a destination keeping
 //! coarser times than the source has everything copied again). Entering a
 //! directory an earlier attempt made, a call first removes the temporary
-//! names that attempt may have left there (a source entry named so is
-//! copied again each time). `stop` halts the walker and the workers between files; the
+//! names (`.lnc-copy-*`) earlier versions of this copy left there (a source
+//! entry named so is copied again each time). `stop` halts the walker and the workers between files; the
 //! directories not finished keep the attributes of work in progress until
 //! a later call finishes them.
 //!
 //! Here are the calls' options, counters and shared state; `walk` is the
 //! walker, `worker` the workers' choice per entry, `file` the copy of a
-//! file's data or a symlink, `temp` the temporary names, `links` the map of
+//! file's data or a symlink, `place` where an entry is made, `queue` the
+//! entries between the walker and the workers, `links` the map of
 //! hard-linked inodes, `node` the directories of the copy and `attrs` what
 //! is kept of an entry and compared on resume.
 
@@ -56,7 +60,8 @@ mod attrs;
 mod file;
 mod links;
 mod node;
-mod temp;
+mod place;
+mod queue;
 #[cfg(test)]
 mod tests;
 mod walk;
@@ -67,17 +72,21 @@ use crate::mutex::lock;
 use crate::Error;
 use attrs::{identity, Attrs};
 use links::Links;
-use node::{Folder, Job, Node};
+use node::{Folder, Node};
+use queue::Queue;
 use std::ffi::CString;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// More workers than this gain nothing on one NFS server and would let the
 /// queue's open directories near `RLIMIT_NOFILE`.
 const MAX_THREADS: usize = 64;
+
+/// Entries that may wait per worker: enough that the walker reads a few
+/// directories ahead (the workers spread over them), little memory.
+const QUEUED_PER_WORKER: usize = 64;
 
 /// How often, at most, a progress line is logged.
 const LOG_EVERY_MS: u64 = 10_000;
@@ -178,46 +187,40 @@ pub fn copy_tree(from: &Dir, to: &Dir, options: &CopyOptions) -> Result<CopyStat
         failure: Mutex::new(None),
         failed: AtomicBool::new(false),
         complete: AtomicBool::new(false),
-        pid: std::process::id(),
-        temps: AtomicU64::new(0),
         started: Instant::now(),
         logged_ms: AtomicU64::new(0),
     };
-    let root = Arc::new(Folder {
-        src: from.reopen().map_err(top("open the source"))?,
-        dst: to.reopen().map_err(top("open the destination"))?,
-        node: Arc::new(Node {
+    let root = Arc::new(Folder::new(
+        (
+            from.reopen().map_err(top("open the source"))?,
+            to.reopen().map_err(top("open the destination"))?,
+        ),
+        Arc::new(Node {
             parent: None,
             name: CString::default(),
             attrs: Attrs::of(&from_st),
             fresh: false,
             left: AtomicUsize::new(1),
         }),
-        src_id: identity(&from_st),
-        dst_id: identity(&to_st),
-    });
+        (identity(&from_st), identity(&to_st)),
+    ));
     let threads = options.threads.clamp(1, MAX_THREADS);
-    let (queue, jobs) = sync_channel::<Job>(threads);
-    // Only the workers hold the receiving end, so should they all be gone
-    // the walker's next send fails instead of waiting for ever.
-    let jobs = Arc::new(Mutex::new(jobs));
+    let queue = Queue::new(QUEUED_PER_WORKER * threads, 2 * threads, threads);
     std::thread::scope(|s| {
-        let queue = queue;
         for i in 0..threads {
-            let jobs = jobs.clone();
-            let copy = &copy;
+            let (copy, queue) = (&copy, &queue);
             let spawned = std::thread::Builder::new()
                 .name(format!("copy-{i}"))
-                .spawn_scoped(s, move || copy.work(&jobs));
+                .spawn_scoped(s, move || copy.work(queue));
             if let Err(e) = spawned {
+                queue.leave();
                 copy.fail(Error::Internal(format!("copy: start a worker: {e}")));
-                return;
             }
         }
-        drop(jobs);
         let walked = copy
             .clean(&root.dst, &root.node)
             .and_then(|()| copy.walk(root, &queue));
+        queue.close();
         if let Err(e) = walked {
             copy.fail(e);
         }
@@ -243,9 +246,6 @@ struct Copy<'a> {
     failed: AtomicBool,
     /// The top's attributes are set: everything was copied.
     complete: AtomicBool,
-    /// Temporary names are this process's id and a count.
-    pid: u32,
-    temps: AtomicU64,
     started: Instant,
     logged_ms: AtomicU64,
 }

@@ -46,6 +46,56 @@ pub(super) struct Folder {
     pub(super) node: Arc<Node>,
     pub(super) src_id: Identity,
     pub(super) dst_id: Identity,
+    /// Its entries waiting in the queue, and those workers copy now.
+    queued: AtomicUsize,
+    working: AtomicUsize,
+}
+
+impl Folder {
+    pub(super) fn new(
+        (src, dst): (Dir, Dir),
+        node: Arc<Node>,
+        (src_id, dst_id): (Identity, Identity),
+    ) -> Folder {
+        Folder {
+            src,
+            dst,
+            node,
+            src_id,
+            dst_id,
+            queued: AtomicUsize::new(0),
+            working: AtomicUsize::new(0),
+        }
+    }
+
+    /// Counts `n` more (or fewer) of its entries queued: how many are now.
+    pub(super) fn queue(&self, n: isize) -> usize {
+        add(&self.queued, n)
+    }
+
+    pub(super) fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// Counts `n` more (or fewer) workers in it.
+    pub(super) fn working(&self, n: isize) {
+        add(&self.working, n);
+    }
+
+    /// Workers copying its entries now.
+    pub(super) fn busy(&self) -> usize {
+        self.working.load(Ordering::Acquire)
+    }
+}
+
+/// Adds `n` (which may be negative) to `counter`: the new value.
+fn add(counter: &AtomicUsize, n: isize) -> usize {
+    let before = if n >= 0 {
+        counter.fetch_add(n.unsigned_abs(), Ordering::AcqRel)
+    } else {
+        counter.fetch_sub(n.unsigned_abs(), Ordering::AcqRel)
+    };
+    before.wrapping_add_signed(n)
 }
 
 /// An entry other than a directory, for a worker to copy.

@@ -1,6 +1,6 @@
 //! The copy engine, end to end on real trees in a scratch directory.
 
-use super::temp::TEMP_PREFIX;
+use super::place::TEMP_PREFIX;
 use super::*;
 use crate::fs_tree::dir::Kind;
 use crate::test_support::Scratch;

@@ -6,13 +6,13 @@
 
 use super::attrs::{identity, Attrs};
 use super::node::{path, Folder, Job, Node};
+use super::queue::Queue;
 use super::{changed, failed, is_enoent, raced, source_error, stopped, Copy, Progress};
 use crate::fs_tree::dir::{Dir, Entries, Identity, Kind, Position};
 use crate::Error;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
 /// A directory the walker is below: what it needs to come back.
@@ -26,7 +26,7 @@ struct Level {
 impl Copy<'_> {
     /// The walker: reads the source tree depth first, makes its
     /// directories and queues everything else.
-    pub(super) fn walk(&self, top: Arc<Folder>, queue: &SyncSender<Job>) -> Result<(), Error> {
+    pub(super) fn walk(&self, top: Arc<Folder>, queue: &Queue) -> Result<(), Error> {
         let mut here = top;
         let mut from: Option<(Position, CString)> = None;
         let mut levels: Vec<Level> = Vec::new();
@@ -58,7 +58,7 @@ impl Copy<'_> {
         &self,
         here: &Arc<Folder>,
         from: Option<(Position, CString)>,
-        queue: &SyncSender<Job>,
+        queue: &Queue,
     ) -> Result<Option<(CString, Position)>, Error> {
         let mut entries = self.entries(here, from)?;
         while let Some(entry) = entries.next() {
@@ -74,9 +74,9 @@ impl Copy<'_> {
                         folder: here.clone(),
                         name,
                     };
-                    queue
-                        .send(job)
-                        .map_err(|_| Error::Internal("copy: the workers are gone".into()))?;
+                    if !queue.add(job) {
+                        return Err(Error::Internal("copy: the workers are gone".into()));
+                    }
                 }
             }
         }
@@ -135,13 +135,11 @@ impl Copy<'_> {
             self.clean(&dst, &node)?;
         }
         Progress::add(&self.options.progress.directories, 1);
-        Ok(Arc::new(Folder {
-            src,
-            dst,
+        Ok(Arc::new(Folder::new(
+            (src, dst),
             node,
-            src_id: identity(&st),
-            dst_id: identity(&dst_st),
-        }))
+            (identity(&st), identity(&dst_st)),
+        )))
     }
 
     /// Opens the parents of `here` on both sides, checking they are the
@@ -158,13 +156,7 @@ impl Copy<'_> {
         if src_id != level.src || dst_id != level.dst {
             return Err(changed(&path(&here.node, c""), "it moved"));
         }
-        Ok(Arc::new(Folder {
-            src,
-            dst,
-            node,
-            src_id,
-            dst_id,
-        }))
+        Ok(Arc::new(Folder::new((src, dst), node, (src_id, dst_id))))
     }
 }
 

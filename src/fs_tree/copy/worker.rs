@@ -6,27 +6,25 @@
 use super::attrs::{identity, Attrs};
 use super::links::Claim;
 use super::node::{path, Job, Node};
+use super::queue::Queue;
 use super::{changed, failed, is_enoent, source_error, Copy, Progress};
 use crate::fs_tree::remove_tree;
-use crate::mutex::lock;
 use crate::Error;
 use std::ffi::CStr;
-use std::sync::mpsc::Receiver;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 impl Copy<'_> {
     /// A worker: copies queued entries until the queue closes; once the
     /// copy is halted it drains the queue without copying.
-    pub(super) fn work(&self, jobs: &Mutex<Receiver<Job>>) {
-        loop {
-            let Ok(job) = lock(jobs).recv() else {
-                return;
-            };
+    pub(super) fn work(&self, queue: &Queue) {
+        let _leaving = queue.worker();
+        while let Some(taken) = queue.take() {
             if self.halted() {
                 continue;
             }
+            let job = &taken.job;
             let done = self
-                .copy_entry(&job)
+                .copy_entry(job)
                 .and_then(|()| self.done_with(&job.folder));
             if let Err(e) = done {
                 self.fail(e);
@@ -105,18 +103,20 @@ impl Copy<'_> {
 
     /// A file or symlink, unless an equal copy is there already.
     fn copy_one(&self, job: &Job, st: &libc::stat, attrs: &Attrs) -> Result<(), Error> {
-        if let Some(there) = self.existing(job, attrs.kind())? {
-            let equal = attrs.same(&Attrs::of(&there))
+        let there = self.existing(job, attrs.kind())?;
+        if let Some(there) = &there {
+            let equal = attrs.same(&Attrs::of(there))
                 && (attrs.kind() != libc::S_IFLNK || self.same_target(job)?);
             if equal {
                 Progress::add(&self.options.progress.reused, 1);
                 return Ok(());
             }
         }
+        let stale = there.is_some();
         if attrs.kind() == libc::S_IFREG {
-            self.copy_file(job, st, attrs)
+            self.copy_file(job, st, attrs, stale)
         } else {
-            self.copy_symlink(job, attrs)
+            self.copy_symlink(job, attrs, stale)
         }?;
         Progress::add(&self.options.progress.files, 1);
         Ok(())
@@ -153,17 +153,20 @@ impl Copy<'_> {
         let first_st = first_dir
             .stat_at(first)
             .map_err(|e| failed("inspect", &path(node, first), e))?;
-        if let Some(there) = self.existing(job, first_st.st_mode & libc::S_IFMT)? {
-            if identity(&there) == identity(&first_st) {
+        let there = self.existing(job, first_st.st_mode & libc::S_IFMT)?;
+        if let Some(there) = &there {
+            if identity(there) == identity(&first_st) {
                 Progress::add(&self.options.progress.reused, 1);
                 return Ok(());
             }
         }
-        let (temp, ()) = self
-            .temp(dst, |dir, name| first_dir.link(first, dir, name))
-            .map_err(|e| failed("link", &at(), e))?;
-        self.put(job, &temp, || Ok(()))
-            .map_err(|e| failed("link", &at(), e))?;
+        self.make_in_place(
+            job,
+            there.is_some(),
+            |dir, name| first_dir.link(first, dir, name),
+            |()| Ok(()),
+        )
+        .map_err(|e| failed("link", &at(), e))?;
         Progress::add(&self.options.progress.files, 1);
         Ok(())
     }

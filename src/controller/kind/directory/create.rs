@@ -186,6 +186,15 @@ fn make(
     // Another name's, another setting's or a foreign directory: refused
     // before anything is claimed or made.
     let repeat = files::prior(&root, &id.name, &marker)?;
+    // A fill ended lately because its claim is gone is not begun again
+    // for that claim.
+    if let Some(why) = want.dir_source.as_ref().and_then(|_| {
+        (!repeat)
+            .then(|| c.fill_watch.abandoned(&want.name, want.claim.as_ref()))
+            .flatten()
+    }) {
+        return Err(Error::FailedPrecondition(why));
+    }
     // So is a source that cannot fill it (unless an earlier attempt did).
     let filled = repeat && files::read_marker(&root, &id.name)?.is_some_and(|m| !m.filling);
     let plan = match &want.dir_source {

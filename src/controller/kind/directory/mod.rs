@@ -46,7 +46,7 @@ pub use parent_cache::ParentCache;
 pub use pool::{Pools, TendPolicy};
 pub use quota_changes::{expand, modify};
 pub use quota_lists::QuotaLists;
-pub use restore::{stop_all as stop_copies, Copies, Fills, Temporaries};
+pub use restore::{start_watch, stop_all as stop_copies, Copies, FillWatch, Fills, Temporaries};
 pub use room::Room;
 pub use shares::Shares;
 pub use snapshots::{GroupJobs, SnapshotBatches};

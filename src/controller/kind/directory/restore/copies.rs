@@ -10,7 +10,7 @@
 use crate::flow::{Flow, Handoff, Step};
 use crate::fs_tree::{CopyOptions, CopyStats, Progress};
 use crate::handles::SubdirId;
-use crate::metrics::{self, CopyOutcome};
+use crate::metrics::{self, CopyOutcome, RunningCopies};
 use crate::mutex::lock;
 use crate::Error;
 use std::collections::HashMap;
@@ -71,13 +71,19 @@ impl Copies {
         metrics::watch_restore_copies(move || {
             let running = watched.upgrade()?;
             let all = lock(&running);
-            let (files, bytes) = all.values().fold((0, 0), |(f, b), r| {
-                (
-                    f + r.progress.files.load(Ordering::Relaxed),
-                    b + r.progress.bytes.load(Ordering::Relaxed),
-                )
-            });
-            Some((all.len(), files, bytes))
+            let mut sum = RunningCopies {
+                copies: all.len(),
+                ..RunningCopies::default()
+            };
+            for r in all.values() {
+                let p = &r.progress;
+                sum.files += p.files.load(Ordering::Relaxed);
+                sum.bytes += p.bytes.load(Ordering::Relaxed);
+                sum.entries += p.files.load(Ordering::Relaxed)
+                    + p.directories.load(Ordering::Relaxed)
+                    + p.reused.load(Ordering::Relaxed);
+            }
+            Some(sum)
         });
         Copies { running, threads }
     }
@@ -91,6 +97,19 @@ impl Copies {
             }
             None => false,
         }
+    }
+
+    /// What the copy filling `id` has done so far, while one runs.
+    pub fn progress(&self, id: &SubdirId) -> Option<CopyStats> {
+        let running = lock(&self.running).get(id).cloned()?;
+        let p = &running.progress;
+        Some(CopyStats {
+            files: p.files.load(Ordering::Relaxed),
+            bytes: p.bytes.load(Ordering::Relaxed),
+            directories: p.directories.load(Ordering::Relaxed),
+            skipped: p.skipped.load(Ordering::Relaxed),
+            reused: p.reused.load(Ordering::Relaxed),
+        })
     }
 
     /// Runs `job` for `id` on a thread of its own, parked until it ends;

@@ -1,9 +1,10 @@
 //! Which restores of this process hold each snapshot's temporary clone,
-//! and the one lookup or POST of a clone at a time: state only, kept by
+//! the one lookup or POST of a clone at a time, and which of a snapshot's
+//! clones failed while held: state only, kept by
 //! the controller; `temporary` makes, lends and deletes the clones.
 
 use crate::handles::SnapshotId;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// The restores of this process that hold each snapshot's clone.
@@ -12,4 +13,7 @@ pub struct Temporaries {
     pub(super) users: Mutex<HashMap<SnapshotId, usize>>,
     /// One lookup or POST of a snapshot's clone at a time.
     pub(super) making: Mutex<HashMap<SnapshotId, Arc<Mutex<()>>>>,
+    /// The clones of each held snapshot that failed or vanished (their
+    /// filesystem ids), forgotten with the last hold.
+    pub(super) failed: Mutex<HashMap<SnapshotId, BTreeSet<u64>>>,
 }

@@ -2,21 +2,31 @@
 //! call: a job runs on the worker pool as a flow that answers nobody, from
 //! the first call (or the upkeep, after a restart) until the volume is
 //! filled or has failed finally. Calls only wait for it: each waits at
-//! most `LINODE_WAIT_TIMEOUT` (DeadlineExceeded, the job goes on), and a
-//! later call for the same volume joins it. What the job holds (the
-//! temporary filesystem it copies from, the parent snapshot it reads) is
-//! the job's until it ends. A failed attempt is tried again, backing off,
-//! within `FILL_TIMEOUT`; a final failure (the source or the volume's
-//! parent gone, a source that cannot fill it) removes what the job made:
-//! the copied data, the quota, the marker. What is filled, and how, is
-//! `restore`'s; this file only runs, joins and ends jobs.
+//! most `LINODE_WAIT_TIMEOUT` (DeadlineExceeded naming the job's phase and
+//! progress; the job goes on), and a later call for the same volume joins
+//! it. What the job holds (the temporary filesystem it copies from, the
+//! parent snapshot it reads) is the job's from the moment it asks for it
+//! until it ends, whatever it waits for meanwhile. A failed attempt is
+//! tried again, backing off (1 s doubling to a minute). The job fails
+//! finally, removing what it made (the copied data, the quota, the
+//! marker), on a final failure (the source or the volume's parent gone, a
+//! source that cannot fill it, a temporary clone that failed past its
+//! replacements), once `FILL_TIMEOUT` has passed since it started, or when
+//! the claim it was for is gone (`watch` ends it). A job whose volume is
+//! being deleted leaves it to the delete; one whose process is stopping or
+//! lost the lease leaves the volume and its temporary clone for the next
+//! process. What is filled, and how, is `restore`'s; this file only runs,
+//! joins and ends jobs.
 
 use super::copies;
-use super::Loan;
+use super::progress::Report;
+use super::stops::Stop;
+use super::temporary::Hold;
 use crate::backoff::Backoff;
+use crate::controller::claim_ref::ClaimRef;
 use crate::controller::Controller;
 use crate::flow::{done, guarded, Flow, Handoff, Step, Then};
-use crate::handles::SubdirId;
+use crate::handles::{SnapshotId, SubdirId};
 use crate::mutex::lock;
 use crate::Error;
 use std::collections::HashMap;
@@ -39,27 +49,62 @@ pub(super) struct Job {
     /// Set by DeleteVolume: the job ends at its next step and leaves the
     /// volume to the delete.
     cancelled: AtomicBool,
-    /// The temporary filesystem it copies from, once it has one.
-    temporary: Mutex<Option<Loan>>,
+    /// Set when the claim it fills the volume for is gone: the job ends
+    /// at once, as a final failure, for this reason.
+    abandoned: Mutex<Option<Error>>,
+    /// Ends the wait the job is in when it is cancelled or abandoned.
+    pub(super) stop: Arc<Stop>,
+    /// Its hold on the temporary clone it copies from, from the moment it
+    /// asks for one until it ends.
+    clone: Mutex<Option<Hold>>,
     /// Why its last attempt failed, for the calls that stop waiting.
     last_error: Mutex<Option<Error>>,
     attempts: AtomicU32,
-    started: Instant,
+    pub(super) started: Instant,
+    /// Where it is, for the calls that stop waiting and the claim's events.
+    pub(super) report: Report,
+    /// The claim and CSI name its volume's marker records, once read.
+    pub(super) made_for: Mutex<Option<MadeFor>>,
+}
+
+/// What a volume's marker says it was made for.
+#[derive(Debug, Clone)]
+pub(super) struct MadeFor {
+    pub csi_name: String,
+    pub claim: Option<ClaimRef>,
 }
 
 impl Job {
-    /// Keeps `loan` until the job ends (a retry's new loan replaces it).
-    pub(super) fn keep(&self, loan: Loan) {
-        *lock(&self.temporary) = Some(loan);
+    /// Keeps `hold` on a temporary clone until the job ends, unless it
+    /// holds that snapshot's clone already (a later attempt).
+    pub(super) fn keep(&self, snapshot: SnapshotId, hold: impl FnOnce() -> Hold) {
+        let mut held = lock(&self.clone);
+        if held.as_ref().map(Hold::snapshot) != Some(snapshot) {
+            *held = Some(hold());
+        }
     }
 
     pub(super) fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
 
+    /// Why the job must stop now, if it must: its volume is being deleted,
+    /// or its claim is gone.
+    pub(super) fn stopped(&self) -> Option<Error> {
+        self.stop.why()
+    }
+
     /// Ends the job at its next step (its volume is gone or going).
-    pub(super) fn cancel(&self) {
+    pub(super) fn cancel(&self, id: &SubdirId) {
         self.cancelled.store(true, Ordering::SeqCst);
+        self.stop.stop(Error::Aborted(format!(
+            "volume {id} is being deleted: its fill stops"
+        )));
+    }
+
+    /// The claim its volume is for, once the marker was read.
+    pub(super) fn claim(&self) -> Option<ClaimRef> {
+        lock(&self.made_for).as_ref().and_then(|m| m.claim.clone())
     }
 }
 
@@ -79,13 +124,24 @@ pub(super) fn is_final(e: &Error) -> bool {
     )
 }
 
+/// How a job ended, for what it leaves and tells.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Ending<'a> {
+    Filled,
+    /// Failed finally: what it made goes.
+    Failed(&'a Error),
+    /// Ended unfinished: the volume is left as it is, to its delete or to
+    /// the next process.
+    Unfinished,
+}
+
 /// What a job does: one attempt at filling the volume, and the clean-up
-/// of a final failure. `restore` provides both.
+/// of its end. `restore` provides both.
 pub(super) trait Work: Send + Sync + 'static {
     fn attempt(&self, c: &Arc<Controller>, job: &Arc<Job>) -> Step<()>;
-    /// Lets go of what the job held and, after a final failure
-    /// (`failed`), removes what it made.
-    fn end(&self, c: &Controller, failed: Option<&Error>);
+    /// Lets go of what the job held and, after a final failure, removes
+    /// what it made.
+    fn end(&self, c: &Controller, job: &Job, ending: Ending<'_>);
     fn volume(&self) -> &SubdirId;
 }
 
@@ -98,13 +154,32 @@ impl Fills {
     /// Ends the job filling `id` at its next step, stopping its copy:
     /// whether a copy was running (until it stops, the directory is still
     /// being written). A job still waiting for its temporary filesystem
-    /// writes nothing more: it finds the volume gone.
+    /// stops waiting and writes nothing more.
     pub fn cancel(&self, c: &Controller, id: &SubdirId) -> bool {
         let Some(job) = lock(&self.running).get(id).cloned() else {
             return false;
         };
-        job.cancel();
+        job.cancel(id);
         c.copies.stop(id)
+    }
+
+    /// Ends the job filling `id` now, as a final failure for `why` (the
+    /// claim it filled the volume for is gone): what it made is removed.
+    pub(super) fn abandon(&self, c: &Controller, id: &SubdirId, why: Error) {
+        let Some(job) = lock(&self.running).get(id).cloned() else {
+            return;
+        };
+        *lock(&job.abandoned) = Some(why.clone());
+        job.stop.stop(why);
+        c.copies.stop(id);
+    }
+
+    /// The jobs running now.
+    pub(super) fn running(&self) -> Vec<(SubdirId, Arc<Job>)> {
+        lock(&self.running)
+            .iter()
+            .map(|(id, job)| (id.clone(), job.clone()))
+            .collect()
     }
 }
 
@@ -135,10 +210,14 @@ pub(super) fn run(c: &Arc<Controller>, work: impl Work, waited: bool) -> Step<()
                 let job = Arc::new(Job {
                     waiters: Mutex::default(),
                     cancelled: AtomicBool::new(false),
-                    temporary: Mutex::default(),
+                    abandoned: Mutex::default(),
+                    stop: Arc::default(),
+                    clone: Mutex::default(),
                     last_error: Mutex::default(),
                     attempts: AtomicU32::new(0),
                     started: Instant::now(),
+                    report: Report::default(),
+                    made_for: Mutex::default(),
                 });
                 running.insert(id.clone(), job.clone());
                 (job, true)
@@ -165,19 +244,37 @@ pub(super) fn run(c: &Arc<Controller>, work: impl Work, waited: bool) -> Step<()
 }
 
 /// Parks until `job` (filling `id`) sends `answer`, at most
-/// `LINODE_WAIT_TIMEOUT`: then DeadlineExceeded, and the job goes on.
-fn wait(c: &Controller, id: SubdirId, job: Arc<Job>, answer: Answer) -> Step<()> {
+/// `LINODE_WAIT_TIMEOUT`: then DeadlineExceeded naming where the job is,
+/// and the job goes on.
+fn wait(c: &Arc<Controller>, id: SubdirId, job: Arc<Job>, answer: Answer) -> Step<()> {
     let late = answer.clone();
+    let c2 = c.clone();
     c.timers.at(Instant::now() + c.call_wait, move || {
+        let copied = c2.copies.progress(&id);
+        let phase = job.report.describe(copied);
         let last = lock(&job.last_error)
             .as_ref()
-            .map(|e| format!(" (its last attempt: {})", e.message()))
+            .map(|e| format!("; its last attempt failed: {}", e.message()))
             .unwrap_or_default();
         late.send(Err(Error::DeadlineExceeded(format!(
-            "volume {id} is still being filled{last}; the fill goes on, and a retry waits for it again"
+            "volume {id} is still being filled: {phase}{last}; the fill goes on, and a retry waits for it again"
         ))));
     });
     answer.receive(|r: Result<(), Error>| r.map(Flow::Ready))
+}
+
+/// How a job that did not finish leaves what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leaving {
+    /// Filled, or failed finally: what it made goes after a failure; its
+    /// temporary clone goes with the last hold.
+    Done,
+    /// Its volume is being deleted: the delete takes the volume; the
+    /// temporary clone goes with the last hold.
+    ToTheDelete,
+    /// The process stops or lost the lease: the volume and the temporary
+    /// clone stay for the next process to resume and adopt.
+    ToTheNextProcess,
 }
 
 /// One attempt, then the next after a pause while the failure is not
@@ -188,45 +285,67 @@ fn attempts(c: Arc<Controller>, job: Arc<Job>, work: Arc<dyn Work>) -> Step<()> 
         let (c, job, work) = (c2, job2, work2);
         let id = work.volume().clone();
         let e = match r {
-            Ok(()) => return finish(&c, &job, &*work, Ok(())),
+            Ok(()) => return finish(&c, &job, &*work, Ok(()), Leaving::Done),
             Err(e) => e,
         };
-        let ends = if is_final(&e) {
-            Some("final")
+        let abandoned = lock(&job.abandoned).clone();
+        let (why, e, leaving) = if let Some(why) = abandoned {
+            ("its claim is gone", why, Leaving::Done)
+        } else if is_final(&e) {
+            ("final", e, Leaving::Done)
         } else if job.is_cancelled() {
-            Some("the volume is being deleted")
+            ("the volume is being deleted", e, Leaving::ToTheDelete)
         } else if copies::is_stopping() {
-            Some("the controller is stopping")
+            ("the controller is stopping", e, Leaving::ToTheNextProcess)
         } else if !c.lease.is_held() {
-            Some("this controller no longer holds the lease; the holder resumes it")
+            (
+                "this controller no longer holds the lease; the holder resumes it",
+                e,
+                Leaving::ToTheNextProcess,
+            )
         } else if job.started.elapsed() >= c.fill_timeout {
-            Some("FILL_TIMEOUT has passed")
+            let timeout = Error::DeadlineExceeded(format!(
+                "the fill of volume {id} did not finish within FILL_TIMEOUT ({:?}; its last attempt: {}); what it made is removed, and a retry starts anew",
+                c.fill_timeout,
+                e.message()
+            ));
+            ("FILL_TIMEOUT has passed", timeout, Leaving::Done)
         } else {
-            None
+            let n = job.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+            let pause = AGAIN.nth(n);
+            log::warn!("volume {id}: fill attempt {n} failed ({e}); trying again in {pause:?}");
+            *lock(&job.last_error) = Some(e);
+            let timers = c.timers.clone();
+            return timers.after(pause, move || attempts(c, job, work));
         };
-        if let Some(why) = ends {
-            log::warn!("volume {id}: the fill ends ({why}): {e}");
-            return finish(&c, &job, &*work, Err(e));
-        }
-        let n = job.attempts.fetch_add(1, Ordering::SeqCst) + 1;
-        let pause = AGAIN.nth(n);
-        log::warn!("volume {id}: fill attempt {n} failed ({e}); trying again in {pause:?}");
-        *lock(&job.last_error) = Some(e);
-        let timers = c.timers.clone();
-        timers.after(pause, move || attempts(c, job, work))
+        log::warn!("volume {id}: the fill ends ({why}): {e}");
+        finish(&c, &job, &*work, Err(e), leaving)
     })
 }
 
 /// Ends the job: the clean-up its outcome calls for, its holds let go,
 /// every waiting call answered.
-fn finish(c: &Controller, job: &Job, work: &dyn Work, outcome: Result<(), Error>) -> Step<()> {
+fn finish(
+    c: &Controller,
+    job: &Job,
+    work: &dyn Work,
+    outcome: Result<(), Error>,
+    leaving: Leaving,
+) -> Step<()> {
     let id = work.volume();
-    let final_failure = outcome.as_ref().err().filter(|e| is_final(e));
-    // Cancelled or stopped: the volume stays as it is, for the delete or
-    // the next process; only what the job holds goes.
-    work.end(c, final_failure);
+    let ending = match (&outcome, leaving) {
+        (Ok(()), _) => Ending::Filled,
+        (Err(e), Leaving::Done) => Ending::Failed(e),
+        (Err(_), Leaving::ToTheDelete | Leaving::ToTheNextProcess) => Ending::Unfinished,
+    };
+    work.end(c, job, ending);
     let ended = lock(&c.fills.running).remove(id);
-    drop(lock(&job.temporary).take());
+    if let Some(hold) = lock(&job.clone).take() {
+        match leaving {
+            Leaving::ToTheNextProcess => hold.leave(),
+            Leaving::Done | Leaving::ToTheDelete => drop(hold),
+        }
+    }
     match &outcome {
         Ok(()) => log::info!("volume {id}: filled"),
         Err(e) => log::info!("volume {id}: fill job ended: {e}"),

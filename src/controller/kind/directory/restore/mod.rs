@@ -12,17 +12,23 @@
 //! complete and the marker says so; a call that ends first only stops
 //! waiting, a retry joins the job, and after a restart the upkeep resumes
 //! it from the marker (`resume`), so no one is ever handed a half-filled
-//! volume. A fill that fails finally takes its volume with it.
+//! volume. A fill that fails finally takes its volume with it. The job
+//! tells the claim its marker records what it is doing (`progress`,
+//! posted by `watch`), and ends when that claim is gone (`watch`).
 
 mod copies;
 mod holders;
 mod jobs;
+mod progress;
+mod stops;
 mod temporary;
+mod watch;
 
 pub use copies::{stop_all, Copies};
 pub use holders::Temporaries;
 pub use jobs::Fills;
 pub use temporary::sweep as sweep_temporaries;
+pub use watch::{start as start_watch, FillWatch};
 
 use super::account::Purpose;
 use super::files;
@@ -36,18 +42,23 @@ use crate::controller::Controller;
 use crate::flow::{done, Step, Then};
 use crate::fs_tree::{copy_tree, CopyOptions, CopyStats, Dir};
 use crate::handles::{SnapshotHandle, SubdirId, VolumeId, SUBDIRECTORY_BASE};
+use crate::kube::EventType;
 use crate::linode::Status;
+use crate::linode::{Filesystem, Snapshot};
+use crate::metrics;
 use crate::Error;
-use jobs::Job;
+use jobs::{Ending, Job, MadeFor};
+use progress::Total;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use temporary::Loan;
+use std::time::Instant;
 
 /// What a fill copies from, checked before anything is made.
 #[derive(Clone)]
 pub enum Plan {
     Snapshot(Box<Restorable>),
-    Clone(SubdirId),
+    /// A clone of a volume, which holds about `Total` now.
+    Clone(SubdirId, Total),
     /// A job fills the volume already.
     Joined,
 }
@@ -80,17 +91,30 @@ fn planned(c: &Controller, source: &DirSource) -> Result<(Plan, i64, String), Er
             (Plan::Snapshot(Box::new(r)), size, format!("snapshot {id}"))
         }
         DirSource::Volume(id) => {
-            let size = super::parent::find(c, id)
+            let quota = super::parent::find(c, id)
                 .map_err(|e| match e {
                     Error::NotFound(_) => {
                         Error::NotFound(format!("source volume {id} was not found"))
                     }
                     e => e,
                 })?
-                .quota
-                .and_then(|q| q.max_capacity_bytes)
-                .unwrap_or(0);
-            (Plan::Clone(id.clone()), size, format!("source volume {id}"))
+                .quota;
+            let size = quota.as_ref().and_then(|q| q.max_capacity_bytes);
+            let total = Total {
+                bytes: quota
+                    .as_ref()
+                    .and_then(|q| q.used_capacity_bytes)
+                    .map(|b| b.max(0) as u64),
+                entries: quota
+                    .as_ref()
+                    .and_then(|q| q.used_file_count)
+                    .map(|n| n.max(0) as u64),
+            };
+            (
+                Plan::Clone(id.clone(), total),
+                size.unwrap_or(0),
+                format!("source volume {id}"),
+            )
         }
     })
 }
@@ -196,18 +220,21 @@ impl jobs::Work for Fill {
 
     fn attempt(&self, c: &Arc<Controller>, job: &Arc<Job>) -> Step<()> {
         let id = self.id.clone();
+        if let Some(why) = job.stopped() {
+            return Err(why);
+        }
         match files::read_marker(&self.root, &id.name)? {
-            Some(m)
-                if m.volume_id == id.to_string()
-                    && m.is_of(c.marks.cluster())
-                    && !job.is_cancelled() =>
-            {
+            Some(m) if m.volume_id == id.to_string() && m.is_of(c.marks.cluster()) => {
                 if !m.filling {
                     return done(());
                 }
+                *crate::mutex::lock(&job.made_for) = Some(MadeFor {
+                    csi_name: m.csi_name.clone(),
+                    claim: m.claim.clone(),
+                });
             }
             _ => {
-                job.cancel();
+                job.cancel(&id);
                 return Err(Error::Aborted(format!(
                     "volume {id} is being deleted: its fill stops"
                 )));
@@ -220,27 +247,38 @@ impl jobs::Work for Fill {
                 if let (Some(_), Some(vol)) = (&r.dir, parent_of(r)) {
                     fills::hold(c, vol, &r.snapshot.label, &id)?;
                 }
-                copy_from(c, job, id.clone(), &root, (**r).clone())
+                let total = Total {
+                    bytes: r
+                        .snapshot
+                        .size_bytes
+                        .filter(|_| r.dir.is_none())
+                        .map(|b| b.max(0) as u64),
+                    entries: None,
+                };
+                copy_from(c, job, id.clone(), &root, (**r).clone(), total)
             }
-            Plan::Clone(source) => {
-                let (to, at) = (id.clone(), root.clone());
-                for_clone(c, source, &id).then(move |r| copy_from(&c2, &job2, to, &at, r))
+            Plan::Clone(source, total) => {
+                let (to, at, total) = (id.clone(), root.clone(), *total);
+                for_clone(c, source, &id).then(move |r| copy_from(&c2, &job2, to, &at, r, total))
             }
         };
-        let (c, plan) = (c.clone(), self.plan.clone());
+        let (c, plan, job) = (c.clone(), self.plan.clone(), job.clone());
         copied.then(move |()| {
+            if let Some(why) = job.stopped() {
+                return Err(why);
+            }
             files::mark_filled(&root, &id.name, &id.to_string())?;
-            if let Plan::Clone(source) = &plan {
+            if let Plan::Clone(source, _) = &plan {
                 forget_clone(&c, source, &id)?;
             }
             done(())
         })
     }
 
-    fn end(&self, c: &Controller, failed: Option<&Error>) {
-        if failed.is_some() {
+    fn end(&self, c: &Controller, job: &Job, ending: Ending<'_>) {
+        if let Ending::Failed(why) = ending {
             let source = match &self.plan {
-                Plan::Clone(source) => Some(source.clone()),
+                Plan::Clone(source, _) => Some(source.clone()),
                 Plan::Snapshot(_) | Plan::Joined => None,
             };
             if let Err(e) = discard(c, &self.id, &self.root, source.as_ref()) {
@@ -249,6 +287,36 @@ impl jobs::Work for Fill {
                     self.id
                 );
             }
+            tell(
+                c,
+                job,
+                EventType::Warning,
+                "FillFailed",
+                format!(
+                    "filling the volume failed finally: {}; what it made is removed, and provisioning again starts anew",
+                    why.message()
+                ),
+            );
+        }
+        if let Ending::Filled = ending {
+            let copied = job.report.copied();
+            tell(
+                c,
+                job,
+                EventType::Normal,
+                "FillDone",
+                format!(
+                    "the volume is filled, in {}{}",
+                    progress::duration(job.started.elapsed()),
+                    copied
+                        .map(|s| format!(
+                            ": {} entries, {} copied",
+                            progress::entries(&s),
+                            progress::bytes(s.bytes)
+                        ))
+                        .unwrap_or_default()
+                ),
+            );
         }
         if let Plan::Snapshot(r) = &self.plan {
             if let (Some(_), Some(vol)) = (&r.dir, parent_of(r)) {
@@ -261,6 +329,14 @@ impl jobs::Work for Fill {
                 }
             }
         }
+    }
+}
+
+/// Tells the claim `job`'s volume is for (if its marker names one) what
+/// the job is doing, through the watch.
+fn tell(c: &Controller, job: &Job, kind: EventType, reason: &'static str, message: String) {
+    if let Some(claim) = job.claim() {
+        c.fill_watch.tell(claim, kind, reason, message);
     }
 }
 
@@ -325,37 +401,99 @@ pub fn let_go(c: &Controller, source: &DirSource, id: &SubdirId) -> Result<(), E
     }
 }
 
-/// Copies what `r` holds into the directory of `id`; a temporary
-/// filesystem it copies from is `job`'s until the job ends.
+/// Copies what `r` holds (about `total`) into the directory of `id`,
+/// from the parent's own snapshot directory when it shows one, else from
+/// a temporary clone of the snapshot, which `job` holds until it ends.
 fn copy_from(
     c: &Arc<Controller>,
     job: &Arc<Job>,
     id: SubdirId,
     root: &Path,
     r: Restorable,
+    total: Total,
 ) -> Step<()> {
     let to = files::volume_dir(root, &id.name);
     if let Some(from) = snapshot_directory(c, &r)? {
-        log::info!("filling volume {id} from {}", from.display());
-        return c.copies.run(id, move |o| copy(&from, &to, o));
+        return copy_into(c, job, id, from, to, total);
     }
     let (c2, job) = (c.clone(), job.clone());
     c.poller.snapshot(r.snapshot.clone(), move |snapshot| {
-        let c3 = c2.clone();
-        temporary::acquire(&c2, &snapshot).then(move |loan| {
-            let from = match &r.dir {
-                Some(dir) => loan.root.join(SUBDIRECTORY_BASE).join(dir.as_str()),
-                None => loan.root.clone(),
-            };
-            job.keep(loan);
-            if job.is_cancelled() {
-                return Err(Error::Aborted(format!(
-                    "volume {id} is being deleted: its fill stops"
-                )));
+        let key = temporary::key_of(&snapshot);
+        job.keep(key, || temporary::hold(&c2, key));
+        let fs = temporary::find_or_make(&c2, &snapshot)?;
+        cloning(&c2, &job, &snapshot, &fs);
+        let (c3, told, of) = (c2.clone(), job.clone(), snapshot.clone());
+        let made: Arc<dyn Fn(&Filesystem) + Send + Sync> =
+            Arc::new(move |fs: &Filesystem| cloning(&c3, &told, &of, fs));
+        let since = Instant::now();
+        let c4 = c2.clone();
+        temporary::active(&c2, &snapshot, fs, &job.stop.clone(), made).then(move |fs| {
+            metrics::restore_clone_active(since.elapsed());
+            let root = temporary::mounted(&c4, &fs)?;
+            if let Some(why) = job.stopped() {
+                return Err(why);
             }
-            log::info!("filling volume {id} from {}", from.display());
-            c3.copies.run(id, move |o| copy(&from, &to, o))
+            let from = match &r.dir {
+                Some(dir) => root.join(SUBDIRECTORY_BASE).join(dir.as_str()),
+                None => root,
+            };
+            copy_into(&c4, &job, id, from, to, total)
         })
+    })
+}
+
+/// `job` now waits for the temporary clone `fs` of `snapshot`: its phase,
+/// and an event when that is news.
+fn cloning(c: &Controller, job: &Job, snapshot: &Snapshot, fs: &Filesystem) {
+    let what = format!(
+        "temporary filesystem {}/{} of snapshot {}/{}/{}",
+        fs.space_id, fs.id, snapshot.space_id, snapshot.filesystem_id, snapshot.id
+    );
+    if job.report.cloning(what.clone()) {
+        tell(
+            c,
+            job,
+            EventType::Normal,
+            "FillCloning",
+            format!("cloning the snapshot into a {what} to copy the volume's data from; a clone of a large filesystem can take hours"),
+        );
+    }
+}
+
+/// Copies the tree at `from` (about `total`) into the directory `to` of
+/// volume `id`, on a thread of its own.
+fn copy_into(
+    c: &Controller,
+    job: &Arc<Job>,
+    id: SubdirId,
+    from: PathBuf,
+    to: PathBuf,
+    total: Total,
+) -> Step<()> {
+    log::info!("filling volume {id} from {}", from.display());
+    job.report.copying(total);
+    let size = match (total.bytes, total.entries) {
+        (None, None) => "its size is counted as it goes".to_string(),
+        (bytes, entries) => format!(
+            "about {}{}",
+            bytes.map(progress::bytes).unwrap_or_default(),
+            entries
+                .map(|n| format!(" in {n} entries"))
+                .unwrap_or_default()
+        ),
+    };
+    tell(
+        c,
+        job,
+        EventType::Normal,
+        "FillCopying",
+        format!("copying the volume's data in: {size}"),
+    );
+    let reported = job.clone();
+    c.copies.run(id, move |o| {
+        let copied = copy(&from, &to, o)?;
+        reported.report.copied_all(copied);
+        Ok(copied)
     })
 }
 

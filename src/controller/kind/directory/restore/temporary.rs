@@ -1,17 +1,27 @@
 //! The temporary filesystems restores copy from: a clone of one Linode
 //! snapshot (a shared parent's, or a whole-filesystem volume's), made
-//! once while any fill job of this process needs it (the job holds it
-//! until it ends, whoever waits for it), mounted read-only on the
-//! controller only (`Shares::temporary_root`), and deleted when the last
-//! of them is done (a delete that fails is tried again in the background
-//! for a few minutes). Each is labelled `csi-restore-<fs>-<snapshot>` and
-//! tagged `tags::RESTORE_SOURCE`: never a volume, a parent, or a user's.
-//! One that no job of this process holds (a crash, a lost reply, a new
-//! leader) is an orphan: a job of the same snapshot adopts it, the upkeep
-//! deletes it once it has resumed the fills it finds (`sweep`). In
-//! node mode a new one is given the source filesystem's ACL, which admits
-//! the controller where the source's mounts do.
+//! once while any fill job of this process needs it, mounted read-only on
+//! the controller only (`Shares::temporary_root`), and deleted when the
+//! last job holding it is done (a delete that fails is tried again in the
+//! background for a few minutes). A job holds its clone from the moment
+//! it asks for one until it ends (`hold`), whatever it waits for
+//! meanwhile: a clone of a large parent can take hours, and one still
+//! `creating` when a wait ends (`LINODE_WAIT_TIMEOUT`) is waited for
+//! again, never POSTed again (`active`). One the API reports in `error`,
+//! or that is gone, is deleted and replaced, at most `REPLACEMENTS` times
+//! per snapshot while jobs hold it; then the fill fails finally. A job
+//! that ends without finishing or failing (the process stopping, the
+//! lease lost) leaves its clone for the next process to adopt (`leave`).
+//! Each is labelled `csi-restore-<fs>-<snapshot>` and tagged
+//! `tags::RESTORE_SOURCE`: never a volume, a parent, or a user's. One that
+//! no job of this process holds (a crash, a lost reply, a new leader) is
+//! an orphan: a job of the same snapshot adopts it, `creating` or
+//! `active`, and the upkeep deletes it once it has resumed the fills it
+//! finds (`sweep`). In node mode a new one is given the source
+//! filesystem's ACL, which admits the controller where the source's
+//! mounts do.
 
+use super::stops::Stop;
 use crate::backoff::Backoff;
 use crate::config::AccessPolicyMode;
 use crate::controller::lock_keys::Doubt;
@@ -49,10 +59,26 @@ fn vol_of(fs: &Filesystem) -> VolumeId {
     }
 }
 
-/// One restore's hold on a snapshot's clone: the last one let go deletes it.
+/// One job's hold on a snapshot's clone: the last one let go deletes it,
+/// unless it was left for the next process (`leave`).
 pub struct Hold {
     c: Arc<Controller>,
     snapshot: SnapshotId,
+    left: bool,
+}
+
+impl Hold {
+    /// The snapshot whose clone it holds.
+    pub fn snapshot(&self) -> SnapshotId {
+        self.snapshot
+    }
+
+    /// Lets go of the clone without deleting it: the job ends unfinished
+    /// (the process stopping, the lease lost) and the next process, or the
+    /// new leader, adopts the clone where it is, `creating` or not.
+    pub fn leave(mut self) {
+        self.left = true;
+    }
 }
 
 impl Drop for Hold {
@@ -63,12 +89,13 @@ impl Drop for Hold {
             *n -= 1;
             if *n == 0 {
                 users.remove(&self.snapshot);
+                lock(&self.c.temporaries.failed).remove(&self.snapshot);
                 true
             } else {
                 false
             }
         };
-        if last {
+        if last && !self.left {
             if let Err(e) = remove_unheld(&self.c, self.snapshot) {
                 log::warn!(
                     "deleting the temporary filesystem of snapshot {}: {e}; trying again",
@@ -77,6 +104,17 @@ impl Drop for Hold {
                 remove_later(self.c.clone(), self.snapshot);
             }
         }
+    }
+}
+
+/// A job's hold on the clone of `snapshot`, taken before the clone is
+/// looked for or made, so no sweep deletes it under the job.
+pub fn hold(c: &Arc<Controller>, snapshot: SnapshotId) -> Hold {
+    *lock(&c.temporaries.users).entry(snapshot).or_insert(0) += 1;
+    Hold {
+        c: c.clone(),
+        snapshot,
+        left: false,
     }
 }
 
@@ -136,12 +174,6 @@ fn remove_later(c: Arc<Controller>, snapshot: SnapshotId) {
     {
         log::warn!("the temporary filesystem of snapshot {snapshot} is left for a later restore in its Space to delete: {e}");
     }
-}
-
-/// A restore's temporary filesystem, mounted: `root` is its root here.
-pub struct Loan {
-    pub root: PathBuf,
-    _hold: Hold,
 }
 
 /// Unmounts and deletes every clone of `snapshot` (several only after a
@@ -207,39 +239,133 @@ pub fn sweep(c: &Controller, space: u64) -> Result<(), Error> {
     Ok(())
 }
 
-/// The clone of `snap` in its Space, active and mounted here, made when
-/// there is none. Parked while it becomes active.
-pub fn acquire(c: &Arc<Controller>, snap: &Snapshot) -> Step<Loan> {
-    let key = SnapshotId {
+/// How many times the clone of one snapshot is replaced after it failed
+/// (`error`) or vanished while jobs held it; past that, their fills fail
+/// finally. A backend that fails the same clone four times in a row will
+/// not make a fifth.
+pub const REPLACEMENTS: usize = 3;
+
+/// The snapshot a job restores from, as its temporary clone is keyed.
+pub fn key_of(snap: &Snapshot) -> SnapshotId {
+    SnapshotId {
         space: snap.space_id,
         filesystem: snap.filesystem_id,
         snapshot: snap.id,
-    };
-    *lock(&c.temporaries.users).entry(key).or_insert(0) += 1;
-    let hold = Hold {
-        c: c.clone(),
-        snapshot: key,
-    };
+    }
+}
+
+/// The clone of `snap` in its Space, found (whatever its status but
+/// `deleting`) or POSTed now; a job must hold it first (`hold`).
+pub fn find_or_make(c: &Arc<Controller>, snap: &Snapshot) -> Result<Filesystem, Error> {
+    let key = key_of(snap);
     let source = c.cloud.get_filesystem(key.space, key.filesystem)?;
-    let fs = {
-        let one = lock(&c.temporaries.making).entry(key).or_default().clone();
-        let _one = lock(&one);
-        clone_of(c, key, &source)?
-    };
-    let c2 = c.clone();
+    let one = lock(&c.temporaries.making).entry(key).or_default().clone();
+    let _one = lock(&one);
+    clone_of(c, key, &source)
+}
+
+/// Continues with the clone `fs` of `snap` once it is active and, in
+/// node mode, admits the controller: waited for as long as it takes, one
+/// `LINODE_WAIT_TIMEOUT` after another, with no new POST; a clone in
+/// `error`, or gone, is deleted and replaced (at most `REPLACEMENTS` times
+/// for the snapshot). `stop` ends the wait early. `made` is told of each
+/// replacement.
+pub fn active(
+    c: &Arc<Controller>,
+    snap: &Snapshot,
+    fs: Filesystem,
+    stop: &Arc<Stop>,
+    made: Arc<dyn Fn(&Filesystem) + Send + Sync>,
+) -> Step<Filesystem> {
     let admitted = match c.mode {
-        AccessPolicyMode::Node => admit_like(c, &source, &fs),
+        AccessPolicyMode::Node => {
+            let source = c.cloud.get_filesystem(snap.space_id, snap.filesystem_id)?;
+            admit_like(c, &source, &fs)
+        }
         AccessPolicyMode::Space => done(()),
     };
-    admitted.then(move |()| {
-        let c3 = c2.clone();
-        c2.poller.filesystem(fs, move |fs| {
-            require_mount_target(&fs)?;
-            let mtls = c3.spaces.mtls_mode(fs.space_id)?;
-            let root = c3.shares.temporary_root(&fs, mtls.as_ref())?;
-            done(Loan { root, _hold: hold })
+    let (c, snap, stop) = (c.clone(), snap.clone(), stop.clone());
+    admitted.then(move |()| waited(&c, snap, fs, stop, made))
+}
+
+/// One wait of `fs` for `active`, and what follows its end.
+fn waited(
+    c: &Arc<Controller>,
+    snap: Snapshot,
+    fs: Filesystem,
+    stop: Arc<Stop>,
+    made: Arc<dyn Fn(&Filesystem) + Send + Sync>,
+) -> Step<Filesystem> {
+    let c2 = c.clone();
+    let seen = fs.clone();
+    let wait = c.poller.filesystem(fs, done);
+    stop.interruptible(&c.rpc, "temporary filesystem wait", wait)
+        .then_result(move |r| match r {
+            Ok(fs) => done(fs),
+            Err(Error::DeadlineExceeded(_)) if stop.why().is_none() => {
+                log::info!(
+                    "temporary filesystem {}/{} is still being made; waiting for it again",
+                    seen.space_id,
+                    seen.id
+                );
+                waited(&c2, snap, seen, stop, made)
+            }
+            Err(failed @ (Error::FailedPrecondition(_) | Error::NotFound(_)))
+                if stop.why().is_none() =>
+            {
+                let fs = replace(&c2, &snap, &seen, &failed)?;
+                made(&fs);
+                active(&c2, &snap, fs, &stop, made)
+            }
+            Err(e) => Err(e),
         })
-    })
+}
+
+/// Deletes the clone `failed` of `snap` (which failed with `why`) and
+/// makes a new one, unless the snapshot's clones failed `REPLACEMENTS`
+/// times already: then FailedPrecondition, final for the fill.
+fn replace(
+    c: &Arc<Controller>,
+    snap: &Snapshot,
+    failed: &Filesystem,
+    why: &Error,
+) -> Result<Filesystem, Error> {
+    let key = key_of(snap);
+    let times = {
+        let mut all = lock(&c.temporaries.failed);
+        let seen = all.entry(key).or_default();
+        seen.insert(failed.id);
+        seen.len()
+    };
+    log::warn!(
+        "temporary filesystem {}/{} of snapshot {key} failed ({}); it is deleted{}",
+        failed.space_id,
+        failed.id,
+        why.message(),
+        if times > REPLACEMENTS {
+            ""
+        } else {
+            " and made again"
+        }
+    );
+    match delete(c, failed) {
+        Ok(()) | Err(Error::NotFound(_)) => {}
+        Err(e) => return Err(e),
+    }
+    if times > REPLACEMENTS {
+        return Err(Error::FailedPrecondition(format!(
+            "the temporary clone of snapshot {key} failed {times} times (the last: {}); the restore gives up",
+            why.message()
+        )));
+    }
+    find_or_make(c, snap)
+}
+
+/// Mounts the active clone `fs` here, read-only: its root.
+pub fn mounted(c: &Controller, fs: &Filesystem) -> Result<PathBuf, Error> {
+    require_mount_target(fs)?;
+    let mtls = c.spaces.mtls_mode(fs.space_id)?;
+    c.shares.temporary_root(fs, mtls.as_ref())
 }
 
 /// The live clone of `key`, found or POSTed now.
