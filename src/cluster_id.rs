@@ -3,13 +3,8 @@
 //! act on each other's volumes, pools, temporaries or records. It owns the
 //! identity's form (short enough that every tag and label built from it
 //! stays within the API's limits), its default (derived from the cluster
-//! itself: the `kube-system` Namespace's UID), and the check that it never
-//! changes between runs: the Lease records it, and a process whose
-//! identity differs from the recorded one refuses to start rather than
-//! silently orphan everything. Values and that one startup check only.
-
-use crate::kube::KubeClient;
-use std::time::Duration;
+//! itself: the `kube-system` Namespace's UID). Values only: the check that
+//! it never changes between runs is the Lease's (`lease::identity`).
 
 /// Lowercase letters, digits and inner `-`, at most this long: the
 /// cluster tag `csi-cluster.<id>` and a pool label
@@ -61,49 +56,6 @@ impl ClusterId {
 impl std::fmt::Display for ClusterId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// This process's identity: `configured`, else derived from the cluster;
-/// refused when the Lease `namespace/name` records another one. A Lease
-/// that cannot be read now is no refusal (the API server may be starting
-/// too): the election never takes one that records another identity.
-pub fn settle(
-    kube: &KubeClient,
-    configured: Option<&ClusterId>,
-    namespace: &str,
-    name: &str,
-    timeout: Duration,
-) -> Result<ClusterId, String> {
-    let id = match configured {
-        Some(id) => id.clone(),
-        None => {
-            let uid = kube.namespace_uid(NAMESPACE, timeout).map_err(|e| {
-                format!(
-                    "CLUSTER_ID is unset and cannot be derived from the {NAMESPACE} Namespace's UID ({}): set CLUSTER_ID, or grant get on namespaces/{NAMESPACE}",
-                    e.message()
-                )
-            })?;
-            ClusterId::from_uid(&uid).ok_or_else(|| {
-                format!("CLUSTER_ID is unset and the {NAMESPACE} Namespace's UID {uid:?} is no UID to derive it from: set CLUSTER_ID")
-            })?
-        }
-    };
-    let lease = match kube.get_lease(namespace, name, timeout) {
-        Ok(lease) => lease,
-        Err(e) => {
-            log::warn!(
-                "lease {namespace}/{name} cannot be read to check the cluster identity {id} against it ({}); the election checks it when it reads the lease",
-                e.message()
-            );
-            None
-        }
-    };
-    match lease.and_then(|l| l.cluster) {
-        Some(recorded) if recorded != id.as_str() => Err(format!(
-            "this controller's CLUSTER_ID is {id:?}, but lease {namespace}/{name} records {recorded:?}, the identity this cluster's volumes and snapshots carry: a changed identity would orphan every one of them. Set CLUSTER_ID={recorded}; to change it on purpose, follow docs/upgrade-uninstall.md"
-        )),
-        _ => Ok(id),
     }
 }
 

@@ -15,6 +15,7 @@
 
 mod address;
 mod dev;
+mod lease;
 mod parse;
 mod quirks;
 mod read;
@@ -23,6 +24,7 @@ mod table;
 
 pub use address::{Endpoint, ListenAddress};
 pub use dev::{DevConfig, DevRateLimits};
+pub use lease::LeaseSettings;
 pub use parse::{
     parse_duration, parse_endpoint, parse_listen_address, parse_plugin_endpoint, parse_quantity,
     parse_url,
@@ -30,7 +32,8 @@ pub use parse::{
 pub use quirks::DevQuirk;
 pub use read::ConfigError;
 pub use settings::{
-    AccessPolicyMode, Config, LinodeConfig, RegistrationConfig, Role, VolumeExpansion,
+    AccessPolicyMode, Config, FillSettings, LinodeConfig, RegistrationConfig, Role,
+    VolumeExpansion, SERVICE_ACCOUNT_DIR,
 };
 
 use read::{Lookup, Setting};

@@ -12,8 +12,8 @@
 //! shutdown. It holds no CSI logic.
 
 use crate::backoff::Backoff;
+use crate::build_info::DRIVER_NAME;
 use crate::config::RegistrationConfig;
-use crate::identity::DRIVER_NAME;
 use crate::proto::pluginregistration as reg;
 use crate::rpc::registrar::{rpc_name, Registrar};
 use crate::rpc::Rpc;

@@ -1,7 +1,7 @@
 //! What unit tests of several modules share: scratch directories (one per
-//! tag and process, made empty, removed when dropped through `fs_tree`'s
-//! walk, so a test's tree of any depth goes with it) and string maps
-//! written as pairs.
+//! tag and process, made empty, removed when dropped with `rm -rf`, so a
+//! test's tree of any depth goes with it) and string maps written as
+//! pairs.
 
 use std::path::{Path, PathBuf};
 
@@ -24,16 +24,13 @@ impl Scratch {
     }
 }
 
+/// Removes `path` and all below it with `rm -rf`, which walks a tree of
+/// any depth without recursing on the stack.
 fn remove(path: &Path) {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return;
-    };
-    if let (Ok(parent), Ok(name)) = (
-        crate::fs_tree::Dir::open(parent),
-        crate::fs_tree::c_name(name),
-    ) {
-        let _ = crate::fs_tree::remove_tree(&parent, &name);
-    }
+    let _ = std::process::Command::new("rm")
+        .arg("-rf")
+        .arg(path)
+        .status();
 }
 
 impl Drop for Scratch {

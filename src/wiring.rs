@@ -66,7 +66,7 @@ pub fn controller_service_with(
     settings.token_file = linode.token_file.clone();
     settings.request_timeout = linode.request_timeout;
     let mut lease_settings = config.lease.clone().ok_or("no lease settings")?;
-    let cluster_id = crate::cluster_id::settle(
+    let cluster_id = crate::lease::identity::settle(
         &kube,
         config.cluster_id.as_ref(),
         &lease_settings.namespace,
@@ -98,9 +98,7 @@ pub fn controller_service_with(
             space_cache_ttl: config.space_cache_ttl,
             maintenance_interval: config.maintenance_interval,
             pool_empty_grace: config.pool_empty_grace,
-            fill_timeout: config.fill_timeout,
-            fill_progress_interval: config.fill_progress_interval,
-            fill_claim_grace: config.fill_claim_grace,
+            fill: config.fill,
             request_timeout: linode.request_timeout,
             acl_cache_max_age: config.acl_cache_max_age,
             expansion: config.volume_expansion,

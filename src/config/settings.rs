@@ -6,13 +6,28 @@
 
 use super::address::{Endpoint, ListenAddress};
 use super::dev::{self, DevConfig};
+use super::lease::LeaseSettings;
 use super::parse::{parse_endpoint, parse_listen_address, parse_plugin_endpoint, parse_quantity};
 use super::read::{ConfigError, Lookup};
 use crate::cluster_id::ClusterId;
-use crate::lease::LeaseSettings;
 use crate::secret::Secret;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The bounds of the jobs that fill directory volumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FillSettings {
+    /// `FILL_TIMEOUT`: how long a fill job may go on in all.
+    pub timeout: Duration,
+    /// `FILL_PROGRESS_INTERVAL`: how often a fill tells its claim, and
+    /// the claims of the fills running are listed.
+    pub progress_interval: Duration,
+    /// `FILL_CLAIM_GRACE`: how long a fill's claim may be missing.
+    pub claim_grace: Duration,
+}
+
+/// The in-cluster service-account directory (its token, CA and namespace).
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// Which gRPC services this process serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,12 +100,8 @@ pub struct Config {
     pub maintenance_interval: Duration,
     /// `POOL_EMPTY_GRACE`.
     pub pool_empty_grace: Duration,
-    /// `FILL_TIMEOUT`: the bound of a fill job of a directory volume.
-    pub fill_timeout: Duration,
-    /// `FILL_PROGRESS_INTERVAL`: how often a fill tells its claim.
-    pub fill_progress_interval: Duration,
-    /// `FILL_CLAIM_GRACE`: how long a fill's claim may be missing.
-    pub fill_claim_grace: Duration,
+    /// `FILL_TIMEOUT`, `FILL_PROGRESS_INTERVAL`, `FILL_CLAIM_GRACE`.
+    pub fill: FillSettings,
     /// `ACL_CACHE_MAX_AGE` (controller, node mode).
     pub acl_cache_max_age: Duration,
     pub access_policy_mode: AccessPolicyMode,
@@ -164,9 +175,11 @@ impl Config {
         let space_cache_ttl = lookup.duration("SPACE_CACHE_TTL")?;
         let maintenance_interval = lookup.duration("MAINTENANCE_INTERVAL")?;
         let pool_empty_grace = lookup.duration("POOL_EMPTY_GRACE")?;
-        let fill_timeout = lookup.timeout("FILL_TIMEOUT")?;
-        let fill_progress_interval = lookup.timeout("FILL_PROGRESS_INTERVAL")?;
-        let fill_claim_grace = lookup.duration("FILL_CLAIM_GRACE")?;
+        let fill = FillSettings {
+            timeout: lookup.timeout("FILL_TIMEOUT")?,
+            progress_interval: lookup.timeout("FILL_PROGRESS_INTERVAL")?,
+            claim_grace: lookup.duration("FILL_CLAIM_GRACE")?,
+        };
         let request_timeout = lookup.timeout("LINODE_REQUEST_TIMEOUT")?;
         let linode = match role {
             Role::Controller => {
@@ -267,9 +280,7 @@ impl Config {
             space_cache_ttl,
             maintenance_interval,
             pool_empty_grace,
-            fill_timeout,
-            fill_progress_interval,
-            fill_claim_grace,
+            fill,
             acl_cache_max_age: lookup.duration("ACL_CACHE_MAX_AGE")?,
             access_policy_mode,
             default_capacity_bytes,
@@ -368,7 +379,7 @@ fn lease(
         // Dev mode's fake API server has no service account of its own.
         (None, Role::Dev) => "kube-system".to_string(),
         (None, _) => {
-            let file = std::path::Path::new(crate::kube::SERVICE_ACCOUNT_DIR).join("namespace");
+            let file = std::path::Path::new(SERVICE_ACCOUNT_DIR).join("namespace");
             std::fs::read_to_string(file)
                 .ok()
                 .map(|ns| ns.trim().to_string())

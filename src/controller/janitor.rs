@@ -8,7 +8,7 @@
 //! controller is gone.
 
 use super::kind::directory::{upkeep, TendPolicy};
-use super::Controller;
+use crate::controller::state::controller::Controller;
 use crate::mutex::lock;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, Weak};

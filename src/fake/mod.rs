@@ -6,15 +6,13 @@
 //! [`crate::http_server`], shared with the metrics endpoint; how the fakes
 //! listen is [`http`]; this module only gathers the fakes' public face.
 
-mod claims;
 pub mod http;
 pub mod kube;
-mod leases;
 pub mod linode;
 pub mod metadata;
 pub mod rate_limit;
 
-pub use self::claims::{FakeClaim, FakeClaimEvent};
+pub use self::kube::claims::{FakeClaim, FakeClaimEvent};
 pub use self::kube::{
     FakeKube, FakeNode, FakePersistentVolume, FakeStorageClass, FakeVolumeAttachment,
     DEV_CLUSTER_UID,

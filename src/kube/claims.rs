@@ -219,7 +219,7 @@ impl KubeClient {
             },
             "reason": reason, "message": message,
             "type": match kind { EventType::Normal => "Normal", EventType::Warning => "Warning" },
-            "source": {"component": crate::identity::DRIVER_NAME},
+            "source": {"component": crate::build_info::DRIVER_NAME},
             "firstTimestamp": format!("{seconds}Z"), "lastTimestamp": format!("{seconds}Z"),
             "count": 1
         })

@@ -6,8 +6,7 @@
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// The in-cluster service-account directory.
-pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub use crate::config::SERVICE_ACCOUNT_DIR;
 
 /// TLS and credentials resolved from a kubeconfig, before any connection.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,10 +10,10 @@
 //! The node role takes no lease. Nothing here talks to Linode.
 
 mod elect;
-mod settings;
+pub mod identity;
 
+pub use crate::config::LeaseSettings;
 pub use elect::start;
-pub use settings::LeaseSettings;
 
 use crate::linode::WriteFence;
 use crate::mutex::lock;
@@ -127,6 +127,7 @@ impl Leadership {
         if PROCESS.set(self.clone()).is_err() {
             log::warn!("a second controller election in one process is ignored by readiness");
         }
+        crate::metrics::endpoint::report_readiness(readiness);
     }
 
     /// Renewed (or gained) with a request sent at `sent`.

@@ -4,9 +4,10 @@
 //! request (URL, auth, retries, pacing, pages, error classification) is the
 //! transport's; nothing here speaks HTTP itself.
 
+use super::answer::Method;
 use super::error::{Error, WriteError};
 use super::pacer::{RateLimitState, RequestClass};
-use super::transport::{LinodeSettings, Method, Transport};
+use super::transport::{LinodeSettings, Transport};
 use super::types::{
     CloneFilesystem, Filesystem, FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, Instance,
     InstanceConfig, InstanceInterface, NewFilesystem, NewQuota, Page, Quota, QuotaUpdate, Snapshot,
@@ -21,7 +22,7 @@ pub(crate) use super::transport::pem_certificates;
 
 /// The page size of lists the driver reads whole (the API maximum): fewer
 /// of the scarce paginated requests.
-const FULL_PAGE_SIZE: u32 = 500;
+pub(super) const FULL_PAGE_SIZE: u32 = 500;
 /// At most this many terms (ids, labels) go into one `X-Filter` (about 6 KB
 /// of header at most); more, and the whole list is cheaper than several
 /// filtered ones.
@@ -30,7 +31,7 @@ const MAX_FILTER_TERMS: usize = 100;
 /// What this backend turned out not to offer, learnt once and shared by
 /// every view of the client.
 #[derive(Debug, Default)]
-struct Learnt {
+pub(super) struct Learnt {
     /// The API refused an `+or` filter of filesystem ids and labels.
     no_match_filter: AtomicBool,
     /// The API refused to filter filesystems by tag.
@@ -41,16 +42,16 @@ struct Learnt {
     /// are refused up front).
     no_filesystem_policy: AtomicBool,
     /// The API refused to filter quotas by path.
-    no_quota_path_filter: AtomicBool,
+    pub(super) no_quota_path_filter: AtomicBool,
     /// The backend was seen without the quota API (warned about once).
-    no_quotas: AtomicBool,
+    pub(super) no_quotas: AtomicBool,
 }
 
 /// The real Linode API behind the `Cloud` trait.
 #[derive(Debug, Clone)]
 pub struct LinodeCloud {
     transport: Transport,
-    learnt: Arc<Learnt>,
+    pub(super) learnt: Arc<Learnt>,
 }
 
 impl LinodeCloud {
@@ -70,7 +71,7 @@ impl LinodeCloud {
         self.transport.get(path)
     }
 
-    fn list<T: serde::de::DeserializeOwned>(
+    pub(super) fn list<T: serde::de::DeserializeOwned>(
         &self,
         path: &str,
         page_size: Option<u32>,
@@ -106,64 +107,6 @@ impl LinodeCloud {
             }
         }
         let all: Vec<Filesystem> = self.list(&path, Some(FULL_PAGE_SIZE), None)?;
-        Ok(all.into_iter().filter(keep).collect())
-    }
-}
-
-impl LinodeCloud {
-    fn quotas_path(space_id: u64, fs_id: u64) -> String {
-        format!("nfs/spaces/{space_id}/filesystems/{fs_id}/quotas")
-    }
-
-    /// What a failed call on the quota collection of `space_id/fs_id`
-    /// means: a 501, or a 404 while the filesystem exists, is a backend
-    /// without the quota API (`Unimplemented`); a 404 for a filesystem that
-    /// is not there stays NotFound.
-    fn quota_collection_error(&self, e: Error, space_id: u64, fs_id: u64) -> crate::Error {
-        if !e.is_missing_endpoint() {
-            return e.into();
-        }
-        if e.status() == Some(404) {
-            if let Err(missing) = self.get_filesystem(space_id, fs_id) {
-                return missing;
-            }
-        }
-        self.no_quota_api(space_id, fs_id, &e)
-    }
-
-    fn no_quota_api(&self, space_id: u64, fs_id: u64, e: &Error) -> crate::Error {
-        if !self.learnt.no_quotas.swap(true, Ordering::Relaxed) {
-            log::warn!(
-                "the Linode backend has no quota API (filesystem {space_id}/{fs_id} exists, its quotas endpoint answers {e}); per-path quotas are unavailable"
-            );
-        }
-        crate::Error::Unimplemented(format!(
-            "the Linode backend has no per-path quota API ({e})"
-        ))
-    }
-
-    /// A quota read of `path`: filtered, or the whole list once the API
-    /// refused the filter; either way only exact matches are kept.
-    fn filtered_quotas(&self, space_id: u64, fs_id: u64, path: &str) -> Result<Vec<Quota>, Error> {
-        let list = Self::quotas_path(space_id, fs_id);
-        let keep = |q: &Quota| q.path == path;
-        if !self.learnt.no_quota_path_filter.load(Ordering::Relaxed) {
-            let filter = serde_json::json!({ "path": path });
-            match self.list(&list, Some(FULL_PAGE_SIZE), Some(&filter)) {
-                Err(e) if e.refuses_field("X-Filter") => {
-                    log::warn!(
-                        "the Linode API refuses to filter quotas by path ({e}); listing whole filesystems' quotas instead from now on"
-                    );
-                    self.learnt
-                        .no_quota_path_filter
-                        .store(true, Ordering::Relaxed);
-                }
-                other => {
-                    return other.map(|all: Vec<Quota>| all.into_iter().filter(keep).collect())
-                }
-            }
-        }
-        let all: Vec<Quota> = self.list(&list, Some(FULL_PAGE_SIZE), None)?;
         Ok(all.into_iter().filter(keep).collect())
     }
 }

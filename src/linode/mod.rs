@@ -5,15 +5,18 @@
 //! driver waits for. Nothing outside this module
 //! builds Linode URLs or reads Linode JSON; nothing inside it knows about CSI.
 
+pub(crate) mod answer;
 pub mod client;
 pub mod endpoint;
 pub mod error;
 pub mod pacer;
 pub mod poller;
+mod quota_api;
 pub mod token;
 pub mod transport;
 pub mod types;
 
+pub use answer::Method;
 pub use client::LinodeCloud;
 pub use endpoint::endpoint_template;
 pub use error::{Error, WriteError};

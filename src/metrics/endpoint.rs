@@ -38,6 +38,15 @@ impl MetricsServer {
 
 static SERVING: OnceLock<String> = OnceLock::new();
 
+/// What `/readyz` asks: not ready (and why) for a standby controller; set
+/// by the controller's election, ready while none is.
+static READINESS: OnceLock<fn() -> Result<(), String>> = OnceLock::new();
+
+/// Makes `/readyz` answer what `readiness` says.
+pub fn report_readiness(readiness: fn() -> Result<(), String>) {
+    let _ = READINESS.set(readiness);
+}
+
 /// The URL of the endpoint this process serves, once it does (for the dev
 /// banner).
 pub fn serving_url() -> Option<&'static str> {
@@ -72,7 +81,7 @@ fn handle(req: HttpRequest) -> HttpResponse {
     match (req.method.as_str(), req.path.as_str()) {
         ("GET", "/metrics") => HttpResponse::raw(200, CONTENT_TYPE, super::render().into_bytes()),
         ("GET", "/healthz") => HttpResponse::raw(200, "text/plain; charset=utf-8", b"ok".to_vec()),
-        ("GET", "/readyz") => match crate::lease::readiness() {
+        ("GET", "/readyz") => match READINESS.get().map_or(Ok(()), |ready| ready()) {
             Ok(()) => HttpResponse::raw(200, "text/plain; charset=utf-8", b"ok".to_vec()),
             Err(standby) => HttpResponse::raw(
                 503,

@@ -26,21 +26,17 @@
 //! node are ordered by arrival, see `Arrivals`), and a PUT that timed out
 //! but lands later (the policy is in doubt for a while, see `in_doubt`).
 
-pub mod cache;
 pub mod policy;
-mod queue;
 
-pub use queue::{AclQueue, Arrival};
-
-use super::lock_keys::Doubt;
-use super::Controller;
+use super::state::lock_keys::Doubt;
+use crate::controller::state::acl::cache::{Acl, Written};
+use crate::controller::state::acl::queue::{Answer, Arrival, Change};
+use crate::controller::state::controller::Controller;
 use crate::flow::{done, guarded, Flow, Step, Then};
 use crate::handles::VolumeId;
 use crate::linode::{FilesystemAccessPolicy, FilesystemAccessPolicyUpdate, SquashPolicy};
 use crate::Error;
-use cache::{Acl, Written};
 use policy::{no_filesystem_policy, read_policy_through};
-use queue::{Answer, Change};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 

@@ -6,9 +6,9 @@
 //! per-filesystem policies gets. Nothing here writes a policy: that is the
 //! queue's (`acl`).
 
-use super::cache::{Acl, Plan, Ticket};
-use crate::controller::lock_keys::Doubt;
-use crate::controller::Controller;
+use crate::controller::state::acl::cache::{Acl, Plan, Ticket};
+use crate::controller::state::controller::Controller;
+use crate::controller::state::lock_keys::Doubt;
 use crate::handles::VolumeId;
 use crate::linode::{Cloud, Filesystem, FilesystemAccessPolicy, Status};
 use crate::Error;

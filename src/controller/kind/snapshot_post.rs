@@ -3,8 +3,8 @@
 //! sent while an earlier POST of the label may still land, and a reply
 //! that was lost or refused as a duplicate is looked up before it fails.
 
-use crate::controller::lock_keys::Doubt;
-use crate::controller::Controller;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::lock_keys::Doubt;
 use crate::handles::VolumeId;
 use crate::linode::{Snapshot, WriteError};
 use crate::Error;

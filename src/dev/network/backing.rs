@@ -154,29 +154,15 @@ pub(super) fn statfs(fd: &impl AsRawFd) -> Result<libc::statfs> {
 }
 
 pub(super) fn pread(fd: &impl AsRawFd, buf: &mut [u8], offset: u64) -> Result<usize> {
-    // SAFETY: the buffer is valid for `buf.len()` bytes.
-    let n = unsafe {
-        libc::pread(
-            fd.as_raw_fd(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            offset as libc::off_t,
-        )
-    };
-    Ok(check(n)? as usize)
+    let (at, ptr, len) = (offset as libc::off_t, buf.as_mut_ptr().cast(), buf.len());
+    // SAFETY: the buffer is valid for `len` bytes.
+    Ok(check(unsafe { libc::pread(fd.as_raw_fd(), ptr, len, at) })? as usize)
 }
 
 pub(super) fn pwrite(fd: &impl AsRawFd, buf: &[u8], offset: u64) -> Result<usize> {
-    // SAFETY: the buffer is valid for `buf.len()` bytes.
-    let n = unsafe {
-        libc::pwrite(
-            fd.as_raw_fd(),
-            buf.as_ptr().cast(),
-            buf.len(),
-            offset as libc::off_t,
-        )
-    };
-    Ok(check(n)? as usize)
+    let (at, ptr, len) = (offset as libc::off_t, buf.as_ptr().cast(), buf.len());
+    // SAFETY: the buffer is valid for `len` bytes.
+    Ok(check(unsafe { libc::pwrite(fd.as_raw_fd(), ptr, len, at) })? as usize)
 }
 
 pub(super) fn seek(fd: &impl AsRawFd, offset: u64, whence: i32) -> Result<u64> {

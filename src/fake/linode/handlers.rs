@@ -2,11 +2,11 @@
 //! access-policy PUT, each validating its body like the API and emitting the
 //! [`FakeEvent`]s dev mode mirrors. They must not route or render lists.
 
-use super::api_error::{ApiError, ApiResult};
 use super::state::{
     export_path, now_ms, now_secs, FakeEvent, FsRec, Phase, PolicyPut, PolicyRec, SnapRec,
     SnapshotTimes, State,
 };
+use super::wire::api_error::{ApiError, ApiResult};
 use serde_json::{json, Value};
 
 const MAX_LABEL_BYTES: usize = 63;

@@ -8,34 +8,32 @@
 //!
 //! This file is the public handle, [`FakeLinode`]: start it, turn its knobs,
 //! program faults, inspect what it saw. The parts: `seed` (the scenario),
-//! `state` (records and status machines), `render` (their JSON), `server`
-//! (one request's pipeline), `routes` (the endpoint table), `handlers` and
-//! `quotas` (the mutating endpoints), `content` (what the fake may ask of
-//! the files in its exports), `query` (`X-Filter` and pagination), `api_error` (the
-//! error envelope), `dialect` (how a backend variant writes answers),
-//! `faults` (rules, profiles, hangs) and `persist` (the state file).
+//! `state` (records and status machines) with the `knobs` that shape them,
+//! `server` (one request's pipeline), `routes` (the endpoint table),
+//! `handlers` and `quotas` (the mutating endpoints), `wire` (the JSON of
+//! each record, a backend variant's rewrite of it, `X-Filter` and
+//! pagination, the error envelope), `content` (what the fake may ask of
+//! the files in its exports), `faults` (rules, profiles, hangs) and `persist` (the state file).
 
-mod api_error;
 mod content;
-mod dialect;
 mod faults;
 mod handlers;
+mod knobs;
 mod persist;
-mod query;
 mod quotas;
-mod render;
 mod routes;
 mod seed;
 mod server;
 mod state;
+mod wire;
 
 pub use self::content::{DirUsage, ExportContent};
 pub use self::faults::{FaultProfile, FaultRule, Hang, Injected};
-pub use self::seed::{FilesystemSeed, InstanceSeed, Seed, SpaceSeed, VpcAttachment};
-pub use self::server::RequestRecord;
-pub use self::state::{
+pub use self::knobs::{
     CloneRate, FakeEvent, Lifecycle, PolicyPut, QuotaBehaviour, SnapshotTimes, TagFilter,
 };
+pub use self::seed::{FilesystemSeed, InstanceSeed, Seed, SpaceSeed, VpcAttachment};
+pub use self::server::RequestRecord;
 
 use self::faults::{FaultAction, Gate, Gates};
 use self::server::{lock, Shared};

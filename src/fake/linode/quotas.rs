@@ -11,8 +11,8 @@
 //! can be made on an active filesystem only; under `needs_directory`, a
 //! path that is no directory of the export is refused like a bad path.
 
-use super::api_error::{ApiError, ApiResult};
 use super::state::{export_path, now_ms, Phase, QuotaRec, State};
+use super::wire::api_error::{ApiError, ApiResult};
 use serde_json::{json, Map, Value};
 
 /// A positive integer limit, or the reason it is not one.

@@ -2,14 +2,14 @@
 //! a read of the state or a handler, and 405 vs 404 for the rest. It must
 //! not validate fields or change the state itself; the handlers do.
 
-use super::api_error::{ApiError, ApiResult};
 use super::handlers::{
     clone_snapshot, create_filesystem, create_snapshot, delete_filesystem, delete_snapshot,
     put_policy, update_filesystem,
 };
-use super::query::{apply_filter, drop_filter_keys, paginate};
 use super::quotas::{create_quota, delete_quota, update_quota};
 use super::state::{FakeEvent, State, TagFilter};
+use super::wire::api_error::{ApiError, ApiResult};
+use super::wire::query::{apply_filter, drop_filter_keys, paginate};
 use crate::fake::HttpRequest;
 use serde_json::{json, Value};
 

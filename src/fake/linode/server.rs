@@ -2,11 +2,11 @@
 //! apply rate limits and faults, route it under the state lock, save, then
 //! notify the observer. It must not know endpoints or wire shapes.
 
-use super::api_error::ApiError;
 use super::faults::{FaultAction, FaultProfile, FaultRule, Gates, Injected};
 use super::persist;
 use super::routes::route;
 use super::state::{now_ms, FakeEvent, State};
+use super::wire::api_error::ApiError;
 use crate::fake::rate_limit::Limiter;
 use crate::fake::{HttpRequest, HttpResponse};
 use serde_json::Value;

@@ -1,101 +1,18 @@
 //! What the fake Linode holds: the records of spaces, filesystems, policies,
-//! snapshots and quotas, the knobs that shape them, and the time-driven status
-//! machines that move them ([`State::advance`]). It must not parse requests
-//! or render the wire format.
+//! snapshots and quotas, the knobs that shape them (`knobs`), and the
+//! time-driven status machines that move them ([`State::advance`]). It must
+//! not parse requests or render the wire format.
 
-use super::api_error::ApiError;
 use super::content::ContentHook;
-use super::dialect::Dialect;
+pub(super) use super::knobs::{
+    CloneRate, FakeEvent, Lifecycle, PolicyPut, QuotaBehaviour, SnapshotTimes, TagFilter,
+};
 use super::seed::{FilesystemSeed, InstanceSeed, Seed, SpaceSeed};
+use super::wire::api_error::ApiError;
+use super::wire::dialect::Dialect;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// How a matching object moves through its status machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Lifecycle {
-    Normal,
-    /// Turns `error` instead of `active`.
-    StickInError,
-    /// Stays `creating` / `updating` forever.
-    NeverActive,
-    /// Filesystems only: `active` with `mount_target_ips` but a null
-    /// `mount_target_fqdn` (exercises the IPv6 mount source).
-    ActiveWithoutFqdn,
-    /// Filesystems only: `active` but no mount target at all.
-    ActiveWithoutMountTarget,
-}
-
-/// Which timestamps a snapshot shows. The contract lets `created` be null,
-/// and a client must still be able to date the snapshot (or skip it).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum SnapshotTimes {
-    #[default]
-    Both,
-    /// `created` is null; `updated` is shown.
-    NoCreated,
-    /// `created` and `updated` are both null.
-    Neither,
-}
-
-/// What a filesystem access-policy PUT does with omitted fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PolicyPut {
-    /// Omitted fields reset to defaults (the real API, per the driver).
-    FullReplace,
-    /// Omitted fields keep their value.
-    Merge,
-}
-
-/// What a filesystem list does with a `tags` key in its `X-Filter`. The
-/// contract documents filtering by `label` and `region` only; no other
-/// client filters NFS filesystems by tag.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TagFilter {
-    /// Filters by tag membership, like other Linode lists.
-    #[default]
-    Honoured,
-    /// `400 Cannot filter on tags` (field `X-Filter`), as the API answers
-    /// an unknown filter key.
-    Refused,
-    /// The `tags` key is dropped; the other keys still filter.
-    Ignored,
-}
-
-/// Something dev mode mirrors on disk. Export paths look like `/<label>-<hex id>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FakeEvent {
-    FilesystemActive {
-        space_id: u64,
-        filesystem_id: u64,
-        export: String,
-        source_snapshot_id: Option<u64>,
-    },
-    SnapshotCreated {
-        space_id: u64,
-        filesystem_id: u64,
-        snapshot_id: u64,
-        /// What a backend showing snapshots in the export names it by.
-        label: String,
-        source_export: String,
-    },
-    CloneCreated {
-        snapshot_id: u64,
-        space_id: u64,
-        filesystem_id: u64,
-        export: String,
-    },
-    FilesystemDeleted {
-        space_id: u64,
-        filesystem_id: u64,
-        export: String,
-    },
-    SnapshotDeleted {
-        snapshot_id: u64,
-        label: String,
-        source_export: String,
-    },
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct SpaceRec {
@@ -183,58 +100,6 @@ pub(super) struct SnapRec {
 /// What an active snapshot shows as `size_bytes`. Modelled, not
 /// documented: the fake holds no data, so every snapshot shows the same.
 pub(super) const SNAPSHOT_SIZE_BYTES: i64 = 4_194_304;
-
-/// How fast a clone copies its snapshot's data: a filesystem cloned from a
-/// snapshot stays `creating` for the activation delay plus `setup` plus
-/// the snapshot's bytes at this rate, at most `cap` more. Modelled, not
-/// documented: how long the real backend takes is not said anywhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CloneRate {
-    /// What every clone takes before its first byte, however small its
-    /// snapshot (state files written before it existed read it as none).
-    #[serde(default)]
-    pub setup: std::time::Duration,
-    /// A rate of 0 never finishes a copy: every clone takes the cap.
-    pub bytes_per_second: u64,
-    pub cap: std::time::Duration,
-}
-
-impl CloneRate {
-    /// How long copying `bytes` takes, in ms.
-    fn copy_ms(self, bytes: i64) -> u64 {
-        let cap = self.cap.as_millis();
-        let bytes = u128::try_from(bytes).unwrap_or(0);
-        let copying = (bytes * 1000)
-            .checked_div(u128::from(self.bytes_per_second))
-            .map_or(cap, |ms| ms.min(cap));
-        (self.setup.as_millis() + copying)
-            .try_into()
-            .unwrap_or(u64::MAX)
-    }
-}
-
-/// What the quota API of this backend does (the unverified variants of
-/// issue 18; all off is the contract as linodego describes it).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QuotaBehaviour {
-    /// The quota collection and its items answer 404 for filesystems that
-    /// exist (a backend without the quota API).
-    pub missing: bool,
-    /// Every quota POST answers 400 with field `path`.
-    pub refused: bool,
-    /// Quota paths begin with the filesystem's export name
-    /// (`/<export>/csi-volumes/x`), in answers and in requests.
-    pub path_with_export: bool,
-    /// How a quota moves after a POST or PUT: `NeverActive` stays
-    /// `updating`, `StickInError` turns `error`; `None` turns `active`.
-    pub lifecycle: Option<Lifecycle>,
-    /// At most this many quotas per filesystem; the next POST answers 400.
-    pub limit: Option<usize>,
-    /// A POST for a path that is no directory of the export answers 400
-    /// (field `path`); the fake asks its [`ExportContent`](super::ExportContent).
-    #[serde(default)]
-    pub needs_directory: bool,
-}
 
 /// What the backend last sampled of a quota's usage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,14 +9,15 @@
 //! the volumes' usage and grows the claims that are due. Each failure is
 //! logged and left for the next round; nothing here answers a call.
 
-use super::parent::existing_parent;
+use super::parent::files;
 use super::pool::{self, TendPolicy};
 use super::restore::{self, sweep_temporaries};
 use super::snapshots::sweep;
-use super::{files, inspect};
-use crate::controller::lock_keys::Lock;
-use crate::controller::params::{ParentRef, PoolParams};
-use crate::controller::Controller;
+use super::volume::inspect;
+use super::volume::lookup::existing_parent;
+use crate::controller::request::params::{ParentRef, PoolParams};
+use crate::controller::state::controller::Controller;
+use crate::controller::state::lock_keys::Lock;
 use crate::handles::{SubdirId, VolumeId};
 use crate::Error;
 use std::collections::BTreeSet;

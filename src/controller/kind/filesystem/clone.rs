@@ -6,9 +6,10 @@
 //! exists keeps it, and the clone's tags say so, so that deleting the
 //! clone's volume deletes the copy too. Nothing here decides codes.
 
-use super::super::post_snapshot;
-use crate::controller::lock_keys::Doubt;
-use crate::controller::{tags, Controller};
+use crate::controller::kind::snapshot_post::post_snapshot;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::lock_keys::Doubt;
+use crate::controller::state::tags;
 use crate::flow::{done, Step};
 use crate::handles::{label_for, SnapshotId, VolumeId};
 use crate::linode::{Filesystem, Snapshot, Status};

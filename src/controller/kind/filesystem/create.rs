@@ -7,11 +7,12 @@
 
 use super::{clone, snapshots};
 use crate::controller::acl::{self, policy::no_filesystem_policy};
-use crate::controller::lock_keys::{Doubt, Lock};
-use crate::controller::request::{CreateRequest, Source};
-use crate::controller::tags::{self, Maker};
-use crate::controller::volume::{content_source, require_mount_target, volume_of};
-use crate::controller::Controller;
+use crate::controller::request::answer::{content_source, require_mount_target, volume_of};
+use crate::controller::request::create::{CreateRequest, Source};
+use crate::controller::state::controller::Controller;
+use crate::controller::state::lock_keys::{Doubt, Lock};
+use crate::controller::state::tags;
+use crate::controller::state::tags::Maker;
 use crate::flow::{done, Flow, Step, Then};
 use crate::handles::{SnapshotId, VolumeId};
 use crate::linode::{CloneFilesystem, Filesystem, MtlsMode, NewFilesystem, Status, WriteError};

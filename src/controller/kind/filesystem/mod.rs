@@ -15,11 +15,12 @@ pub use create::create;
 
 use super::publishing::{Target, Unpublish};
 use crate::controller::acl;
-use crate::controller::lock_keys::Lock;
-use crate::controller::params::{Mutable, SpaceRef};
-use crate::controller::tags::{self, Maker};
-use crate::controller::volume::{condition_of, id_of, volume_of, Described};
-use crate::controller::Controller;
+use crate::controller::request::answer::{condition_of, id_of, volume_of, Described};
+use crate::controller::request::params::{Mutable, SpaceRef};
+use crate::controller::state::controller::Controller;
+use crate::controller::state::lock_keys::Lock;
+use crate::controller::state::tags;
+use crate::controller::state::tags::Maker;
 use crate::flow::{done, Step, Then};
 use crate::handles::{VolumeHandle, VolumeId};
 use crate::linode::{Filesystem, Space, Status};

@@ -10,10 +10,11 @@
 //! tenant's data) is never listed, returned or restored (NotFound) and
 //! never deleted (FailedPrecondition).
 
-use super::super::post_snapshot;
-use crate::controller::lock_keys::{Doubt, Lock};
-use crate::controller::tags::{self, Maker};
-use crate::controller::Controller;
+use crate::controller::kind::snapshot_post::post_snapshot;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::lock_keys::{Doubt, Lock};
+use crate::controller::state::tags;
+use crate::controller::state::tags::Maker;
 use crate::handles::{label_for, SnapshotId, VolumeId};
 use crate::linode::{Filesystem, Snapshot, Status};
 use crate::proto::csi;

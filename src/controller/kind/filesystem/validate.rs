@@ -3,10 +3,11 @@
 //! would not have adopted it with, a context key with another value).
 //! Reads only.
 
-use crate::controller::params::{KindParams, Mutable, Params, SpaceRef};
-use crate::controller::volume::volume_of;
-use crate::controller::volume_capability::capability_problem;
-use crate::controller::{tags, Controller};
+use crate::controller::request::answer::volume_of;
+use crate::controller::request::params::{KindParams, Mutable, Params, SpaceRef};
+use crate::controller::request::volume_capability::capability_problem;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::tags;
 use crate::handles;
 use crate::linode::Filesystem;
 use crate::proto::csi;

@@ -3,9 +3,10 @@
 //! not (`told`). It sends at most one patch; it never touches the quota.
 
 use super::told::{tell, Told};
-use super::{Asked, Candidate, Tracked, ANNOTATION};
-use crate::controller::kind::directory::quotas;
-use crate::controller::Controller;
+use super::{Candidate, ANNOTATION};
+use crate::controller::kind::directory::ledger::quotas;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::directory::autogrowth::{Asked, Tracked};
 use crate::kube::{EventType, PersistentVolumeClaim};
 use crate::metrics::{self, AutogrowOutcome};
 use std::collections::BTreeSet;

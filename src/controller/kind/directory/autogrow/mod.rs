@@ -17,49 +17,28 @@
 mod decide;
 mod told;
 
-use super::files;
-use super::observed::Figures;
-use super::parent::existing_parent;
-use super::samples::{self, ParentSamples, Sample};
-use super::{inspect, kept, quotas};
-use crate::controller::params::Autogrow;
-use crate::controller::{ClaimRef, Controller};
+use super::ledger::observed::Figures;
+use super::ledger::quotas;
+use super::parent::files;
+use super::parent::kept;
+use super::volume::inspect;
+use super::volume::lookup::existing_parent;
+use super::volume::samples;
+use super::volume::samples::{ParentSamples, Sample};
+use crate::controller::request::claim_ref::ClaimRef;
+use crate::controller::request::params::Autogrow;
+use crate::controller::state::controller::Controller;
 use crate::handles::{SubdirId, VolumeId};
 use crate::kube::PersistentVolumeClaim;
 use crate::linode::{Filesystem, Quota};
 use crate::mutex::lock;
 use crate::Error;
 use decide::consider;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The claim annotation that opts one claim out (`"off"`).
 pub const ANNOTATION: &str = "linodenfs.csi.linode.com/autogrow";
-
-/// What autogrow remembers of each volume between rounds (in memory: a new
-/// leader starts afresh, and may tell an event once more).
-#[derive(Default)]
-pub struct Autogrowth(Mutex<HashMap<SubdirId, Tracked>>);
-
-#[derive(Debug, Default)]
-struct Tracked {
-    /// Seen in an earlier round of this process.
-    seen: bool,
-    /// The growth asked last, until the claim and the quota have caught up
-    /// with it and a newer sample has come.
-    asked: Option<Asked>,
-    /// The claim's request and the parent's room when the resizer was last
-    /// seen to find its resize infeasible.
-    infeasible: Option<(Option<i64>, Option<i64>)>,
-    /// Per kind of event, what it was last told about.
-    told: BTreeMap<&'static str, String>,
-}
-
-#[derive(Debug)]
-struct Asked {
-    target: i64,
-    sample: (Option<String>, Option<i64>),
-}
 
 /// A parent as its round read it.
 struct ParentRound {

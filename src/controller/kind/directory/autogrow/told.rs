@@ -2,8 +2,8 @@
 //! kind told once until what it is about changes (a new target size, room
 //! left, class, annotation value), so a claim's events are not a stream.
 
-use super::Tracked;
-use crate::controller::Controller;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::directory::autogrowth::Tracked;
 use crate::kube::{EventType, PersistentVolumeClaim};
 
 /// The kinds of event told once until what they are about changes.

@@ -4,9 +4,9 @@
 //! it has no quota but its root one. Anything unexpected counts as in use:
 //! what is pruned is deleted with everything on it.
 
-use crate::controller::kind::directory::account::Purpose;
-use crate::controller::kind::directory::parent::quota_list;
-use crate::controller::Controller;
+use crate::controller::kind::directory::ledger::account::Purpose;
+use crate::controller::kind::directory::volume::lookup::quota_list;
+use crate::controller::state::controller::Controller;
 use crate::linode::Filesystem;
 use crate::Error;
 use std::path::Path;

@@ -8,11 +8,14 @@
 //! files as root) and, in node mode, an ACL admitting the controller's own
 //! Linode, which mounts it.
 
-use super::{members, PoolKey};
+use super::members;
 use crate::config::AccessPolicyMode;
-use crate::controller::lock_keys::Doubt;
-use crate::controller::params::PoolParams;
-use crate::controller::{acl, tags, Controller};
+use crate::controller::acl;
+use crate::controller::request::params::PoolParams;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::directory::pools::PoolKey;
+use crate::controller::state::lock_keys::Doubt;
+use crate::controller::state::tags;
 use crate::flow::{done, Step, Then};
 use crate::linode::{Filesystem, NewFilesystem, SquashPolicy, Status};
 use crate::metrics::{self, PoolGrowth};

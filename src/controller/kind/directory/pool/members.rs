@@ -3,9 +3,10 @@
 //! (every create of a burst needs them), and the label a new one takes.
 //! Reads only; a new member is made by `grow`, an old one pruned by `tend`.
 
-use super::PoolKey;
 use crate::cluster_id::ClusterId;
-use crate::controller::{tags, Controller};
+use crate::controller::state::controller::Controller;
+use crate::controller::state::directory::pools::PoolKey;
+use crate::controller::state::tags;
 use crate::handles::VolumeId;
 use crate::linode::{Filesystem, Status};
 use crate::mutex::lock;
@@ -119,7 +120,7 @@ mod tests {
     fn labels_count_up_from_the_highest() {
         let fs = |label: &str| Filesystem {
             label: label.to_string(),
-            ..crate::controller::kind::directory::quotas::tests::fs()
+            ..crate::controller::kind::directory::ledger::quotas::tests::fs()
         };
         let k = ClusterId::parse("k1").unwrap();
         assert_eq!(next_label(&k, "a", &[], 0).0, "csi-pool-k1-a-1");

@@ -7,16 +7,18 @@
 //! creation (holding no worker); at the bound the create is
 //! ResourceExhausted, naming the pool, its filesystems and their room.
 
-use super::{grow, members, PoolKey};
-use crate::controller::kind::directory::account::Purpose;
-use crate::controller::kind::directory::files;
-use crate::controller::kind::directory::kept;
-use crate::controller::kind::directory::parent::{quota_list, room_left};
-use crate::controller::kind::directory::quotas::{self, NoRoom};
-use crate::controller::kind::directory::room::{Claim, Listed};
-use crate::controller::lock_keys::Lock;
-use crate::controller::params::PoolParams;
-use crate::controller::Controller;
+use super::{grow, members};
+use crate::controller::kind::directory::ledger::account::Purpose;
+use crate::controller::kind::directory::ledger::quotas;
+use crate::controller::kind::directory::ledger::quotas::NoRoom;
+use crate::controller::kind::directory::ledger::room::{Claim, Listed};
+use crate::controller::kind::directory::parent::files;
+use crate::controller::kind::directory::parent::kept;
+use crate::controller::kind::directory::volume::lookup::{quota_list, room_left};
+use crate::controller::request::params::PoolParams;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::directory::pools::PoolKey;
+use crate::controller::state::lock_keys::Lock;
 use crate::flow::{done, Step, Then};
 use crate::handles::DirName;
 use crate::linode::{Filesystem, MtlsMode, Quota, Status};

@@ -8,10 +8,12 @@
 //! (`emptiness`), and the decision is taken under the pool's gate, which
 //! placements claim room under, then checked again.
 
-use super::{emptiness, grow, members, PoolKey};
-use crate::controller::kind::directory::account::Purpose;
-use crate::controller::params::PoolParams;
-use crate::controller::{tags, Controller};
+use super::{emptiness, grow, members};
+use crate::controller::kind::directory::ledger::account::Purpose;
+use crate::controller::request::params::PoolParams;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::directory::pools::PoolKey;
+use crate::controller::state::tags;
 use crate::linode::{Filesystem, Status};
 use crate::metrics::{self, PoolGrowth};
 use crate::mutex::lock;

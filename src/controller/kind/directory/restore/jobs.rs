@@ -18,95 +18,18 @@
 //! process. What is filled, and how, is `restore`'s; this file only runs,
 //! joins and ends jobs.
 
-use super::copies;
-use super::progress::Report;
-use super::stops::Stop;
-use super::temporary::Hold;
 use crate::backoff::Backoff;
-use crate::controller::claim_ref::ClaimRef;
-use crate::controller::Controller;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::fills::copies;
+use crate::controller::state::fills::progress::Report;
+use crate::controller::state::fills::running::{Answer, Job};
 use crate::flow::{done, guarded, Flow, Handoff, Step, Then};
-use crate::handles::{SnapshotId, SubdirId};
+use crate::handles::SubdirId;
 use crate::mutex::lock;
 use crate::Error;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-type Answer = Arc<Handoff<Result<(), Error>>>;
-
-/// The fill jobs running, by the volume they fill.
-#[derive(Default)]
-pub struct Fills {
-    running: Mutex<HashMap<SubdirId, Arc<Job>>>,
-}
-
-/// One volume's fill.
-pub(super) struct Job {
-    /// The calls waiting for its end.
-    waiters: Mutex<Vec<Answer>>,
-    /// Set by DeleteVolume: the job ends at its next step and leaves the
-    /// volume to the delete.
-    cancelled: AtomicBool,
-    /// Set when the claim it fills the volume for is gone: the job ends
-    /// at once, as a final failure, for this reason.
-    abandoned: Mutex<Option<Error>>,
-    /// Ends the wait the job is in when it is cancelled or abandoned.
-    pub(super) stop: Arc<Stop>,
-    /// Its hold on the temporary clone it copies from, from the moment it
-    /// asks for one until it ends.
-    clone: Mutex<Option<Hold>>,
-    /// Why its last attempt failed, for the calls that stop waiting.
-    last_error: Mutex<Option<Error>>,
-    attempts: AtomicU32,
-    pub(super) started: Instant,
-    /// Where it is, for the calls that stop waiting and the claim's events.
-    pub(super) report: Report,
-    /// The claim and CSI name its volume's marker records, once read.
-    pub(super) made_for: Mutex<Option<MadeFor>>,
-}
-
-/// What a volume's marker says it was made for.
-#[derive(Debug, Clone)]
-pub(super) struct MadeFor {
-    pub csi_name: String,
-    pub claim: Option<ClaimRef>,
-}
-
-impl Job {
-    /// Keeps `hold` on a temporary clone until the job ends, unless it
-    /// holds that snapshot's clone already (a later attempt).
-    pub(super) fn keep(&self, snapshot: SnapshotId, hold: impl FnOnce() -> Hold) {
-        let mut held = lock(&self.clone);
-        if held.as_ref().map(Hold::snapshot) != Some(snapshot) {
-            *held = Some(hold());
-        }
-    }
-
-    pub(super) fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::SeqCst)
-    }
-
-    /// Why the job must stop now, if it must: its volume is being deleted,
-    /// or its claim is gone.
-    pub(super) fn stopped(&self) -> Option<Error> {
-        self.stop.why()
-    }
-
-    /// Ends the job at its next step (its volume is gone or going).
-    pub(super) fn cancel(&self, id: &SubdirId) {
-        self.cancelled.store(true, Ordering::SeqCst);
-        self.stop.stop(Error::Aborted(format!(
-            "volume {id} is being deleted: its fill stops"
-        )));
-    }
-
-    /// The claim its volume is for, once the marker was read.
-    pub(super) fn claim(&self) -> Option<ClaimRef> {
-        lock(&self.made_for).as_ref().and_then(|m| m.claim.clone())
-    }
-}
 
 /// A job's pauses between attempts.
 const AGAIN: Backoff = Backoff::doubling(Duration::from_secs(1), Duration::from_secs(60));
@@ -143,44 +66,6 @@ pub(super) trait Work: Send + Sync + 'static {
     /// what it made.
     fn end(&self, c: &Controller, job: &Job, ending: Ending<'_>);
     fn volume(&self) -> &SubdirId;
-}
-
-impl Fills {
-    /// Whether a job fills `id`.
-    pub fn is_running(&self, id: &SubdirId) -> bool {
-        lock(&self.running).contains_key(id)
-    }
-
-    /// Ends the job filling `id` at its next step, stopping its copy:
-    /// whether a copy was running (until it stops, the directory is still
-    /// being written). A job still waiting for its temporary filesystem
-    /// stops waiting and writes nothing more.
-    pub fn cancel(&self, c: &Controller, id: &SubdirId) -> bool {
-        let Some(job) = lock(&self.running).get(id).cloned() else {
-            return false;
-        };
-        job.cancel(id);
-        c.copies.stop(id)
-    }
-
-    /// Ends the job filling `id` now, as a final failure for `why` (the
-    /// claim it filled the volume for is gone): what it made is removed.
-    pub(super) fn abandon(&self, c: &Controller, id: &SubdirId, why: Error) {
-        let Some(job) = lock(&self.running).get(id).cloned() else {
-            return;
-        };
-        *lock(&job.abandoned) = Some(why.clone());
-        job.stop.stop(why);
-        c.copies.stop(id);
-    }
-
-    /// The jobs running now.
-    pub(super) fn running(&self) -> Vec<(SubdirId, Arc<Job>)> {
-        lock(&self.running)
-            .iter()
-            .map(|(id, job)| (id.clone(), job.clone()))
-            .collect()
-    }
 }
 
 /// Waits for the job filling `id`, if one runs.

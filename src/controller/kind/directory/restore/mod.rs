@@ -16,29 +16,25 @@
 //! tells the claim its marker records what it is doing (`progress`,
 //! posted by `watch`), and ends when that claim is gone (`watch`).
 
-mod copies;
-mod holders;
 mod jobs;
-mod progress;
-mod stops;
 mod temporary;
 mod watch;
 
-pub use copies::{stop_all, Copies};
-pub use holders::Temporaries;
-pub use jobs::Fills;
+pub use crate::controller::state::fills::copies::stop_all;
 pub use temporary::sweep as sweep_temporaries;
-pub use watch::{start as start_watch, FillWatch};
+pub use watch::start as start_watch;
 
-use super::account::Purpose;
-use super::files;
-use super::parent::{existing_parent, quota_list};
-use super::quotas;
+use super::ledger::account::Purpose;
+use super::ledger::quotas;
+use super::parent::files;
 use super::snapshots::{self, fills, for_clone, forget_clone};
-use crate::controller::kind::{self, Restorable};
-use crate::controller::lock_keys::Doubt;
-use crate::controller::request::DirSource;
-use crate::controller::Controller;
+use super::volume::lookup::{existing_parent, quota_list};
+use crate::controller::kind::restorable::Restorable;
+use crate::controller::request::create::DirSource;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::fills::progress::{self, Total};
+use crate::controller::state::fills::running::{Job, MadeFor};
+use crate::controller::state::lock_keys::Doubt;
 use crate::flow::{done, Step, Then};
 use crate::fs_tree::{copy_tree, CopyOptions, CopyStats, Dir};
 use crate::handles::{SnapshotHandle, SubdirId, VolumeId, SUBDIRECTORY_BASE};
@@ -47,8 +43,7 @@ use crate::linode::Status;
 use crate::linode::{Filesystem, Snapshot};
 use crate::metrics;
 use crate::Error;
-use jobs::{Ending, Job, MadeFor};
-use progress::Total;
+use jobs::Ending;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -80,7 +75,7 @@ pub fn plan(c: &Controller, source: &DirSource, capacity: i64) -> Result<Plan, E
 fn planned(c: &Controller, source: &DirSource) -> Result<(Plan, i64, String), Error> {
     Ok(match source {
         DirSource::Snapshot(id) => {
-            let r = kind::restorable(c, id)?;
+            let r = restorable(c, id)?;
             if matches!(r.snapshot.status, Status::Error | Status::Failed) {
                 return Err(Error::FailedPrecondition(format!(
                     "snapshot {id} is in status {}",
@@ -91,7 +86,7 @@ fn planned(c: &Controller, source: &DirSource) -> Result<(Plan, i64, String), Er
             (Plan::Snapshot(Box::new(r)), size, format!("snapshot {id}"))
         }
         DirSource::Volume(id) => {
-            let quota = super::parent::find(c, id)
+            let quota = super::volume::lookup::find(c, id)
                 .map_err(|e| match e {
                     Error::NotFound(_) => {
                         Error::NotFound(format!("source volume {id} was not found"))
@@ -117,6 +112,22 @@ fn planned(c: &Controller, source: &DirSource) -> Result<(Plan, i64, String), Er
             )
         }
     })
+}
+
+/// The snapshot `id` as a restore into a directory sees it: NotFound for
+/// one the driver did not take (or whose record is gone).
+fn restorable(c: &Controller, id: &SnapshotHandle) -> Result<Restorable, Error> {
+    match id {
+        SnapshotHandle::Filesystem(id) => {
+            let snapshot = crate::controller::kind::filesystem::snapshots::owned(c, *id)?;
+            Ok(Restorable {
+                size_bytes: snapshot.size_bytes.unwrap_or(0),
+                snapshot,
+                dir: None,
+            })
+        }
+        SnapshotHandle::Directory(id) => snapshots::restorable(c, id),
+    }
 }
 
 /// Fills volume `id` (its directory on the parent mounted at `root`) as
@@ -373,7 +384,7 @@ fn discard(
         .iter()
         .filter(|q| quotas::is_for(q, &parent, &id.name))
     {
-        super::quota_changes::remove(c, id, q.id)?;
+        super::volume::quota_changes::remove(c, id, q.id)?;
     }
     c.in_doubt.clear(&Doubt::Quota(id.clone()));
     files::roll_back(root, &id.name, &id.to_string())?;

@@ -21,12 +21,15 @@
 //! filesystem's ACL, which admits the controller where the source's
 //! mounts do.
 
-use super::stops::Stop;
 use crate::backoff::Backoff;
 use crate::config::AccessPolicyMode;
-use crate::controller::lock_keys::Doubt;
-use crate::controller::volume::require_mount_target;
-use crate::controller::{acl, tags, Controller};
+use crate::controller::acl;
+use crate::controller::request::answer::require_mount_target;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::fills::holders::Hold;
+use crate::controller::state::fills::stops::Stop;
+use crate::controller::state::lock_keys::Doubt;
+use crate::controller::state::tags;
 use crate::flow::{done, Step, Then};
 use crate::handles::{SnapshotId, VolumeId};
 use crate::linode::{CloneFilesystem, Filesystem, Snapshot, Status};
@@ -59,62 +62,39 @@ fn vol_of(fs: &Filesystem) -> VolumeId {
     }
 }
 
-/// One job's hold on a snapshot's clone: the last one let go deletes it,
-/// unless it was left for the next process (`leave`).
-pub struct Hold {
-    c: Arc<Controller>,
-    snapshot: SnapshotId,
-    left: bool,
-}
-
-impl Hold {
-    /// The snapshot whose clone it holds.
-    pub fn snapshot(&self) -> SnapshotId {
-        self.snapshot
-    }
-
-    /// Lets go of the clone without deleting it: the job ends unfinished
-    /// (the process stopping, the lease lost) and the next process, or the
-    /// new leader, adopts the clone where it is, `creating` or not.
-    pub fn leave(mut self) {
-        self.left = true;
-    }
-}
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        let last = {
-            let mut users = lock(&self.c.temporaries.users);
-            let n = users.entry(self.snapshot).or_insert(1);
-            *n -= 1;
-            if *n == 0 {
-                users.remove(&self.snapshot);
-                lock(&self.c.temporaries.failed).remove(&self.snapshot);
-                true
-            } else {
-                false
-            }
-        };
-        if last && !self.left {
-            if let Err(e) = remove_unheld(&self.c, self.snapshot) {
-                log::warn!(
-                    "deleting the temporary filesystem of snapshot {}: {e}; trying again",
-                    self.snapshot
-                );
-                remove_later(self.c.clone(), self.snapshot);
-            }
-        }
-    }
-}
-
 /// A job's hold on the clone of `snapshot`, taken before the clone is
 /// looked for or made, so no sweep deletes it under the job.
 pub fn hold(c: &Arc<Controller>, snapshot: SnapshotId) -> Hold {
     *lock(&c.temporaries.users).entry(snapshot).or_insert(0) += 1;
-    Hold {
-        c: c.clone(),
+    let c = c.clone();
+    Hold::new(
         snapshot,
-        left: false,
+        Box::new(move |may_go| let_go(&c, snapshot, may_go)),
+    )
+}
+
+/// Lets go of one hold on the clone of `snapshot`; the last deletes the
+/// clone when it `may_go`.
+fn let_go(c: &Arc<Controller>, snapshot: SnapshotId, may_go: bool) {
+    let last = {
+        let mut users = lock(&c.temporaries.users);
+        let n = users.entry(snapshot).or_insert(1);
+        *n -= 1;
+        if *n == 0 {
+            users.remove(&snapshot);
+            lock(&c.temporaries.failed).remove(&snapshot);
+            true
+        } else {
+            false
+        }
+    };
+    if last && may_go {
+        if let Err(e) = remove_unheld(c, snapshot) {
+            log::warn!(
+                "deleting the temporary filesystem of snapshot {snapshot}: {e}; trying again"
+            );
+            remove_later(c.clone(), snapshot);
+        }
     }
 }
 

@@ -21,102 +21,24 @@
 //! HTTP to Kubernetes), only while this process holds the lease, holds the
 //! controller weakly and ends with it.
 
-use super::jobs::Job;
-use super::progress::{self, Phase};
-use crate::controller::claim_ref::{pv_names_uid, ClaimRef};
-use crate::controller::Controller;
+use crate::controller::request::claim_ref::{pv_names_uid, ClaimRef};
+use crate::controller::state::controller::Controller;
+use crate::controller::state::fills::claims::{Told, Track, OUTBOX_AGE};
+use crate::controller::state::fills::progress;
+use crate::controller::state::fills::progress::Phase;
+use crate::controller::state::fills::running::Job;
 use crate::handles::SubdirId;
 use crate::kube::{EventType, PersistentVolumeClaim};
 use crate::metrics::{self, FillAbandoned};
 use crate::mutex::lock;
 use crate::Error;
 use std::collections::HashMap;
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// The least time between two lists of claims.
 const LIST_SPACING: Duration = Duration::from_secs(10);
-/// How long a queued event waits for its claim to be listed.
-const OUTBOX_AGE: Duration = Duration::from_secs(600);
-/// How long a CreateVolume of an abandoned fill's name is refused.
-const REMEMBERED: Duration = Duration::from_secs(3600);
-
-/// The watch of one controller: its settings and what it keeps between
-/// ticks.
-pub struct FillWatch {
-    /// `FILL_PROGRESS_INTERVAL`.
-    interval: Duration,
-    /// `FILL_CLAIM_GRACE`.
-    grace: Duration,
-    kick: Mutex<Option<Sender<()>>>,
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    outbox: Vec<Told>,
-    tracks: HashMap<SubdirId, Track>,
-    /// The fills ended for want of a claim, by CSI name.
-    abandoned: HashMap<String, (ClaimRef, Instant, String)>,
-    last_list: Option<Instant>,
-}
-
-/// What the watch saw of one job's claim.
-#[derive(Default)]
-struct Track {
-    /// Since when (a list's start) it is missing, and why.
-    missing: Option<(Instant, FillAbandoned)>,
-    last_progress: Option<Instant>,
-}
-
-/// An event a job queued for its claim.
-struct Told {
-    claim: ClaimRef,
-    kind: EventType,
-    reason: &'static str,
-    message: String,
-    queued: Instant,
-}
-
-impl FillWatch {
-    pub fn new(interval: Duration, grace: Duration) -> FillWatch {
-        FillWatch {
-            interval,
-            grace,
-            kick: Mutex::new(None),
-            state: Mutex::default(),
-        }
-    }
-
-    /// Queues an event of `kind` for `claim`, posted at the next tick, which
-    /// comes soon.
-    pub fn tell(&self, claim: ClaimRef, kind: EventType, reason: &'static str, message: String) {
-        lock(&self.state).outbox.push(Told {
-            claim,
-            kind,
-            reason,
-            message,
-            queued: Instant::now(),
-        });
-        if let Some(kick) = lock(&self.kick).as_ref() {
-            // A tick already asked for is enough; a thread gone is fine.
-            let _ = kick.send(());
-        }
-    }
-
-    /// Why a new volume named `csi_name` for `claim` is refused: its fill
-    /// was ended lately because that claim is gone.
-    pub fn abandoned(&self, csi_name: &str, claim: Option<&ClaimRef>) -> Option<String> {
-        let mut state = lock(&self.state);
-        state
-            .abandoned
-            .retain(|_, (_, at, _)| at.elapsed() < REMEMBERED);
-        let (ended_for, _, why) = state.abandoned.get(csi_name)?;
-        (Some(ended_for) == claim).then(|| why.clone())
-    }
-}
-
 /// Starts the watch of `c` on a thread of its own.
 pub fn start(c: &Arc<Controller>) {
     let (kick, kicked) = channel();
@@ -340,5 +262,6 @@ fn abandon(
             (claim.clone(), Instant::now(), message.clone()),
         );
     }
-    c.fills.abandon(c, id, Error::FailedPrecondition(message));
+    c.fills
+        .abandon(&c.copies, id, Error::FailedPrecondition(message));
 }

@@ -11,12 +11,14 @@
 //! batch still under way here joins it. Runs on the worker pool, one
 //! batch after another per parent, holding no caller's worker.
 
-use super::queue::{Answer, Member, Queued};
-use super::records::{self, Record, BATCH_PREFIX, CLUSTER_PART};
 use crate::cluster_id::ClusterId;
-use crate::controller::kind::post_snapshot;
-use crate::controller::lock_keys::Doubt;
-use crate::controller::{tags, Controller};
+use crate::controller::kind::directory::parent::records;
+use crate::controller::kind::directory::parent::records::{Record, BATCH_PREFIX, CLUSTER_PART};
+use crate::controller::kind::snapshot_post::post_snapshot;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::directory::batches::{Answer, Member, Queued};
+use crate::controller::state::lock_keys::Doubt;
+use crate::controller::state::tags;
 use crate::flow::{done, guarded, Flow, Step, Then};
 use crate::handles::VolumeId;
 use crate::linode::Snapshot;

@@ -4,10 +4,12 @@
 //! parent apart from the VolumeSnapshots (`Shelf::Clones`, named after the
 //! clone's directory), and forgotten once the clone is filled or deleted.
 
-use super::records::{self, Shelf};
+use crate::controller::kind::directory::parent::records;
+
 use super::{already_gone, forget, mounted, take_part};
-use crate::controller::kind::Restorable;
-use crate::controller::Controller;
+use crate::controller::kind::directory::parent::records::Shelf;
+use crate::controller::kind::restorable::Restorable;
+use crate::controller::state::controller::Controller;
 use crate::flow::{done, Step, Then};
 use crate::handles::SubdirId;
 use crate::Error;

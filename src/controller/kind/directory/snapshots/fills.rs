@@ -5,9 +5,9 @@
 //! removes the record while the parent snapshot stays until the job is
 //! done. On the parent's own files, so it survives a restart.
 
-use super::records;
 use super::{mounted, sweep};
-use crate::controller::Controller;
+use crate::controller::kind::directory::parent::records;
+use crate::controller::state::controller::Controller;
 use crate::handles::{SubdirId, VolumeId};
 use crate::Error;
 

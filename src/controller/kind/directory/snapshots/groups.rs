@@ -11,15 +11,16 @@
 //! (`group_jobs`).
 
 use super::batches;
-use super::group_jobs::{Taking, Wanted};
-use super::queue::Member;
-use super::records::{self, Record, Shelf};
 use super::{
     already_gone, capacity, creation_time, described, forget, mounted, recorded, resumed,
     source_missing,
 };
-use crate::controller::lock_keys::Lock;
-use crate::controller::Controller;
+use crate::controller::kind::directory::parent::records;
+use crate::controller::kind::directory::parent::records::{Record, Shelf};
+use crate::controller::state::controller::Controller;
+use crate::controller::state::directory::batches::Member;
+use crate::controller::state::directory::group_jobs::{Taking, Wanted};
+use crate::controller::state::lock_keys::Lock;
 use crate::flow::{done, guarded, Step, Then};
 use crate::handles::{DirName, DirSnapshotId, GroupSnapshotId, SubdirId, VolumeId};
 use crate::linode::Snapshot;

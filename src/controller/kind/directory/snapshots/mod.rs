@@ -18,22 +18,20 @@
 mod batches;
 mod clones;
 pub mod fills;
-mod group_jobs;
 pub mod groups;
-mod queue;
-pub(in crate::controller::kind::directory) mod records;
 pub(super) mod sweep;
 
 pub use clones::{for_clone, forget_clone};
-pub use group_jobs::GroupJobs;
-pub use queue::SnapshotBatches;
 
-use super::inspect;
-use super::parent::{existing_parent, find};
-use crate::controller::kind::Restorable;
-use crate::controller::lock_keys::{Doubt, Lock};
-use crate::controller::tags::{self, Maker};
-use crate::controller::Controller;
+use super::volume::inspect;
+use super::volume::lookup::{existing_parent, find};
+use crate::controller::kind::directory::parent::records::{self, Record, Shelf};
+use crate::controller::kind::restorable::Restorable;
+use crate::controller::state::controller::Controller;
+use crate::controller::state::directory::batches::Member;
+use crate::controller::state::lock_keys::{Doubt, Lock};
+use crate::controller::state::tags;
+use crate::controller::state::tags::Maker;
 use crate::flow::{done, Step, Then};
 use crate::handles::{DirName, DirSnapshotId, SubdirId, VolumeId};
 use crate::linode::{Filesystem, Snapshot, Status};
@@ -41,8 +39,6 @@ use crate::proto::csi;
 use crate::Error;
 use protobuf::well_known_types::timestamp::Timestamp;
 use protobuf::MessageField;
-use queue::Member;
-use records::{Record, Shelf};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -518,7 +514,7 @@ pub fn list(c: &Controller, req: &csi::ListSnapshotsRequest) -> Result<Vec<csi::
         });
     }
     let mut all = Vec::new();
-    for vol in super::inspect::parents(c)? {
+    for vol in super::volume::inspect::parents(c)? {
         all.extend(of_parent(c, vol, |_, _| true)?);
     }
     Ok(all)

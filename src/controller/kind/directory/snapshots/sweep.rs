@@ -5,8 +5,8 @@
 //! leader left it behind). Swept whenever a batch directory closes, so
 //! the last DeleteSnapshot also deletes what earlier failures left.
 
-use super::records;
-use crate::controller::Controller;
+use crate::controller::kind::directory::parent::records;
+use crate::controller::state::controller::Controller;
 use crate::handles::VolumeId;
 use crate::linode::Status;
 use crate::Error;
